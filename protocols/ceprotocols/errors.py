@@ -1,0 +1,65 @@
+"""ceprotocols' exception hierarchy; every client library's exception is translated into these
+inside the adapter that called it, so callers never see paho, proton, confluent-kafka, nats or
+httpx exceptions::
+
+    ProtocolError
+    ├── BindingError (ValueError)   a message is not a valid CloudEvent for its binding
+    └── DeliveryError               a send did not complete; ``retryable`` tells what to do next
+        ├── TargetUnreachable       connect/transport failure (retryable)
+        ├── DeliveryTimeout         no confirmation in time (retryable)
+        └── DeliveryRejected        the target refused the message (retryable only for
+                                    transient refusals such as HTTP 5xx/408/429)
+"""
+
+from __future__ import annotations
+
+
+class ProtocolError(Exception):
+    """Base of every ceprotocols error."""
+
+
+class BindingError(ProtocolError, ValueError):
+    """A wire message could not be decoded as (or an event encoded into) a CloudEvent."""
+
+
+class DeliveryError(ProtocolError):
+    """A delivery attempt failed.
+
+    Attributes:
+        retryable: whether a later attempt may succeed.
+        retry_after: seconds the target asked us to wait (e.g. HTTP ``Retry-After``), if any.
+        status: protocol status code, if the protocol has one (HTTP status, AMQP outcome name...).
+        body: a truncated response body or reason text, for the dead letter.
+    """
+
+    retryable = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool | None = None,
+        retry_after: float | None = None,
+        status: int | str | None = None,
+        body: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        if retryable is not None:
+            self.retryable = retryable
+        self.retry_after = retry_after
+        self.status = status
+        self.body = body
+
+
+class TargetUnreachable(DeliveryError):
+    """The target could not be reached (DNS, connect, TLS, connection lost)."""
+
+
+class DeliveryTimeout(DeliveryError):
+    """The target did not confirm the delivery in time."""
+
+
+class DeliveryRejected(DeliveryError):
+    """The target answered and refused the message."""
+
+    retryable = False

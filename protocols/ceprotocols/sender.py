@@ -1,0 +1,50 @@
+"""The delivery contract: one :class:`Sender` per protocol, chosen from :data:`SENDERS`.
+
+A sender owns its connections: it keeps one connection (or producer) per sink endpoint and
+credentials, shared by every subscription that uses it, reconnects on failure, and confirms a
+delivery only when the protocol does (HTTP 2xx, MQTT PUBACK/PUBCOMP, AMQP ``accepted``, Kafka
+delivery report, NATS flush or JetStream ack). Failures raise
+:class:`ceprotocols.errors.DeliveryError` subclasses, never a client library's exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+#: A CloudEvent in the JSON event format, as a dict (``data`` or ``data_base64`` for the payload).
+Event = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Destination:
+    """Where and how to deliver: the subscription's ``sink``, ``protocolsettings`` (defaults
+    applied) and ``sinkcredential`` (secrets included)."""
+
+    protocol: str
+    sink: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    credential: Mapping[str, Any] | None = None
+    #: Seconds to wait for the protocol's confirmation.
+    timeout: float = 10.0
+
+
+@runtime_checkable
+class Sender(Protocol):
+    """Delivers events over one protocol."""
+
+    async def deliver(self, event: Event, destination: Destination) -> None:
+        """Send one event and return once the protocol confirmed it; raise DeliveryError if not."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close every connection this sender holds."""
+        ...
+
+
+SenderFactory = Callable[[], Sender]
+
+#: Protocol name (the subscription's ``protocol``) -> factory of its sender. Filled in
+#: explicitly by the modules that implement each protocol; no plugin discovery.
+SENDERS: dict[str, SenderFactory] = {}

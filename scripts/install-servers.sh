@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the real servers the test suite starts on 127.0.0.1: mosquitto, nats-server, RabbitMQ
+# (AMQP 1.0 plugin enabled per test run) and a Java runtime for Spark. tansu (Kafka protocol) comes
+# from PyPI with the dev extra. Nothing is started here: the test fixtures start and stop each server.
+set -euo pipefail
+need=()
+command -v mosquitto >/dev/null 2>&1 || need+=(mosquitto)
+command -v nats-server >/dev/null 2>&1 || need+=(nats-server)
+dpkg -s rabbitmq-server >/dev/null 2>&1 || need+=(rabbitmq-server)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+[ ${#need[@]} -eq 0 ] && exit 0
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# policy-rc.d keeps Debian from starting the system services on install; tests start their own.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+  $SUDO chmod +x /usr/sbin/policy-rc.d
+  trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

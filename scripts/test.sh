@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian machine: installs the servers and the packages, checks lint
+# and types, then runs every test (real servers included). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-servers.sh
+scripts/bootstrap.sh --dev
+.venv/bin/ruff check .
+.venv/bin/mypy
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: the test setup is broken" >&2
+  exit 1
+fi
+exit "$rc"

@@ -1,0 +1,39 @@
+"""Operational endpoints: liveness and readiness."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+
+class OpsComponent:
+    """Serves ``/healthz`` (the process answers) and ``/readyz`` (every part has started)."""
+
+    def __init__(self) -> None:
+        self.ready = False
+
+    def routes(self) -> Sequence[BaseRoute]:
+        """The health routes."""
+        return [
+            Route("/healthz", self._healthz, methods=["GET"]),
+            Route("/readyz", self._readyz, methods=["GET"]),
+        ]
+
+    async def start(self) -> None:
+        """Nothing to open; readiness is set once the app's lifespan has started every part."""
+        self.ready = True
+
+    async def stop(self) -> None:
+        """Mark the broker as no longer ready."""
+        self.ready = False
+
+    async def _healthz(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def _readyz(self, request: Request) -> Response:
+        if self.ready:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "starting"}, status_code=503)

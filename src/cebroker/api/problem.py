@@ -1,0 +1,59 @@
+"""RFC 9457 problem details responses (``application/problem+json``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+
+from starlette.responses import Response
+
+from cebroker.errors import BrokerError, FieldProblem, Overloaded, ValidationError
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+PROBLEM_TYPE_BASE = "https://cebroker.dev/problems/"
+
+
+def problem(
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    type_suffix: str,
+    errors: Sequence[FieldProblem] = (),
+    headers: dict[str, str] | None = None,
+    extra: dict[str, object] | None = None,
+) -> Response:
+    """Build a problem+json response; ``errors`` lists every field problem with its JSON Pointer."""
+    body: dict[str, object] = {
+        "type": PROBLEM_TYPE_BASE + type_suffix,
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if errors:
+        body["errors"] = [e.to_json() for e in errors]
+    if extra:
+        body.update(extra)
+    return Response(
+        json.dumps(body, ensure_ascii=False),
+        status_code=status,
+        media_type=PROBLEM_MEDIA_TYPE,
+        headers=headers,
+    )
+
+
+def problem_from_error(exc: BrokerError) -> Response:
+    """Map a broker error onto its problem+json response."""
+    problems = exc.problems if isinstance(exc, ValidationError) else ()
+    headers = None
+    if isinstance(exc, Overloaded):
+        headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
+    return problem(
+        exc.status,
+        exc.title,
+        str(exc),
+        type_suffix=exc.type_suffix,
+        errors=problems,
+        headers=headers,
+    )

@@ -1,0 +1,107 @@
+"""The ASGI application: composes the broker's parts and maps errors onto problem+json.
+
+Each part of the service (subscriptions API, event pipeline, registry, ...) is a
+:class:`Component`: it contributes routes and has a start/stop lifecycle. ``build_components``
+is the one place where the parts are created and wired to each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute
+
+from cebroker.api.problem import problem, problem_from_error
+from cebroker.errors import BrokerError
+from cebroker.settings import Settings
+
+log = logging.getLogger("cebroker")
+
+
+class Component(Protocol):
+    """A part of the service with routes and a lifecycle."""
+
+    def routes(self) -> Sequence[BaseRoute]:
+        """The HTTP routes this part serves (may be empty)."""
+        ...
+
+    async def start(self) -> None:
+        """Open stores, start background tasks. Called in dependency order."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop background tasks and release resources. Called in reverse order."""
+        ...
+
+
+def build_components(settings: Settings) -> list[Component]:
+    """Create every part of the broker, wired to each other, in start order."""
+    from cebroker.api.ops import OpsComponent
+
+    components: list[Component] = []
+    # Ops comes last: it reports ready once every part before it has started.
+    components.append(OpsComponent())
+    return components
+
+
+async def _broker_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, BrokerError)  # registered for BrokerError only
+    return problem_from_error(exc)
+
+
+_HTTP_TITLES = {404: ("Not found", "not-found"), 405: ("Method not allowed", "method-not-allowed")}
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    headers = dict(exc.headers) if exc.headers else None
+    title, suffix = _HTTP_TITLES.get(exc.status_code, ("HTTP error", "http-error"))
+    return problem(exc.status_code, title, str(exc.detail), type_suffix=suffix, headers=headers)
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return problem(500, "Internal error", "the broker failed to handle this request", type_suffix="internal")
+
+
+def create_app(settings: Settings, components: Sequence[Component] | None = None) -> Starlette:
+    """The broker as an ASGI app; ``components`` defaults to :func:`build_components`."""
+    parts = list(components) if components is not None else build_components(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        started: list[Component] = []
+        try:
+            for part in parts:
+                await part.start()
+                started.append(part)
+            yield
+        finally:
+            for part in reversed(started):
+                try:
+                    await part.stop()
+                except Exception:
+                    log.exception("stopping %s failed", type(part).__name__)
+
+    routes: list[BaseRoute] = []
+    for part in parts:
+        routes.extend(part.routes())
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={
+            BrokerError: _broker_error,
+            HTTPException: _http_error,
+            Exception: _unexpected_error,
+        },
+    )
+    app.state.settings = settings
+    app.state.components = parts
+    return app

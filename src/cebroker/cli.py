@@ -1,0 +1,116 @@
+"""The ``cebroker`` command line.
+
+Every ``serve`` flag has a ``CEBROKER_*`` environment variable; a flag given on the command line
+wins over the variable, which wins over the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from cebroker.settings import Settings
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(f"CEBROKER_{name}", default)
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    defaults = Settings()
+    p = sub.add_parser(
+        "serve",
+        help="run the broker",
+        description="Run the broker: Subscriptions API, event ingress and delivery, registry.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--host", default=_env("HOST", defaults.host), help="address to bind [CEBROKER_HOST]")
+    p.add_argument(
+        "--port", type=int, default=int(_env("PORT", str(defaults.port))), help="TCP port [CEBROKER_PORT]"
+    )
+    p.add_argument(
+        "--db",
+        type=Path,
+        default=Path(_env("DB", str(defaults.db))),
+        help="SQLite database file, created on first start [CEBROKER_DB]",
+    )
+    p.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=_env("LOG_LEVEL", defaults.log_level),
+        help="log level [CEBROKER_LOG_LEVEL]",
+    )
+    p.add_argument(
+        "--base-url",
+        default=_env("BASE_URL", "") or None,
+        help="public base URL of this broker, if not http://HOST:PORT [CEBROKER_BASE_URL]",
+    )
+    p.add_argument(
+        "--max-subscription-body",
+        type=int,
+        default=int(_env("MAX_SUBSCRIPTION_BODY", str(defaults.max_subscription_body))),
+        help="largest subscription request body in bytes [CEBROKER_MAX_SUBSCRIPTION_BODY]",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (also used to document the CLI)."""
+    parser = argparse.ArgumentParser(
+        prog="cebroker",
+        description="cebroker: a CloudEvents subscription-manager broker.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_serve(sub)
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Turn parsed ``serve`` arguments into :class:`Settings`."""
+    return Settings(
+        host=args.host,
+        port=args.port,
+        db=args.db,
+        log_level=args.log_level,
+        base_url=args.base_url,
+        max_subscription_body=args.max_subscription_body,
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+
+    import uvicorn
+
+    from cebroker.app import create_app
+
+    settings = settings_from_args(args)
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    app = create_app(settings)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=settings.log_level == "debug",
+        lifespan="on",
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``cebroker`` command."""
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    return 2  # argparse rejects unknown commands before this
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The broker's exception hierarchy.
+
+Foreign exceptions (sqlite3, httpx, protocol clients) are translated into these at the boundary
+where they occur, so that the HTTP layer maps each class to exactly one status code::
+
+    BrokerError
+    ├── ValidationError      400  (one or more FieldProblems, JSON Pointers into the input)
+    ├── UnsupportedMediaType 415
+    ├── PayloadTooLarge      413
+    ├── NotFound             404
+    ├── PreconditionFailed   412  (If-Match mismatch)
+    ├── Conflict             409
+    └── Overloaded           429/503 with Retry-After (bounded queues are full)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class FieldProblem:
+    """One problem in a request: ``pointer`` is an RFC 6901 JSON Pointer to the offending field."""
+
+    pointer: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        """The entry as it appears in a problem+json ``errors`` list."""
+        return {"pointer": self.pointer, "detail": self.message}
+
+
+class BrokerError(Exception):
+    """Base class of every error the broker raises on purpose."""
+
+    status = 500
+    title = "Internal error"
+    type_suffix = "internal"
+
+
+class ValidationError(BrokerError, ValueError):
+    """The input is invalid; carries every problem found, not only the first."""
+
+    status = 400
+    title = "Invalid request"
+    type_suffix = "invalid"
+
+    def __init__(self, problems: list[FieldProblem], detail: str | None = None) -> None:
+        self.problems = list(problems)
+        self.detail = detail or "; ".join(f"{p.pointer or '/'}: {p.message}" for p in self.problems)
+        super().__init__(self.detail)
+
+
+class UnsupportedMediaType(BrokerError):
+    """The request's Content-Type is not one this endpoint accepts."""
+
+    status = 415
+    title = "Unsupported media type"
+    type_suffix = "unsupported-media-type"
+
+
+class PayloadTooLarge(BrokerError):
+    """The request body (or one event in it) is over the configured limit."""
+
+    status = 413
+    title = "Payload too large"
+    type_suffix = "payload-too-large"
+
+
+class NotFound(BrokerError, LookupError):
+    """The addressed resource does not exist."""
+
+    status = 404
+    title = "Not found"
+    type_suffix = "not-found"
+
+
+class PreconditionFailed(BrokerError):
+    """An ``If-Match`` precondition did not hold."""
+
+    status = 412
+    title = "Precondition failed"
+    type_suffix = "precondition-failed"
+
+
+class Conflict(BrokerError):
+    """The request conflicts with the current state of the resource."""
+
+    status = 409
+    title = "Conflict"
+    type_suffix = "conflict"
+
+
+class Overloaded(BrokerError):
+    """A bounded queue or backlog is full; the client should retry after ``retry_after`` seconds."""
+
+    status = 503
+    title = "Service overloaded"
+    type_suffix = "overloaded"
+
+    def __init__(self, detail: str, retry_after: float, status: int = 503) -> None:
+        self.retry_after = retry_after
+        self.status = status
+        super().__init__(detail)

@@ -1,0 +1,21 @@
+"""Subscription storage: the :class:`SubscriptionStore` contract and its backends."""
+
+from cebroker.store.base import (
+    ChangeFeed,
+    ChangeKind,
+    Subscription,
+    SubscriptionChange,
+    SubscriptionPage,
+    SubscriptionQuery,
+    SubscriptionStore,
+)
+
+__all__ = [
+    "ChangeFeed",
+    "ChangeKind",
+    "Subscription",
+    "SubscriptionChange",
+    "SubscriptionPage",
+    "SubscriptionQuery",
+    "SubscriptionStore",
+]
