@@ -1,42 +1,30 @@
-"""cefilters: CloudEvents Subscriptions API filters (exact, prefix, suffix, all, any, not, sql,
-and the ``cel`` extension), CloudEvents SQL v1, and a sublinear subscription index.
+"""cefilters: CloudEvents Subscriptions API filters, CloudEvents SQL v1, CEL, and a subscription index.
 
-No IO and no dependency on the broker service.
+Public API::
+
+    cefilters.compile(filters) -> Filter     # a filters array; raises FilterError
+    cefilters.Filter                         # .matches(event) -> bool, never raises
+    cefilters.FilterError                    # ValueError with .path (JSON Pointer) and .message
+    cefilters.sql                            # the CloudEvents SQL v1 engine
+
+Dialects: ``exact``, ``prefix``, ``suffix``, ``all``, ``any``, ``not``, ``sql`` and the ``cel``
+extension. The library does no IO and depends on nothing but cel-python (loaded only for ``cel``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import importlib
+from types import ModuleType
 
-__all__ = ["FilterError", "compile"]
+from .base import Event, Filter
+from .compiler import compile
+from .errors import FilterError
 
-DIALECTS = ("exact", "prefix", "suffix", "all", "any", "not", "sql", "cel")
-
-
-class FilterError(ValueError):
-    """An invalid filter; ``path`` is a JSON Pointer into the filters array (``/0/all/1/sql``)."""
-
-    def __init__(self, path: str, message: str) -> None:
-        self.path = path
-        self.message = message
-        super().__init__(f"{path}: {message}")
+__all__ = ["Event", "Filter", "FilterError", "compile", "sql"]
 
 
-class Filter:
-    """A compiled filter expression (placeholder until the engine lands)."""
-
-    def matches(self, event: Mapping[str, Any]) -> bool:
-        """Whether ``event`` passes the filter."""
-        raise NotImplementedError
-
-
-def compile(filters: Sequence[Mapping[str, Any]]) -> Filter:
-    """Compile a Subscriptions API ``filters`` array (an implicit ``all``)."""
-    for i, f in enumerate(filters):
-        if not isinstance(f, Mapping) or len(f) != 1:
-            raise FilterError(f"/{i}", "a filter is an object with exactly one dialect")
-        (dialect,) = f
-        if dialect not in DIALECTS:
-            raise FilterError(f"/{i}/{dialect}", f"unknown dialect {dialect!r}")
-    return Filter()
+def __getattr__(name: str) -> ModuleType:
+    # ``cefilters.sql`` without an explicit import, while keeping ``import cefilters`` light.
+    if name == "sql":
+        return importlib.import_module(".sql", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

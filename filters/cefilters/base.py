@@ -1,0 +1,61 @@
+"""The compiled-filter contract shared by every dialect, and the value canonicalisation they use."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, Protocol, runtime_checkable
+
+__all__ = ["MATCH_ALL", "Event", "Filter", "MatchAll", "canonical_string"]
+
+Event = Mapping[str, object]
+"""An event: CloudEvents attribute names to values as in the JSON format (strings for URI,
+URI-reference and timestamp; ``int`` and ``bool`` for integer and boolean extensions)."""
+
+
+@runtime_checkable
+class Filter(Protocol):
+    """A compiled filter expression.
+
+    Structural so that every dialect is a small independent class; ``matches`` never raises,
+    whatever the event holds (an evaluation problem means "no match").
+    """
+
+    def matches(self, event: Event) -> bool:
+        """Whether ``event`` passes this filter."""
+        ...
+
+
+class MatchAll:
+    """The empty filters array: the Subscriptions API says it matches every event."""
+
+    __slots__ = ()
+
+    def matches(self, event: Event) -> bool:
+        """Always ``True``."""
+        return True
+
+    def __repr__(self) -> str:
+        return "MatchAll()"
+
+
+MATCH_ALL: Final = MatchAll()
+
+
+def canonical_string(value: object) -> str | None:
+    """The string form an attribute value is compared by, or ``None`` if it has none.
+
+    Strings compare as themselves; booleans as ``true``/``false`` and integers in decimal, their
+    canonical CloudEvents string encodings. Anything else (a float, bytes, a nested object from a
+    malformed event) has no canonical form and therefore never matches.
+    """
+    if type(value) is str:
+        return value
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):  # a str subclass
+        return str(value)
+    return None

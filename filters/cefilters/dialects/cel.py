@@ -1,0 +1,89 @@
+"""The ``cel`` extension dialect: ``{"cel": "<CEL expression>"}``, evaluated with cel-python.
+
+Each event attribute is a CEL variable of the same name (``type``, ``source``, extensions), so
+``type.startsWith("com.example.") && size(subject) > 3`` works as written. An expression that fails
+to parse is rejected at compile time; at evaluation, an error (a missing attribute, a bad call) or a
+result that is not a boolean means "no match".
+
+cel-python's ``Environment`` calls ``sys.setrecursionlimit`` when it is constructed and builds a
+parser that takes about 0.1 s. We therefore build exactly one, lazily, on the first ``cel`` filter
+compiled (:func:`environment`), never at import: a program that never uses CEL pays nothing and sees
+no change of its recursion limit, and one that does pays once.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Final
+
+from ..base import Event
+from ..errors import FilterError
+
+__all__ = ["MAX_CEL_LENGTH", "CelFilter", "compile_cel", "environment"]
+
+MAX_CEL_LENGTH: Final = 4096
+"""Longest accepted expression, in characters: bounds compile time and evaluation depth."""
+
+
+@functools.cache
+def environment() -> Any:
+    """The process's single cel-python ``Environment`` (see the module docstring for why one)."""
+    import celpy  # deferred: importing celpy loads its grammar
+
+    return celpy.Environment()
+
+
+class CelFilter:
+    """A compiled ``cel`` filter; ``text`` is the source expression."""
+
+    __slots__ = ("_bool_type", "_program", "_to_cel", "text")
+
+    def __init__(self, text: str, program: Any) -> None:
+        from celpy.adapter import json_to_cel
+        from celpy.celtypes import BoolType
+
+        self.text = text
+        self._program = program
+        self._to_cel: Callable[[Any], object] = json_to_cel
+        self._bool_type = BoolType
+
+    def matches(self, event: Event) -> bool:
+        """``True`` only when the expression evaluates, without error, to the boolean ``true``."""
+        try:
+            activation = {name: self._to_cel(value) for name, value in event.items()}
+            result = self._program.evaluate(activation)
+        except Exception:  # celpy raises CELEvalError and, on odd values, plain TypeErrors
+            return False
+        # A CELEvalError may also come back as a value; only a real BoolType counts.
+        return type(result) is self._bool_type and bool(result)
+
+    def __repr__(self) -> str:
+        return f"CelFilter({self.text!r})"
+
+
+def compile_cel(value: object, path: str) -> CelFilter:
+    """Parse a ``cel`` expression once; raises FilterError with a short summary when invalid.
+
+    cel-python's own messages embed the whole expression and, at evaluation, the whole activation;
+    we keep only the line and column.
+    """
+    if not isinstance(value, str):
+        raise FilterError(path, f"'cel' takes a string CEL expression, not {type(value).__name__}")
+    if not value.strip():
+        raise FilterError(path, "the CEL expression must not be empty")
+    if len(value) > MAX_CEL_LENGTH:
+        raise FilterError(path, f"the CEL expression is longer than {MAX_CEL_LENGTH} characters")
+    from celpy.celparser import CELParseError
+
+    env = environment()
+    try:
+        program = env.program(env.compile(value))
+    except CELParseError as err:
+        where = f" at line {err.line}, column {err.column}" if err.line is not None else ""
+        raise FilterError(path, f"invalid CEL expression: syntax error{where}") from None
+    except RecursionError:
+        raise FilterError(path, "invalid CEL expression: nested too deeply") from None
+    except Exception as err:  # celpy reports some static errors with other classes
+        raise FilterError(path, f"invalid CEL expression: {type(err).__name__}") from None
+    return CelFilter(value, program)

@@ -1,0 +1,54 @@
+"""The ``sql`` dialect: ``{"sql": "<CloudEvents SQL expression>"}``.
+
+The expression is compiled once by :mod:`cefilters.sql`; it matches when its value is ``TRUE`` and
+no error was raised while evaluating it (Subscriptions API, Filters, ``sql`` dialect).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..base import Event
+from ..errors import FilterError
+
+if TYPE_CHECKING:
+    from ..sql import Expression
+
+__all__ = ["SqlFilter", "compile_sql"]
+
+
+class SqlFilter:
+    """A compiled ``sql`` filter; ``text`` is the source expression."""
+
+    __slots__ = ("expression", "text")
+
+    def __init__(self, text: str, expression: Expression) -> None:
+        self.text = text
+        self.expression = expression
+
+    def matches(self, event: Event) -> bool:
+        """Whether the expression evaluates to ``TRUE`` without error."""
+        try:
+            return self.expression.matches(event)
+        except Exception:  # the engine promises not to raise; a filter must not, whatever happens
+            return False
+
+    def __repr__(self) -> str:
+        return f"SqlFilter({self.text!r})"
+
+
+def compile_sql(value: object, path: str) -> SqlFilter:
+    """Parse a CloudEvents SQL expression once; raises FilterError (with the position) if invalid."""
+    if not isinstance(value, str):
+        raise FilterError(path, f"'sql' takes a string expression, not {type(value).__name__}")
+    try:
+        from .. import sql  # deferred: the engine is only loaded by programs that use it
+    except ModuleNotFoundError as err:
+        if err.name != "cefilters.sql":
+            raise
+        raise FilterError(path, "the 'sql' dialect is not available in this build") from None
+    try:
+        expression = sql.compile(value)
+    except FilterError as err:
+        raise FilterError(path, err.message) from err
+    return SqlFilter(value, expression)
