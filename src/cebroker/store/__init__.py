@@ -3,6 +3,8 @@
 from cebroker.store.base import (
     ChangeFeed,
     ChangeKind,
+    InvalidCursor,
+    StoreError,
     Subscription,
     SubscriptionChange,
     SubscriptionPage,
@@ -13,6 +15,8 @@ from cebroker.store.base import (
 __all__ = [
     "ChangeFeed",
     "ChangeKind",
+    "InvalidCursor",
+    "StoreError",
     "Subscription",
     "SubscriptionChange",
     "SubscriptionPage",

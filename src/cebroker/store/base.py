@@ -14,8 +14,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from cebroker.errors import BrokerError
+
 #: Credential fields that are write-only: stored, used for delivery, never returned or logged.
 SECRET_CREDENTIAL_FIELDS = frozenset({"secret", "accesstoken", "refreshtoken"})
+
+
+class StoreError(BrokerError):
+    """The store failed (disk, corruption, locking); the write, if any, did not happen."""
+
+    status = 503
+    title = "Store unavailable"
+    type_suffix = "store-unavailable"
+
+
+class InvalidCursor(ValueError):
+    """A page cursor that the store did not issue (or that was altered)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,7 +151,10 @@ class SubscriptionStore(Protocol):
 
     Errors: ``get`` returns None for an unknown id; ``replace``/``delete`` raise
     :class:`cebroker.errors.NotFound` for an unknown id and
-    :class:`cebroker.errors.PreconditionFailed` when ``expected_revision`` is given and differs.
+    :class:`cebroker.errors.PreconditionFailed` when ``expected_revision`` is given and differs;
+    ``create`` raises :class:`cebroker.errors.Conflict` for an id already stored; ``query`` raises
+    :class:`InvalidCursor` for a cursor it did not issue; any call may raise :class:`StoreError`
+    when the backend fails (nothing was written then).
     """
 
     @property
