@@ -1,0 +1,56 @@
+"""The ``cel`` extension dialect, evaluated with cel-python over the event's attributes."""
+
+from __future__ import annotations
+
+import sys
+
+import cefilters
+import pytest
+from cefilters.dialects import cel
+
+EVENT: dict[str, object] = {"type": "com.example.order", "subject": "abcd", "seq": 5, "urgent": True}
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ('type.startsWith("com.example.") && size(subject) > 3', True),
+        ('type == "com.example.order"', True),
+        ('type == "other"', False),
+        ("seq > 3 && urgent", True),
+        ("seq > 30", False),
+        ('missing == "x"', False),  # an undeclared reference is an evaluation error: no match
+        ("1 / 0 == 1", False),  # division by zero: no match
+        ("nosuchfunction(type)", False),
+        ("seq", False),  # an int, not a bool: no match
+        ('"true"', False),
+        ("!(seq > 30)", True),
+    ],
+)
+def test_cel_evaluation(expression: str, expected: bool) -> None:
+    """Evaluation errors and non-boolean results mean no match; true means match."""
+    assert cefilters.compile([{"cel": expression}]).matches(EVENT) is expected
+
+
+def test_cel_never_raises_on_odd_event_values() -> None:
+    """matches never raises, whatever the event holds."""
+    compiled = cefilters.compile([{"cel": 'type == "x"'}])
+    assert compiled.matches({"type": object()}) is False
+    assert compiled.matches({"type": float("nan")}) is False
+
+
+def test_cel_parse_error_message_is_short() -> None:
+    """Compile errors are summarised, not cel-python's multi-line dump."""
+    with pytest.raises(cefilters.FilterError) as caught:
+        cefilters.compile([{"all": [{"cel": "a && (b ||"}]}])
+    assert caught.value.path == "/0/all/0/cel"
+    assert caught.value.message == "invalid CEL expression: syntax error at line 1, column 9"
+
+
+def test_one_environment_is_shared() -> None:
+    """cel-python changes the recursion limit when an Environment is built, so we build one only."""
+    cefilters.compile([{"cel": "true"}])
+    limit = sys.getrecursionlimit()
+    assert cel.environment() is cel.environment()
+    cefilters.compile([{"cel": "false"}])
+    assert sys.getrecursionlimit() == limit
