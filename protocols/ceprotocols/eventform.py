@@ -1,0 +1,151 @@
+"""Conversions between the JSON-format event dict and its wire parts, shared by every binding.
+
+A binding in binary mode needs three things from an event: its attributes (without the payload),
+the payload as bytes and the ``datacontenttype`` that describes those bytes. Structured mode needs
+the JSON-format document. Decoding goes the other way. Keeping these rules in one place makes every
+binding treat payloads alike (JSON Event Format 1.0, section 3.1 "Handling of data"):
+
+* ``data_base64`` travels as the decoded bytes;
+* ``data`` with a JSON content type (or none, which means ``application/json``) travels as JSON text;
+* ``data`` with another content type is a string and travels as its UTF-8 bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from ceprotocols.errors import BindingError
+
+#: Members of the JSON form that are not context attributes.
+PAYLOAD_MEMBERS = frozenset({"data", "data_base64"})
+REQUIRED_ATTRIBUTES = ("specversion", "id", "source", "type")
+STRUCTURED_JSON = "application/cloudevents+json"
+STRUCTURED_PREFIX = "application/cloudevents"
+BATCH_PREFIX = "application/cloudevents-batch"
+#: Attribute names: lower-case ASCII letters and digits (Core spec 3.1.1 "Attribute Naming").
+ATTRIBUTE_NAME = re.compile(r"^[a-z0-9]{1,20}$")
+
+_JSON_TYPE = re.compile(r"^[a-zA-Z0-9!#$&^_.+-]+/([a-zA-Z0-9!#$&^_.-]+\+)?json\s*(;.*)?$", re.IGNORECASE)
+_TEXT_TYPE = re.compile(r"^(text/[^;]+|[^/;]+/([^;]*\+)?xml)\s*(;.*)?$", re.IGNORECASE)
+
+
+def is_json_type(content_type: str | None) -> bool:
+    """Whether a payload of this media type is JSON (``None`` means ``application/json``)."""
+    return content_type is None or bool(_JSON_TYPE.match(content_type.strip()))
+
+
+def is_structured(content_type: str | None) -> bool:
+    """Whether a message with this content type is in structured mode (binding rule: the
+    media type starts with ``application/cloudevents``, case-insensitively)."""
+    return content_type is not None and content_type.strip().lower().startswith(STRUCTURED_PREFIX)
+
+
+def attributes_of(event: Mapping[str, Any]) -> dict[str, Any]:
+    """Every context attribute of ``event`` (extensions included), without the payload and
+    without ``null`` members (which the JSON format defines as absent)."""
+    return {k: v for k, v in event.items() if k not in PAYLOAD_MEMBERS and v is not None}
+
+
+def payload_of(event: Mapping[str, Any]) -> bytes | None:
+    """The event's payload as the bytes a binary-mode message carries, or ``None`` if it has none."""
+    if event.get("data_base64") is not None:
+        try:
+            return base64.b64decode(str(event["data_base64"]), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise BindingError(f"data_base64 is not valid base64: {exc}") from exc
+    if "data" not in event:
+        return None
+    data = event["data"]
+    content_type = event.get("datacontenttype")
+    if is_json_type(content_type):
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    if not isinstance(data, str):
+        raise BindingError(f"data of content type {content_type!r} must be a string in the JSON format")
+    return data.encode()
+
+
+def with_payload(attributes: Mapping[str, Any], body: bytes | None) -> dict[str, Any]:
+    """Rebuild a JSON-format event from decoded attributes and a binary-mode body.
+
+    A JSON body (by ``datacontenttype``) becomes ``data``; a textual body becomes a ``data``
+    string; anything else becomes ``data_base64``. Raises BindingError for a body that claims
+    to be JSON but is not.
+    """
+    event = dict(attributes)
+    if body is None:
+        return event
+    content_type = event.get("datacontenttype")
+    if is_json_type(content_type):
+        try:
+            event["data"] = json.loads(body)
+        except (UnicodeDecodeError, ValueError) as exc:
+            if content_type is not None:
+                raise BindingError(f"payload is not valid JSON for {content_type!r}: {exc}") from exc
+            # No content type and not JSON: keep the bytes exactly (JSON format 3.1).
+            event["data_base64"] = base64.b64encode(body).decode()
+        return event
+    if content_type is not None and _TEXT_TYPE.match(content_type.strip()):
+        try:
+            event["data"] = body.decode()
+            return event
+        except UnicodeDecodeError:
+            pass
+    event["data_base64"] = base64.b64encode(body).decode()
+    return event
+
+
+def canonical_string(value: Any) -> str:
+    """The CloudEvents canonical string form of an attribute value (Core spec 3.1.1 "Type
+    System"): ``true``/``false``, decimal integers, RFC 3339 timestamps, base64 binary."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, datetime):
+        text = value.isoformat(timespec="milliseconds" if value.microsecond % 1000 == 0 else "auto")
+        text = text.replace(".000+", "+").replace(".000-", "-")
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode()
+    raise BindingError(f"attribute value {value!r} has no CloudEvents type")
+
+
+def encode_structured(event: Mapping[str, Any]) -> bytes:
+    """The event in the JSON event format, as UTF-8 bytes."""
+    check_event(event)
+    try:
+        return json.dumps(dict(event), separators=(",", ":"), ensure_ascii=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise BindingError(f"event is not serialisable as JSON: {exc}") from exc
+
+
+def decode_structured(body: bytes | str) -> dict[str, Any]:
+    """Parse a JSON-format event and check its required attributes."""
+    try:
+        event = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BindingError(f"structured message is not valid JSON: {exc}") from exc
+    if not isinstance(event, dict):
+        raise BindingError("structured message must be a JSON object (one event)")
+    check_event(event)
+    return event
+
+
+def check_event(event: Mapping[str, Any]) -> None:
+    """Raise BindingError unless the required context attributes are non-empty strings and
+    ``data``/``data_base64`` are not both present (Core spec 3.1, JSON format 3.1)."""
+    missing = [
+        name for name in REQUIRED_ATTRIBUTES if not isinstance(event.get(name), str) or not event[name]
+    ]
+    if missing:
+        raise BindingError(f"missing or empty required attribute(s): {', '.join(missing)}")
+    if event.get("data") is not None and event.get("data_base64") is not None:
+        raise BindingError("an event has either data or data_base64, not both")

@@ -1,0 +1,91 @@
+"""Kafka protocol binding (CloudEvents Kafka Protocol Binding 1.0), pure: no IO.
+
+Binary mode maps attributes onto ``ce_`` headers and ``datacontenttype`` onto ``content-type``
+through ``cloudevents.core.bindings.kafka``; structured mode carries the JSON event format in the
+record value. The record key comes from a key attribute (section 3.1 "Key Mapping"): by default
+the ``partitionkey`` extension, verbatim; the event itself is never modified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ceprotocols.errors import BindingError
+from ceprotocols.eventform import STRUCTURED_JSON, canonical_string, decode_structured, encode_structured
+from ceprotocols.sdk import BYTES_FORMAT, from_sdk, to_sdk
+from cloudevents.core.bindings import kafka as sdk_kafka
+from cloudevents.core.exceptions import BaseCloudEventException
+
+CONTENT_TYPE = "content-type"
+HEADER_PREFIX = "ce_"
+DEFAULT_KEY_ATTRIBUTE = "partitionkey"
+
+Headers = tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRecord:
+    """A Kafka record as any client produces or consumes it. ``value`` is ``None`` for a
+    binary-mode event without data (a tombstone, section 3.2.3)."""
+
+    headers: Headers
+    key: bytes | None
+    value: bytes | None
+
+    def header(self, name: str) -> bytes | None:
+        """The first header named ``name`` (case-insensitive), if any."""
+        wanted = name.lower()
+        return next((v for k, v in self.headers if k.lower() == wanted), None)
+
+
+def record_key(event: Mapping[str, Any], key_attribute: str | None = None) -> bytes | None:
+    """The record key: the canonical string of ``key_attribute`` (default ``partitionkey``)."""
+    value = event.get(key_attribute or DEFAULT_KEY_ATTRIBUTE)
+    return None if value is None else canonical_string(value).encode()
+
+
+def to_binary(event: Mapping[str, Any], *, key_attribute: str | None = None) -> KafkaRecord:
+    """Binary content mode (section 3.2)."""
+    message = sdk_kafka.to_binary(to_sdk(event, native=False), BYTES_FORMAT, key_mapper=lambda _: None)
+    headers = dict(message.headers)
+    if event.get("time") is not None:  # the SDK re-renders the time; keep the producer's text
+        headers[f"{HEADER_PREFIX}time"] = canonical_string(event["time"]).encode()
+    return KafkaRecord(
+        headers=tuple(headers.items()), key=record_key(event, key_attribute), value=message.value or None
+    )
+
+
+def to_structured(event: Mapping[str, Any], *, key_attribute: str | None = None) -> KafkaRecord:
+    """Structured content mode with the JSON event format (section 3.3)."""
+    headers = ((CONTENT_TYPE, f"{STRUCTURED_JSON}; charset=UTF-8".encode()),)
+    return KafkaRecord(headers=headers, key=record_key(event, key_attribute), value=encode_structured(event))
+
+
+def from_message(record: KafkaRecord) -> dict[str, Any]:
+    """Decode a record in either mode: structured when ``content-type`` starts with
+    ``application/cloudevents`` (section 3.1), otherwise binary. Raises BindingError."""
+    content_type = record.header(CONTENT_TYPE)
+    try:
+        if content_type is not None and content_type.decode().lower().startswith("application/cloudevents"):
+            if record.value is None:
+                raise BindingError("a structured-mode record must have a value")
+            return decode_structured(record.value)
+        # The key is not turned into an attribute: the binding forbids adding attributes from
+        # out-of-band sources, and ``partitionkey`` (if the producer set one) is in the headers.
+        message = sdk_kafka.KafkaMessage(headers=dict(record.headers), key=None, value=record.value or b"")
+        event = from_sdk(sdk_kafka.from_binary(message, BYTES_FORMAT))
+        raw_time = record.header(f"{HEADER_PREFIX}time")
+        if raw_time is not None:  # keep the producer's exact RFC 3339 text (the SDK re-renders it)
+            event["time"] = raw_time.decode()
+        return event
+    except (BaseCloudEventException, UnicodeDecodeError, ValueError) as exc:
+        if isinstance(exc, BindingError):
+            raise
+        raise BindingError(f"not a CloudEvent in Kafka binding: {exc}") from exc
+
+
+def headers_from_client(headers: Sequence[tuple[str, bytes | None]] | None) -> Headers:
+    """Normalise a client's header list (values may be ``None``) into :data:`Headers`."""
+    return tuple((name, value or b"") for name, value in headers or ())

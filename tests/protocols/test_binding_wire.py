@@ -1,0 +1,217 @@
+"""The wire shape each binding produces and accepts, checked against the binding specs and
+against the official SDK's decoders where it has the binding (Kafka, AMQP)."""
+
+from __future__ import annotations
+
+import pytest
+from ce_samples import make_event
+from ceprotocols.amqp import binding as amqp
+from ceprotocols.errors import BindingError
+from ceprotocols.headers import percent_decode, percent_encode
+from ceprotocols.kafka import binding as kafka
+from ceprotocols.mqtt import binding as mqtt
+from ceprotocols.nats import binding as nats
+from cloudevents.core.bindings import amqp as sdk_amqp
+from cloudevents.core.bindings import kafka as sdk_kafka
+from cloudevents.core.formats.json import JSONFormat
+
+
+def test_kafka_binary_headers_and_key() -> None:
+    """Kafka 3.2.3: ``ce_`` headers, ``content-type`` for datacontenttype; 3.1 key mapping
+    from ``partitionkey``, verbatim, the attribute kept in the headers."""
+    record = kafka.to_binary(make_event(partitionkey="customer-7"))
+    headers = dict(record.headers)
+    assert headers["ce_id"]
+    assert headers["ce_specversion"] == b"1.0"
+    assert headers["content-type"] == b"application/json"
+    assert headers["ce_boolext"] == b"true"
+    assert headers["ce_intext"] == b"42"
+    assert headers["ce_partitionkey"] == b"customer-7"
+    assert "ce_datacontenttype" not in headers
+    assert record.key == b"customer-7"
+
+
+def test_kafka_key_attribute_and_tombstone() -> None:
+    """A chosen key attribute feeds the key; an event without data is a null value (3.2.3)."""
+    record = kafka.to_binary(make_event("no-data"), key_attribute="subject")
+    assert record.key == b"resource/123"
+    assert record.value is None
+    assert kafka.to_binary(make_event()).key is None
+
+
+def test_kafka_binary_decodes_with_the_official_sdk() -> None:
+    """Our binary record is a valid CloudEvent for the SDK's own Kafka decoder."""
+    event = make_event()
+    record = kafka.to_binary(event)
+    decoded = sdk_kafka.from_kafka(
+        sdk_kafka.KafkaMessage(headers=dict(record.headers), key=record.key, value=record.value or b""),
+        JSONFormat(),
+    )
+    assert decoded.get_id() == event["id"]
+    assert decoded.get_extension("intext") == "42"
+    assert decoded.get_data() == event["data"]
+
+
+def test_amqp_binary_properties() -> None:
+    """AMQP 3.1.3.1: ``cloudEvents_`` prefix, native types, timestamp type for ``time``."""
+    message = amqp.to_binary(make_event())
+    props = message.application_properties
+    assert props["cloudEvents_intext"] == 42
+    assert props["cloudEvents_boolext"] is True
+    assert props["cloudEvents_time"] == amqp.Timestamp(1714566600123)
+    assert message.content_type == "application/json"
+    assert "cloudEvents_datacontenttype" not in props
+
+
+def test_amqp_keeps_sub_millisecond_time_as_string() -> None:
+    """An AMQP timestamp holds milliseconds; a finer time is sent as its canonical string (3.1.4
+    allows either form) so it survives exactly."""
+    event = make_event(time="2024-05-01T12:30:00.123456789Z")
+    message = amqp.to_binary(event)
+    assert message.application_properties["cloudEvents_time"] == "2024-05-01T12:30:00.123456789Z"
+    assert amqp.from_message(message)["time"] == event["time"]
+
+
+def test_amqp_accepts_colon_prefix_and_string_forms() -> None:
+    """Receivers accept ``cloudEvents:`` and canonical-string values (3.1.3.1, 3.1.4)."""
+    message = amqp.AmqpMessage(
+        content_type="text/plain",
+        application_properties={
+            "cloudEvents:specversion": "1.0",
+            "cloudEvents:id": "1",
+            "cloudEvents:source": "/s",
+            "cloudEvents:type": "t",
+            "cloudEvents:time": "2024-01-01T00:00:00Z",
+            "other": "ignored",
+        },
+        body=b"hello",
+    )
+    assert amqp.from_message(message) == {
+        "specversion": "1.0",
+        "id": "1",
+        "source": "/s",
+        "type": "t",
+        "time": "2024-01-01T00:00:00Z",
+        "datacontenttype": "text/plain",
+        "data": "hello",
+    }
+
+
+def test_amqp_binary_decodes_with_the_official_sdk() -> None:
+    """Our AMQP binary message is a valid CloudEvent for the SDK's AMQP decoder."""
+    event = make_event("text")
+    message = amqp.to_binary(event)
+    props = {
+        k: v.millis if isinstance(v, amqp.Timestamp) else v for k, v in message.application_properties.items()
+    }
+    decoded = sdk_amqp.from_amqp(
+        sdk_amqp.AMQPMessage(
+            properties={"content-type": message.content_type},
+            application_properties=props,
+            application_data=message.body or b"",
+        ),
+        JSONFormat(),
+    )
+    assert decoded.get_type() == event["type"]
+    assert decoded.get_extension("intext") == 42
+    assert decoded.get_data() == event["data"]
+
+
+def test_mqtt5_binary_user_properties_are_unprefixed() -> None:
+    """MQTT 3.2: attribute names unchanged as user property names, Content Type property for
+    datacontenttype; subscription user properties come after."""
+    message = mqtt.to_binary(make_event(), extra=[("tenant", "a")])
+    props = dict(message.user_properties)
+    assert props["specversion"] == "1.0"
+    assert props["intext"] == "42"
+    assert props["boolext"] == "true"
+    assert "datacontenttype" not in props
+    assert message.content_type == "application/json"
+    assert message.user_properties[-1] == ("tenant", "a")
+    decoded = mqtt.from_message(message)
+    assert "tenant" in decoded  # a valid attribute name is read back as an extension
+
+
+def test_mqtt3_structured_has_no_metadata() -> None:
+    """MQTT 3.1.1 is structured only, content type implied (3.1)."""
+    message = mqtt.to_structured(make_event(), v5=False)
+    assert message.content_type is None
+    assert message.user_properties == ()
+
+
+def test_nats_headers_are_percent_encoded() -> None:
+    """NATS 3.1.3: ``ce-`` headers, datacontenttype included, HTTP percent-encoding."""
+    message = nats.to_binary(make_event())
+    assert message.headers is not None
+    assert message.headers["ce-datacontenttype"] == "application/json"
+    assert message.headers["ce-strext"] == "Euro%20%E2%82%AC%20%F0%9F%98%80%20%22quoted%22%20100%25"
+    assert message.headers["ce-uriext"] == "https://example.com/a/b?c=d#e"
+
+
+def test_nats_header_names_are_case_insensitive() -> None:
+    """Header names are compared case-insensitively (NATS 3.1.3.1)."""
+    headers = {"CE-SpecVersion": "1.0", "Ce-Id": "1", "ce-source": "/s", "CE-TYPE": "t"}
+    assert nats.from_message(nats.NatsMessage(payload=b"", headers=headers))["specversion"] == "1.0"
+
+
+@pytest.mark.parametrize(
+    ("raw", "decoded"),
+    [("Euro%20%E2%82%AC", "Euro €"), ("%e2%82%ac", "€"), ('"a\\"b%41"', 'a"bA'), ("%41bc", "Abc")],
+)
+def test_percent_decoding_rules(raw: str, decoded: str) -> None:
+    """HTTP 3.1.3.2: lower-case hex, needless escapes and quoted strings are accepted."""
+    assert percent_decode(raw) == decoded
+
+
+def test_percent_decoding_rejects_invalid_utf8() -> None:
+    """HTTP 3.1.3.2: an overlong UTF-8 sequence must be rejected."""
+    with pytest.raises(BindingError):
+        percent_decode("%C0%A0")
+
+
+def test_percent_encoding_example() -> None:
+    """The spec's own example: ``Euro € 😀``."""
+    assert percent_encode("Euro € 😀") == "Euro%20%E2%82%AC%20%F0%9F%98%80"
+
+
+@pytest.mark.parametrize(
+    "decode",
+    [
+        lambda: mqtt.from_message(mqtt.MqttMessage(payload=b"not json")),
+        lambda: mqtt.from_message(mqtt.MqttMessage(payload=b'{"id": "1"}')),
+        lambda: kafka.from_message(kafka.KafkaRecord(headers=(("ce_id", b"1"),), key=None, value=b"x")),
+        lambda: kafka.from_message(
+            kafka.KafkaRecord(
+                headers=(("content-type", b"application/cloudevents+json"),), key=None, value=None
+            )
+        ),
+        lambda: amqp.from_message(amqp.AmqpMessage(content_type="application/json", body=b"{}")),
+        lambda: nats.from_message(nats.NatsMessage(payload=b"[1, 2]")),
+        lambda: nats.from_message(
+            nats.NatsMessage(
+                payload=b"{",
+                headers={
+                    "ce-specversion": "1.0",
+                    "ce-id": "1",
+                    "ce-source": "/",
+                    "ce-type": "t",
+                    "ce-datacontenttype": "application/json",
+                },
+            )
+        ),
+    ],
+    ids=[
+        "mqtt-not-json",
+        "mqtt-missing-attrs",
+        "kafka-missing-attrs",
+        "kafka-structured-null",
+        "amqp-no-properties",
+        "nats-array",
+        "nats-bad-json-data",
+    ],
+)
+def test_invalid_messages_raise_binding_error(decode: object) -> None:
+    """A message that is not a CloudEvent raises BindingError (never another exception)."""
+    assert callable(decode)
+    with pytest.raises(BindingError):
+        decode()
