@@ -1,0 +1,83 @@
+"""pytest fixtures that start real servers (registered for the whole suite in tests/conftest.py).
+
+``mosquitto``, ``nats_server``, ``rabbitmq`` and ``tansu`` are session-scoped and shared: tests
+must use their own topic/subject/queue names and must not stop them. Tests that stop or
+restart a server (resilience) ask ``server_factory`` for a private one, torn down afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from servers.base import ServerError, ServerProcess
+from servers.mosquitto import MosquittoServer
+from servers.nats import NatsServer
+from servers.rabbitmq import RabbitMQServer
+from servers.tansu import TansuServer
+
+S = TypeVar("S", bound=ServerProcess)
+
+
+def _started(server: S) -> Iterator[S]:
+    try:
+        server.start()
+    except ServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        if isinstance(server, RabbitMQServer):
+            server.close()
+        else:
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MosquittoServer]:
+    """A shared mosquitto (MQTT 3.1.1 and 5), anonymous access."""
+    yield from _started(MosquittoServer(tmp_path_factory.mktemp("mosquitto")))
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """A shared nats-server with JetStream, no authentication."""
+    yield from _started(NatsServer(tmp_path_factory.mktemp("nats")))
+
+
+@pytest.fixture(scope="session")
+def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMQServer]:
+    """A shared RabbitMQ with AMQP 1.0 (about five seconds to start, once per session)."""
+    yield from _started(RabbitMQServer(tmp_path_factory.mktemp("rabbitmq")))
+
+
+@pytest.fixture(scope="session")
+def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuServer]:
+    """A shared tansu (Kafka protocol), in-memory storage."""
+    yield from _started(TansuServer(tmp_path_factory.mktemp("tansu")))
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    """Start a private server: ``server_factory(NatsServer, token="t")``. Every server it started
+    is stopped when the test ends, whatever state the test left it in."""
+    started: list[ServerProcess] = []
+
+    def start(kind: type[S], **options: Any) -> S:
+        server = kind(tmp_path / f"{kind.name}-{len(started)}", **options)
+        started.append(server)
+        try:
+            server.start()
+        except ServerError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        return server
+
+    yield start
+    for server in reversed(started):
+        if isinstance(server, RabbitMQServer):
+            server.close()
+        else:
+            server.stop()
