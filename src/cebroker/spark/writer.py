@@ -1,0 +1,100 @@
+"""What one Spark task does with its partition: convert, validate, send in batches, keep rejects.
+
+This is the executor side of the data source, kept free of Spark classes so that it can be tested
+with plain Arrow batches. A task either returns after the broker accepted every valid row of the
+partition (and the rejected rows are in the error location), or raises: then Spark retries the
+task or the micro-batch, and the deterministic event ids make the broker drop what it already has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cebroker.spark.client import BatchClient
+from cebroker.spark.columns import PlannedColumn
+from cebroker.spark.events import EventBuilder, RejectedRow
+from cebroker.spark.options import SinkOptions
+from cebroker.spark.rejects import RejectFile
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@dataclass(frozen=True, slots=True)
+class TaskScope:
+    """Names one task's slice of the output: ``scope`` is the error-location directory,
+    ``id_prefix`` the prefix of generated ids, ``partition`` and ``attempt`` Spark's."""
+
+    scope: str
+    id_prefix: str
+    partition: int
+    attempt: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStats:
+    """Counts for one partition: rows read, events accepted by the broker, rows rejected (by the
+    executor's checks or by the broker), HTTP requests and retries among them."""
+
+    rows: int
+    accepted: int
+    rejected: int
+    requests: int
+    retries: int
+
+
+def write_partition(
+    batches: Iterable[pa.RecordBatch],
+    *,
+    plan: Sequence[PlannedColumn],
+    options: SinkOptions,
+    task: TaskScope,
+    client_factory: Callable[[SinkOptions], BatchClient] = BatchClient,
+) -> PartitionStats:
+    """Send every valid row of the partition to the broker; see the module docstring."""
+    builder = EventBuilder(
+        plan,
+        id_prefix=task.id_prefix,
+        default_source=options.default_source,
+        default_type=options.default_type,
+    )
+    rejects = RejectFile(options.error_path, task.scope, task.partition, task.attempt)
+    rows = 0
+    pending: list[dict[str, Any]] = []
+    positions: list[int] = []
+    try:
+        with client_factory(options) as client:
+            for batch in batches:
+                names = batch.schema.names
+                columns = [column.to_pylist() for column in batch.columns]
+                converted = builder.convert(names, columns, rows)
+                rows += batch.num_rows
+                rejects.add(converted.rejected, "executor")
+                pending.extend(converted.events)
+                positions.extend(converted.positions)
+                while len(pending) >= options.batch_size:
+                    _send(client, pending[: options.batch_size], positions, rejects)
+                    del pending[: options.batch_size]
+                    del positions[: options.batch_size]
+            _send(client, pending, positions, rejects)
+            stats = client.stats
+    except BaseException:
+        rejects.discard()
+        raise
+    rejects.commit()
+    return PartitionStats(rows, stats.accepted, rejects.count, stats.requests, stats.retries)
+
+
+def _send(
+    client: BatchClient, events: list[dict[str, Any]], positions: list[int], rejects: RejectFile
+) -> None:
+    """Send one batch; events the broker refused individually go to the error location."""
+    refused_before = len(client.stats.refusals)
+    client.send(events)
+    refusals = client.stats.refusals[refused_before:]
+    if refusals:
+        position_of = {id(event): position for event, position in zip(events, positions, strict=False)}
+        rows = [RejectedRow(position_of.get(id(r.event), -1), r.pointer, r.reason, r.event) for r in refusals]
+        rejects.add(rows, "broker")
