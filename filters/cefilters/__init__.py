@@ -5,6 +5,7 @@ Public API::
     cefilters.compile(filters) -> Filter     # a filters array; raises FilterError
     cefilters.Filter                         # .matches(event) -> bool, never raises
     cefilters.FilterError                    # ValueError with .path (JSON Pointer) and .message
+    cefilters.SubscriptionIndex              # add(key, filters, *, source, types), remove, match
     cefilters.sql                            # the CloudEvents SQL v1 engine
 
 Dialects: ``exact``, ``prefix``, ``suffix``, ``all``, ``any``, ``not``, ``sql`` and the ``cel``
@@ -19,8 +20,9 @@ from types import ModuleType
 from .base import Event, Filter
 from .compiler import compile
 from .errors import FilterError
+from .index import SubscriptionIndex
 
-__all__ = ["Event", "Filter", "FilterError", "compile", "sql"]
+__all__ = ["Event", "Filter", "FilterError", "SubscriptionIndex", "compile", "sql"]
 
 
 def __getattr__(name: str) -> ModuleType:

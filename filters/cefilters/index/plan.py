@@ -1,0 +1,151 @@
+"""How a subscription is split into an indexable anchor and a residual filter.
+
+A subscription's constraints (``source``, ``types`` and the top-level ``filters``, an implicit
+``all``) are flattened into a conjunction. For each conjunct we derive *anchors*: attribute
+predicates (``exact``/``prefix``/``suffix`` on one attribute) such that the conjunct can only hold
+when at least one anchor holds. ``all`` contributes its best child's anchors, ``any`` the union of
+every branch's (only if each branch has some). ``not``, ``sql`` and ``cel`` have none.
+
+The index stores the subscription under the anchors of its best conjunct, so an event reaches it
+only through a hash lookup that proves an anchor true. When the anchors are also *sufficient* (the
+conjunct holds whenever one does, e.g. a single-attribute ``exact``, or ``types``) that conjunct is
+dropped from the residual; a subscription with an empty residual is matched by the lookup alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from ..base import Event, Filter, MatchAll, canonical_string
+from ..dialects.exact import ExactFilter
+from ..dialects.logical import AllFilter, AnyFilter
+from ..dialects.prefix import PrefixFilter
+from ..dialects.suffix import SuffixFilter
+
+__all__ = ["Anchor", "Kind", "Plan", "TypesFilter", "plan"]
+
+Kind = Literal["exact", "prefix", "suffix"]
+Anchor = tuple[Kind, str, str]
+"""``(kind, attribute, value)``: the attribute's canonical string equals / starts with / ends with value."""
+
+Cost = Callable[[Anchor], float]
+"""Estimates how many candidates an anchor would produce (the index passes its bucket sizes)."""
+
+_KIND_WEIGHT: Final[dict[Kind, float]] = {"exact": 1.0, "prefix": 2.0, "suffix": 2.0}
+
+
+class TypesFilter:
+    """The subscription's top-level ``types``: the event's ``type`` is one of the listed values."""
+
+    __slots__ = ("types",)
+
+    def __init__(self, types: Sequence[str]) -> None:
+        self.types = frozenset(types)
+
+    def matches(self, event: Event) -> bool:
+        """Whether the event's type (as its canonical string) is listed."""
+        value = event.get("type")
+        return (value if type(value) is str else canonical_string(value)) in self.types
+
+    def __repr__(self) -> str:
+        return f"TypesFilter({sorted(self.types)!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Where a subscription is stored and what remains to check.
+
+    Attributes:
+        anchors: the predicates it is registered under; empty means "check on every event".
+        residual: what a candidate must still pass, or ``None`` when reaching it proves a match.
+        never: the subscription can match no event (``types`` is an empty list); store nothing.
+    """
+
+    anchors: tuple[Anchor, ...]
+    residual: Filter | None
+    never: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Anchors:
+    anchors: tuple[Anchor, ...]
+    sufficient: bool  # the filter holds whenever one of the anchors holds
+    cost: float
+
+
+def plan(filter_: Filter, source: str | None, types: Sequence[str] | None, cost: Cost) -> Plan:
+    """Choose the anchors and residual for one subscription (see the module docstring)."""
+    if types is not None and not types:
+        return Plan((), None, never=True)
+    conjuncts: list[Filter] = []
+    if source is not None:
+        conjuncts.append(ExactFilter((("source", source),)))
+    if types is not None:
+        conjuncts.append(TypesFilter(types))
+    _flatten(filter_, conjuncts)
+    best: tuple[int, _Anchors] | None = None
+    for position, conjunct in enumerate(conjuncts):
+        found = _anchors(conjunct, cost)
+        if found is not None and (best is None or found.cost < best[1].cost):
+            best = (position, found)
+    if best is None:
+        return Plan((), _conjunction(conjuncts))
+    position, chosen = best
+    rest = conjuncts[:position] + conjuncts[position + 1 :] if chosen.sufficient else conjuncts
+    return Plan(chosen.anchors, _conjunction(rest))
+
+
+def _flatten(filter_: Filter, into: list[Filter]) -> None:
+    """Append the conjuncts of ``filter_``; multi-attribute filters become one per attribute."""
+    if isinstance(filter_, MatchAll):
+        return
+    if isinstance(filter_, AllFilter):
+        for child in filter_.children:
+            _flatten(child, into)
+    elif isinstance(filter_, ExactFilter | PrefixFilter | SuffixFilter) and len(filter_.pairs) > 1:
+        into.extend(type(filter_)((pair,)) for pair in filter_.pairs)
+    else:
+        into.append(filter_)
+
+
+def _conjunction(conjuncts: list[Filter]) -> Filter | None:
+    if not conjuncts:
+        return None
+    return conjuncts[0] if len(conjuncts) == 1 else AllFilter(tuple(conjuncts))
+
+
+def _anchors(filter_: Filter, cost: Cost) -> _Anchors | None:
+    """The cheapest anchor set implied by ``filter_``, or ``None`` if it implies none."""
+    if isinstance(filter_, TypesFilter):
+        anchors: tuple[Anchor, ...] = tuple(("exact", "type", t) for t in sorted(filter_.types))
+        return _Anchors(anchors, True, sum(cost(a) for a in anchors)) if anchors else None
+    if isinstance(filter_, ExactFilter | PrefixFilter | SuffixFilter):
+        kind: Kind = (
+            "exact"
+            if isinstance(filter_, ExactFilter)
+            else "prefix"
+            if isinstance(filter_, PrefixFilter)
+            else "suffix"
+        )
+        options = [(kind, name, value) for name, value in filter_.pairs]
+        anchor = min(options, key=lambda a: _KIND_WEIGHT[a[0]] * cost(a))
+        return _Anchors((anchor,), len(options) == 1, _KIND_WEIGHT[kind] * cost(anchor))
+    if isinstance(filter_, AllFilter):
+        found = [a for a in (_anchors(child, cost) for child in filter_.children) if a is not None]
+        if not found:
+            return None
+        best = min(found, key=lambda a: a.cost)
+        return _Anchors(best.anchors, best.sufficient and len(filter_.children) == 1, best.cost)
+    if isinstance(filter_, AnyFilter):
+        branches = [_anchors(child, cost) for child in filter_.children]
+        if any(b is None for b in branches):
+            return None
+        present = [b for b in branches if b is not None]
+        return _Anchors(
+            tuple(dict.fromkeys(a for b in present for a in b.anchors)),  # distinct, in order
+            all(b.sufficient for b in present),
+            sum(b.cost for b in present),
+        )
+    return None
