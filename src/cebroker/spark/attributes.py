@@ -30,7 +30,7 @@ INT32_MAX = 2**31 - 1
 
 _NAME = re.compile(r"[a-z0-9]{1,20}")
 _RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})",
+    r"(\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:)(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})",
 )
 _ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:\S*")
 
@@ -46,11 +46,15 @@ def is_attribute_name(name: str) -> bool:
 
 def check_rfc3339(value: str) -> str:
     """Return ``value`` if it is an RFC 3339 timestamp, else raise :class:`InvalidValue`."""
-    if _RFC3339.fullmatch(value) is None:
+    match = _RFC3339.fullmatch(value)
+    if match is None:
         raise InvalidValue(f"not an RFC 3339 timestamp: {value!r}")
+    head, seconds, fraction, offset = match.groups()
+    if seconds == "60":  # a leap second is valid RFC 3339 but not a valid datetime
+        seconds = "59"
     try:
         # The pattern checks the shape; the parse rejects impossible dates such as 02-30.
-        dt.datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+        dt.datetime.fromisoformat(f"{head}{seconds}{fraction or ''}{offset}".upper().replace("Z", "+00:00"))
     except ValueError as exc:
         raise InvalidValue(f"not an RFC 3339 timestamp: {value!r} ({exc})") from None
     return value
