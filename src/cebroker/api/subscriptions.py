@@ -1,0 +1,169 @@
+"""The Subscriptions API over HTTP: ``/subscriptions`` and ``/subscriptions/{id}``.
+
+Create, query, retrieve, replace and delete (Subscriptions API spec, section 4 "Subscription
+manager operations" and its HTTP placeholders), with ETags and ``If-Match``, OPTIONS and 405
+with ``Allow``. Only the exact paths below are routed here, so sub-resources such as
+``/subscriptions/{id}/status`` remain free for other parts of the broker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
+
+from cebroker.api.body import read_json
+from cebroker.api.conditional import check_if_match
+from cebroker.api.openapi import openapi_document
+from cebroker.api.query import next_link, parse_query
+from cebroker.api.validation import realize
+from cebroker.api.validation.problems import request_error
+from cebroker.errors import NotFound
+from cebroker.settings import Settings
+from cebroker.store.base import InvalidCursor, Subscription, SubscriptionStore
+
+log = logging.getLogger("cebroker.api")
+
+JSON = "application/json"
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _json(doc: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(json.dumps(doc, ensure_ascii=False), status_code=status, media_type=JSON, headers=headers)
+
+
+class MethodDispatcher:
+    """An ASGI endpoint that routes by method itself, so that it owns the 405 and ``Allow``.
+
+    (A plain Starlette endpoint function would get Starlette's own method handling.)
+    """
+
+    def __init__(self, handlers: dict[str, Handler]) -> None:
+        self.handlers = handlers
+        self.allow = ", ".join(handlers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        handler = self.handlers.get(request.method)
+        if handler is None:
+            raise HTTPException(
+                405,
+                f"{request.method[:32]} is not supported here; allowed: {self.allow}",
+                {"Allow": self.allow},
+            )
+        response = await handler(request)
+        if request.method == "OPTIONS":
+            response.headers["Allow"] = self.allow
+        await response(scope, receive, send)
+
+
+class SubscriptionsComponent:
+    """The Subscriptions API on top of a :class:`SubscriptionStore` (opened by its own component)."""
+
+    def __init__(self, store: SubscriptionStore, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self._collection: dict[str, Handler] = {
+            "GET": self._query,
+            "HEAD": self._query,
+            "POST": self._create,
+            "OPTIONS": self._options,
+        }
+        self._item: dict[str, Handler] = {
+            "GET": self._retrieve,
+            "HEAD": self._retrieve,
+            "PUT": self._replace,
+            "DELETE": self._delete,
+            "OPTIONS": self._options,
+        }
+
+    def routes(self) -> Sequence[BaseRoute]:
+        """The collection, the item and the OpenAPI document."""
+        return [
+            Route("/subscriptions", MethodDispatcher(self._collection)),
+            Route("/subscriptions/{id}", MethodDispatcher(self._item)),
+            Route("/openapi.json", self._openapi, methods=["GET", "HEAD"]),
+        ]
+
+    async def start(self) -> None:
+        """Nothing to start: the store is opened by the store component."""
+
+    async def stop(self) -> None:
+        """Nothing to stop."""
+
+    def _location(self, subscription_id: str) -> str:
+        # Relative unless a public base URL is configured: correct behind any Host header.
+        base = self.settings.base_url.rstrip("/") if self.settings.base_url else ""
+        return f"{base}/subscriptions/{subscription_id}"
+
+    def _one(self, subscription: Subscription, status: int = 200, head: bool = False) -> Response:
+        headers = {"ETag": subscription.etag}
+        if status == 201:
+            headers["Location"] = self._location(subscription.id)
+        response = _json(subscription.to_json(), status, headers)
+        if head:
+            response.body = b""  # HEAD: the headers of the GET response (Content-Length included)
+        return response
+
+    async def _options(self, request: Request) -> Response:
+        return Response(status_code=200)
+
+    async def _query(self, request: Request) -> Response:
+        query = parse_query(request.query_params)
+        try:
+            page = await self.store.query(query)
+        except InvalidCursor as exc:
+            raise request_error("parameter", "cursor", str(exc)) from exc
+        headers = {}
+        if page.next_cursor is not None:
+            base = self.settings.base_url.rstrip("/") if self.settings.base_url else ""
+            headers["Link"] = next_link(base, query, page.next_cursor)
+        response = _json([s.to_json() for s in page.items], headers=headers)
+        if request.method == "HEAD":
+            response.body = b""
+        return response
+
+    async def _create(self, request: Request) -> Response:
+        body = await read_json(request, limit=self.settings.max_subscription_body)
+        subscription = realize(body, subscription_id=str(uuid.uuid4()))
+        stored = await self.store.create(subscription)
+        log.info("subscription %s created (protocol %s)", stored.id, stored.protocol)
+        return self._one(stored, 201)
+
+    async def _current(self, request: Request) -> Subscription:
+        subscription_id = request.path_params["id"]
+        current = await self.store.get(subscription_id)
+        if current is None:
+            raise NotFound(f"no subscription with id {subscription_id[:64]!r}")
+        return current
+
+    async def _retrieve(self, request: Request) -> Response:
+        return self._one(await self._current(request), head=request.method == "HEAD")
+
+    async def _replace(self, request: Request) -> Response:
+        subscription_id = request.path_params["id"]
+        body = await read_json(request, limit=self.settings.max_subscription_body)
+        proposed = realize(body, subscription_id=subscription_id, path_id=subscription_id)
+        current = await self._current(request)
+        pinned = check_if_match(request.headers.get("if-match"), current.etag)
+        stored = await self.store.replace(proposed, expected_revision=current.revision if pinned else None)
+        log.info("subscription %s replaced (revision %d)", stored.id, stored.revision)
+        return self._one(stored)
+
+    async def _delete(self, request: Request) -> Response:
+        current = await self._current(request)
+        pinned = check_if_match(request.headers.get("if-match"), current.etag)
+        gone = await self.store.delete(current.id, expected_revision=current.revision if pinned else None)
+        log.info("subscription %s deleted", gone.id)
+        return self._one(gone)
+
+    async def _openapi(self, request: Request) -> Response:
+        return _json(openapi_document())

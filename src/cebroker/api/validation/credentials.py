@@ -1,0 +1,82 @@
+"""``sinkcredential``: the three credential types of the Subscriptions API and their fields.
+
+Secret fields (``secret``, ``accesstoken``, ``refreshtoken``) are checked for type only and are
+never quoted in a message: error messages name the field, not its value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cebroker.api.validation import checks
+from cebroker.api.validation.checks import Check
+from cebroker.api.validation.problems import Problems, child, quote, type_name
+
+POINTER = "/sinkcredential"
+
+
+def _http_url(value: Any, pointer: str, problems: Problems) -> None:
+    parts = checks.absolute_uri(value, pointer, problems, ("http", "https"))
+    if parts is not None:
+        checks.host_and_port(parts, pointer, problems)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CredentialRules:
+    """The fields of one credential type; every field is required (as the spec says)."""
+
+    fields: dict[str, Check]
+
+
+_ACCESS: dict[str, Check] = {
+    "accesstoken": checks.check_string,
+    "accesstokenexpiresutc": checks.timestamp,
+    "accesstokentype": checks.check_string,
+}
+
+#: Registry: credential type -> its rules.
+CREDENTIAL_TYPES: dict[str, CredentialRules] = {
+    "PLAIN": CredentialRules(fields={"identity": checks.check_string, "secret": checks.check_string}),
+    "ACCESSTOKEN": CredentialRules(fields=dict(_ACCESS)),
+    "REFRESHTOKEN": CredentialRules(
+        fields={**_ACCESS, "refreshtoken": checks.check_string, "refreshtokenurl": _http_url}
+    ),
+}
+
+
+def validate_credential(value: Any, problems: Problems) -> dict[str, Any] | None:
+    """The credential as it will be stored (secrets included), or None if it is invalid."""
+    if not isinstance(value, dict):
+        problems.add(POINTER, f"must be an object, got {type_name(value)}")
+        return None
+    before = len(problems.items)
+    kind = value.get("credentialtype")
+    at = child(POINTER, "credentialtype")
+    if kind is None:
+        problems.add(at, f"is required: one of {', '.join(CREDENTIAL_TYPES)}")
+        return None
+    rules = CREDENTIAL_TYPES.get(kind) if isinstance(kind, str) else None
+    if rules is None:
+        hint = (
+            f"credential types are case-sensitive: use {kind.upper()!r}"
+            if (isinstance(kind, str) and kind.upper() in CREDENTIAL_TYPES)
+            else f"must be one of {', '.join(CREDENTIAL_TYPES)}"
+        )
+        problems.add(at, hint)
+        return None
+    for name, item in value.items():
+        if name == "credentialtype":
+            continue
+        check = rules.fields.get(name)
+        if check is None:
+            problems.add(
+                child(POINTER, name),
+                f"unknown field {quote(name)} for credentialtype {kind}; known: {', '.join(rules.fields)}",
+            )
+        else:
+            check(item, child(POINTER, name), problems)
+    for name in rules.fields:
+        if name not in value:
+            problems.add(child(POINTER, name), f"is required for credentialtype {kind}")
+    return dict(value) if len(problems.items) == before else None

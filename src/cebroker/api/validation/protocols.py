@@ -1,0 +1,235 @@
+"""Per-protocol rules: which sink schemes fit, which ``protocolsettings`` exist, their defaults.
+
+``PROTOCOLS`` is the registry (protocol name -> :class:`ProtocolRules`). Other parts of the
+broker add settings with :func:`register_setting` (for example the HTTP content mode), so
+that the validator, the defaults and the "known settings" list stay one table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import SplitResult
+
+from cebroker.api.validation import checks
+from cebroker.api.validation.checks import Check
+from cebroker.api.validation.problems import Problems, child, quote, type_name
+
+#: A check across settings that also sees the parsed sink (None when the sink is invalid).
+CrossCheck = Callable[[dict[str, Any], SplitResult | None, str, Problems], None]
+#: A check of the sink beyond its scheme: (parts, pointer, problems).
+SinkCheck = Callable[[SplitResult, str, Problems], None]
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: Headers the sender sets itself; letting a subscription set them would corrupt the request.
+_RESERVED_HEADERS = frozenset({"content-type", "content-length", "host", "transfer-encoding", "connection"})
+_KAFKA_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:(\d{1,5}))?")
+
+
+@dataclass(kw_only=True)
+class ProtocolRules:
+    """What a subscription with this ``protocol`` may say.
+
+    ``settings`` maps each known setting to its check; ``required`` names the settings that
+    must be present; ``defaults`` are applied to the realized subscription; ``refused`` maps
+    settings that belong to a sibling protocol to the reason they are refused here.
+    """
+
+    schemes: frozenset[str]
+    settings: dict[str, Check] = field(default_factory=dict)
+    required: set[str] = field(default_factory=set)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    sink_check: SinkCheck = checks.host_and_port
+    cross_checks: list[CrossCheck] = field(default_factory=list)
+    #: JSON Schemas of settings added with :func:`register_setting`, merged into the OpenAPI document.
+    schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def http_headers(value: Any, pointer: str, problems: Problems) -> None:
+    """Header names are RFC 9110 tokens, not set by the sender itself; values are single-line."""
+    if not isinstance(value, dict):
+        problems.add(pointer, f"must be an object of header names to strings, got {type_name(value)}")
+        return
+    for name, item in value.items():
+        at = child(pointer, name)
+        if not _HEADER_NAME.fullmatch(name):
+            problems.add(at, "is not a valid HTTP header name")
+        elif name.lower() in _RESERVED_HEADERS or name.lower().startswith("ce-"):
+            problems.add(at, "is set by the broker when it delivers and cannot be overridden")
+        elif not isinstance(item, str):
+            problems.add(at, f"must be a string, got {type_name(item)}")
+        elif any(c in item for c in "\r\n\x00"):
+            problems.add(at, "must not contain line breaks or NUL")
+
+
+def mqtt_topic(value: Any, pointer: str, problems: Problems) -> None:
+    """An MQTT topic name to publish to: no wildcards, no NUL, at most 65535 UTF-8 bytes."""
+    if not checks.string(value, pointer, problems):
+        return
+    if "+" in value or "#" in value:
+        problems.add(pointer, "must not contain the wildcards '+' or '#' (it is a topic to publish to)")
+    elif "\x00" in value or len(value.encode()) > 65535:
+        problems.add(pointer, "must be at most 65535 bytes of UTF-8 without NUL")
+
+
+def kafka_topic(value: Any, pointer: str, problems: Problems) -> None:
+    """A Kafka topic name: 1-249 of ``[A-Za-z0-9._-]``, not ``.`` or ``..``."""
+    if checks.string(value, pointer, problems) and (
+        not _KAFKA_TOPIC.fullmatch(value) or value in (".", "..")
+    ):
+        problems.add(pointer, "must be 1-249 characters of letters, digits, '.', '_' or '-'")
+
+
+def kafka_acks(value: Any, pointer: str, problems: Problems) -> None:
+    """Producer acknowledgements: ``"0"``, ``"1"`` or ``"all"`` (``-1``/``"-1"`` mean all)."""
+    number = type(value) is int and value in (0, 1, -1)
+    if not number and not (isinstance(value, str) and value in ("0", "1", "-1", "all")):
+        problems.add(pointer, "must be one of '0', '1', 'all' (or -1, the same as 'all')")
+
+
+def kafka_bootstrap(parts: SplitResult, pointer: str, problems: Problems) -> None:
+    """``kafka://host:port[,host:port...]``: the bootstrap servers are the sink's authority."""
+    for server in parts.netloc.split(","):
+        match = _HOST_PORT.fullmatch(server)
+        if match is None or "@" in server:
+            problems.add(pointer, "must be kafka://host:port[,host:port...] (bootstrap servers)")
+            return
+        if match.group(3) is not None and not 1 <= int(match.group(3)) <= 65535:
+            problems.add(pointer, "every bootstrap port must be between 1 and 65535")
+            return
+
+
+def nats_subject(value: Any, pointer: str, problems: Problems) -> None:
+    """A NATS subject to publish to: dot-separated non-empty tokens, no wildcards or spaces."""
+    if not checks.no_spaces(value, pointer, problems):
+        return
+    tokens = value.split(".")
+    if any(not t for t in tokens):
+        problems.add(pointer, "must be dot-separated non-empty tokens, like orders.created")
+    elif any(t in ("*", ">") for t in tokens):
+        problems.add(pointer, "must not contain the wildcards '*' or '>' (it is a subject to publish to)")
+
+
+def amqp_target(settings: dict[str, Any], sink: SplitResult | None, pointer: str, problems: Problems) -> None:
+    """AMQP needs a target node: ``address``, or else the sink's path."""
+    if sink is not None and "address" not in settings and sink.path in ("", "/"):
+        problems.add(
+            child(pointer, "address"),
+            "is required when the sink URI has no path naming the target node",
+        )
+
+
+_MQTT5_ONLY = "applies to MQTT 5 only: use protocol 'MQTT5' or leave it out"
+
+
+def _mqtt(version: int) -> ProtocolRules:
+    settings: dict[str, Check] = {
+        "topicname": mqtt_topic,
+        "qos": checks.integer(0, 2),
+        "retain": checks.boolean,
+    }
+    refused: dict[str, str] = {}
+    if version == 5:
+        settings["expiry"] = checks.integer(0, 2**32 - 1)
+        settings["userproperties"] = checks.string_map
+    else:
+        refused = {"expiry": _MQTT5_ONLY, "userproperties": _MQTT5_ONLY}
+    return ProtocolRules(
+        schemes=frozenset({"mqtt", "mqtts", "ws", "wss"}),
+        settings=settings,
+        required={"topicname"},
+        defaults={"qos": 1, "retain": False},
+        refused=refused,
+    )
+
+
+PROTOCOLS: dict[str, ProtocolRules] = {
+    "HTTP": ProtocolRules(
+        schemes=frozenset({"http", "https"}),
+        settings={"headers": http_headers, "method": checks.one_of("POST", "PUT", "PATCH")},
+        defaults={"method": "POST"},
+    ),
+    "MQTT3": _mqtt(3),
+    "MQTT5": _mqtt(5),
+    "AMQP": ProtocolRules(
+        schemes=frozenset({"amqp", "amqps"}),
+        settings={
+            "address": checks.check_string,
+            "linkname": checks.check_string,
+            "sendersettlementmode": checks.one_of("settled", "unsettled"),
+            "linkproperties": checks.string_map,
+        },
+        defaults={"sendersettlementmode": "unsettled"},
+        cross_checks=[amqp_target],
+    ),
+    "KAFKA": ProtocolRules(
+        schemes=frozenset({"kafka"}),
+        settings={
+            "topicname": kafka_topic,
+            "partitionkeyextractor": checks.check_string,
+            "clientid": checks.check_string,
+            "acks": kafka_acks,
+        },
+        required={"topicname"},
+        defaults={"acks": "all"},
+        sink_check=kafka_bootstrap,
+    ),
+    "NATS": ProtocolRules(
+        schemes=frozenset({"nats", "tls"}),
+        settings={"subject": nats_subject},
+        required={"subject"},
+    ),
+}
+
+_NO_DEFAULT = object()
+
+
+def register_setting(
+    protocol: str,
+    name: str,
+    check: Check,
+    *,
+    schema: dict[str, Any],
+    default: Any = _NO_DEFAULT,
+    required: bool = False,
+) -> None:
+    """Teach the validator a new ``protocolsettings`` key for ``protocol``.
+
+    ``check`` validates the value; ``schema`` (JSON Schema) describes it in ``/openapi.json``;
+    ``default`` (if given) is applied to every realized subscription of that protocol.
+    """
+    rules = PROTOCOLS[protocol]
+    rules.settings[name] = check
+    rules.schemas[name] = schema
+    rules.refused.pop(name, None)
+    if default is not _NO_DEFAULT:
+        rules.defaults[name] = default
+    if required:
+        rules.required.add(name)
+
+
+_ALIASES = {
+    "HTTPS": "use 'HTTP' (an https:// sink selects TLS)",
+    "WEBHOOK": "use 'HTTP'",
+    "MQTT": "use 'MQTT3' or 'MQTT5'",
+    "MQTTS": "use 'MQTT3' or 'MQTT5' (an mqtts:// sink selects TLS)",
+    "MQTT311": "use 'MQTT3'",
+    "AMQPS": "use 'AMQP' (an amqps:// sink selects TLS)",
+    "AMQP1": "use 'AMQP'",
+    "APACHEKAFKA": "use 'KAFKA'",
+}
+
+
+def unknown_protocol_message(value: str) -> str:
+    """Why ``value`` is not a protocol, with what to use instead when we can guess."""
+    known = ", ".join(PROTOCOLS)
+    upper = value.upper().replace(" ", "").replace("_", "").replace(".", "")
+    if value.upper() in PROTOCOLS:
+        return f"protocol names are case-sensitive: use {value.upper()!r}"
+    if upper in _ALIASES:
+        return f"{quote(value)} is not a protocol: {_ALIASES[upper]}"
+    return f"unknown protocol {quote(value)}; use one of {known}"

@@ -1,0 +1,194 @@
+"""Turning a proposed subscription (parsed JSON) into a realized :class:`Subscription`.
+
+Every problem in the request is collected and reported at once; nothing is realized unless
+the whole request is valid. Field rules follow the Subscriptions API spec, section 3.1
+(subscription object), 3.2.2 (protocol settings), 3.2.3 (sink credential) and 3.3 (filters).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import SplitResult
+
+import cefilters
+
+from cebroker.api.validation import checks
+from cebroker.api.validation.checks import Check
+from cebroker.api.validation.credentials import validate_credential
+from cebroker.api.validation.problems import Problems, child, quote, type_name
+from cebroker.api.validation.protocols import PROTOCOLS, ProtocolRules, unknown_protocol_message
+from cebroker.store.base import Subscription
+
+log = logging.getLogger("cebroker.api")
+
+#: Every top-level member a request may carry (``filter`` is the seeds' one-filter alias).
+FIELDS = (
+    "id",
+    "source",
+    "types",
+    "config",
+    "filters",
+    "filter",
+    "sink",
+    "protocol",
+    "protocolsettings",
+    "sinkcredential",
+)
+
+#: Registry of ``config`` keys the broker understands (key -> check). Keys not listed here are
+#: subscription-manager specific and stored as given.
+CONFIG_KEYS: dict[str, Check] = {}
+
+
+def register_config_key(name: str, check: Check) -> None:
+    """Validate the ``config`` member ``name`` with ``check`` on every create and replace."""
+    CONFIG_KEYS[name] = check
+
+
+def realize(body: Any, *, subscription_id: str, path_id: str | None = None) -> Subscription:
+    """Validate ``body`` and return the realized subscription (revision 1, defaults applied).
+
+    ``path_id`` is the id in the URL of a replace; a body ``id`` must then equal it. On
+    create, a body ``id`` is ignored (spec 3.1 ``id``: "MUST be ignored").
+
+    Raises:
+        cebroker.errors.ValidationError: with one entry per problem found.
+    """
+    problems = Problems()
+    if not isinstance(body, dict):
+        problems.add("", f"the subscription must be a JSON object, got {type_name(body)}")
+        problems.check()
+    for name in body:
+        if name not in FIELDS:
+            problems.add(child("", name), f"unknown field {quote(name)}; known fields: {', '.join(FIELDS)}")
+    if path_id is not None and "id" in body and body["id"] != path_id:
+        problems.add("/id", "must equal the id in the URL (or be left out)")
+
+    protocol, rules = _protocol(body.get("protocol"), problems)
+    sink_parts = _sink(body.get("sink"), protocol, rules, problems)
+    settings = _settings(body.get("protocolsettings", {}), protocol, rules, sink_parts, problems)
+    if "source" in body:
+        checks.uri_reference(body["source"], "/source", problems)
+    if "types" in body:
+        _types(body["types"], problems)
+    config = body.get("config", {})
+    _config(config, problems)
+    filters = _filters(body, problems)
+    credential = validate_credential(body["sinkcredential"], problems) if "sinkcredential" in body else None
+
+    problems.check()
+    return Subscription(
+        id=subscription_id,
+        protocol=body["protocol"],
+        sink=body["sink"],
+        source=body.get("source"),
+        types=tuple(body["types"]) if "types" in body else None,
+        config=dict(config),
+        filters=tuple(filters),
+        protocolsettings=settings,
+        sinkcredential=credential,
+    )
+
+
+def _protocol(value: Any, problems: Problems) -> tuple[str, ProtocolRules | None]:
+    if value is None:
+        problems.add("/protocol", f"is required: one of {', '.join(PROTOCOLS)}")
+    elif not isinstance(value, str):
+        problems.add("/protocol", f"must be a string, got {type_name(value)}")
+    elif value not in PROTOCOLS:
+        problems.add("/protocol", unknown_protocol_message(value))
+    else:
+        return value, PROTOCOLS[value]
+    return "", None
+
+
+def _sink(value: Any, protocol: str, rules: ProtocolRules | None, problems: Problems) -> SplitResult | None:
+    if value is None:
+        problems.add("/sink", "is required: the URI to which events are delivered")
+        return None
+    if rules is None:  # the scheme cannot be judged without a valid protocol: check the form only
+        checks.absolute_uri(value, "/sink", problems, None)
+        return None
+    schemes = ", ".join(sorted(rules.schemes))
+    parts = checks.absolute_uri(
+        value, "/sink", problems, rules.schemes, f"protocol {protocol} needs a sink scheme of {schemes}"
+    )
+    if parts is not None:
+        rules.sink_check(parts, "/sink", problems)
+    return parts
+
+
+def _settings(
+    value: Any, protocol: str, rules: ProtocolRules | None, sink: SplitResult | None, problems: Problems
+) -> dict[str, Any]:
+    pointer = "/protocolsettings"
+    if not isinstance(value, dict):
+        problems.add(pointer, f"must be an object, got {type_name(value)}")
+        return {}
+    if rules is None:
+        return dict(value)
+    for name, item in value.items():
+        at = child(pointer, name)
+        if name in rules.settings:
+            rules.settings[name](item, at, problems)
+        elif name in rules.refused:
+            problems.add(at, rules.refused[name])
+        else:
+            known = ", ".join(sorted(rules.settings))
+            problems.add(at, f"unknown setting {quote(name)} for {protocol}; known settings: {known}")
+    for name in sorted(rules.required - value.keys()):
+        problems.add(child(pointer, name), f"is required for protocol {protocol}")
+    for cross_check in rules.cross_checks:
+        cross_check(value, sink, pointer, problems)
+    return {**rules.defaults, **value}
+
+
+def _types(value: Any, problems: Problems) -> None:
+    if not isinstance(value, list):
+        problems.add("/types", f"must be an array of strings, got {type_name(value)}")
+    elif not value:
+        problems.add("/types", "must not be empty (leave it out to receive every type)")
+    else:
+        for i, item in enumerate(value):
+            checks.string(item, child("/types", i), problems)
+
+
+def _config(value: Any, problems: Problems) -> None:
+    if not isinstance(value, dict):
+        problems.add("/config", f"must be an object, got {type_name(value)}")
+        return
+    for key, item in value.items():
+        if not key:
+            problems.add(child("/config", key), "keys must not be empty")
+        elif key in CONFIG_KEYS:
+            CONFIG_KEYS[key](item, child("/config", key), problems)
+
+
+def _filters(body: dict[str, Any], problems: Problems) -> list[dict[str, Any]]:
+    """The filters array; ``filter`` (one object) is accepted as an alias of a one-element array."""
+    if "filter" in body:
+        if "filters" in body:
+            problems.add("/filter", "give either 'filters' (an array) or 'filter' (one filter), not both")
+            return []
+        return _compile([body["filter"]], lambda _: "/filter", problems)
+    value = body.get("filters", [])
+    if not isinstance(value, list):
+        problems.add("/filters", f"must be an array of filter expressions, got {type_name(value)}")
+        return []
+    return _compile(value, lambda i: child("/filters", i), problems)
+
+
+def _compile(filters: list[Any], base: Any, problems: Problems) -> list[dict[str, Any]]:
+    # One compile per filter so that a problem in each of them is reported, not only the first.
+    for i, expression in enumerate(filters):
+        try:
+            cefilters.compile([expression])
+        except cefilters.FilterError as exc:
+            problems.add(base(i) + exc.path.removeprefix("/0"), exc.message)
+        except RecursionError:
+            problems.add(base(i), "is nested too deeply")
+        except Exception:  # a bug in the engine must not become a 500 for the client
+            log.exception("the filter engine failed on filter %d", i)
+            problems.add(base(i), "could not be compiled by the filter engine")
+    return [dict(f) if isinstance(f, dict) else f for f in filters]
