@@ -16,7 +16,7 @@ import pytest
 from cebroker.spark.columns import ColumnSpec, SchemaError, ValueKind, json_value, plan_columns
 from cebroker.spark.events import EventBuilder
 
-S, I, TS, B, J, N = (
+S, INT, TS, B, J, N = (
     ValueKind.STRING,
     ValueKind.INTEGER,
     ValueKind.TIMESTAMP,
@@ -45,7 +45,7 @@ def test_attributes_data_and_extensions_map_onto_the_event() -> None:
     """Core attributes keep their names, a struct becomes JSON ``data``, extensions pass through."""
     when = dt.datetime(2024, 5, 1, 12, 30, 0, 250000, tzinfo=dt.timezone(dt.timedelta(hours=2)))
     out = build(
-        [("id", S), ("type", S), ("time", TS), ("subject", S), ("data", J), ("tenant", S), ("prio", I)],
+        [("id", S), ("type", S), ("time", TS), ("subject", S), ("data", J), ("tenant", S), ("prio", INT)],
         [("e1", "com.example.order", when, "o-1", {"n": 1, "tags": ["a"]}, "acme", 3)],
     )
     assert out.rejected == []
@@ -85,7 +85,7 @@ def test_rows_without_id_get_deterministic_ids_from_their_position() -> None:
 def test_invalid_rows_are_rejected_with_pointer_and_reason() -> None:
     """Invalid time, out-of-range Integer, empty type and a corrupt line each reject only their row."""
     out = build(
-        [("type", S), ("time", S), ("count", I), ("_corrupt_record", S)],
+        [("type", S), ("time", S), ("count", INT), ("_corrupt_record", S)],
         [
             ("ok", "2024-01-01T00:00:00Z", 1, None),
             ("ok", "yesterday", 1, None),
@@ -123,7 +123,7 @@ def test_data_and_data_base64_together_are_rejected() -> None:
         ([("userName", S)], "not a CloudEvents attribute name"),
         ([("thisnameiswaytoolongforce", S)], "not a CloudEvents attribute name"),
         ([("ratio", ValueKind.FLOAT)], "cast it"),
-        ([("type", I)], "must be a string"),
+        ([("type", INT)], "must be a string"),
         ([("time", ValueKind.DATE)], "timestamp"),
         ([("data", ValueKind.OTHER)], "unsupported type"),
     ],
