@@ -1,0 +1,62 @@
+"""The compiled ``Expression`` and its evaluation ``Result`` (CESQL v1 §1, §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from cefilters.sql.compiled import Evaluator
+from cefilters.sql.errors import EvaluationFailure, SqlError
+from cefilters.sql.types import Type, Value, zero_value
+
+__all__ = ["Expression", "Result"]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """The outcome of evaluating an expression against one event.
+
+    Fail-fast: ``errors`` holds at most one error, and when it is not empty ``value`` is the
+    zero value of the expression's type (``false``, ``0``, ``""``), or the value the failing
+    function itself yields when the failing function is the whole expression (``ABS``
+    overflow yields 2147483647).
+    """
+
+    value: Value
+    errors: list[SqlError] = field(default_factory=list)
+
+
+class Expression:
+    """A compiled CESQL expression. Evaluate it against any number of events; it never
+    raises, whatever the event holds."""
+
+    __slots__ = ("_evaluate", "_zero", "text", "type")
+
+    def __init__(self, text: str, evaluate: Evaluator, type_: Type) -> None:
+        self.text = text
+        """The source text."""
+        self.type = type_
+        """The static result type (``Type.ANY`` for a bare attribute reference)."""
+        self._evaluate = evaluate
+        self._zero = zero_value(type_)
+
+    def evaluate(self, event: Mapping[str, object]) -> Result:
+        """The expression's value for ``event`` (a JSON-format attribute map), with the
+        first error raised, if any."""
+        try:
+            return Result(self._evaluate(event))
+        except EvaluationFailure as failure:
+            value = self._zero if failure.value is None else failure.value
+            return Result(value, [SqlError(failure.kind, failure.message)])
+        except Exception as error:  # e.g. a Mapping whose lookups raise: still an answer, not a crash
+            return Result(self._zero, [SqlError("generic", f"cannot evaluate on this event: {error!r}")])
+
+    def matches(self, event: Mapping[str, object]) -> bool:
+        """Whether ``event`` passes as a filter: the value is ``true`` and no error was raised."""
+        try:
+            return self._evaluate(event) is True
+        except Exception:  # any error means "no match" (CESQL v1 §1); never raise to the caller
+            return False
+
+    def __repr__(self) -> str:
+        return f"Expression({self.text!r})"

@@ -1,0 +1,141 @@
+"""CESQL value types, zero values, the cast table (CESQL v1 §3.7) and attribute coercion."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import enum
+import re
+from typing import Final
+
+from cefilters.sql.errors import EvaluationFailure
+
+__all__ = [
+    "INT32_MAX",
+    "INT32_MIN",
+    "Type",
+    "Value",
+    "attribute_value",
+    "cast",
+    "check_int32",
+    "to_bool",
+    "to_int",
+    "to_str",
+    "zero_value",
+]
+
+Value = bool | int | str
+"""A CESQL value: Boolean, Integer (signed 32-bit) or String."""
+
+INT32_MIN: Final = -(2**31)
+INT32_MAX: Final = 2**31 - 1
+
+# Python's int() also accepts whitespace, underscores and non-ASCII digits; CESQL does not.
+_INTEGER_TEXT: Final = re.compile(r"[+-]?[0-9]+")
+
+
+class Type(enum.Enum):
+    """Static type of an expression; ``ANY`` when only known at evaluation (attributes)."""
+
+    BOOLEAN = "Boolean"
+    INTEGER = "Integer"
+    STRING = "String"
+    ANY = "Any"
+
+
+_ZERO: Final[dict[Type, Value]] = {Type.BOOLEAN: False, Type.INTEGER: 0, Type.STRING: "", Type.ANY: False}
+
+
+def zero_value(type_: Type) -> Value:
+    """The fail-fast value of a type; an untyped (attribute) expression yields ``false``."""
+    return _ZERO[type_]
+
+
+def check_int32(value: int, what: str) -> int:
+    """``value`` if it fits a signed 32-bit Integer, else a math error."""
+    if INT32_MIN <= value <= INT32_MAX:
+        return value
+    raise EvaluationFailure("math", f"integer overflow in {what}: {value} is outside the 32-bit range")
+
+
+def to_int(value: Value) -> int:
+    """Cast to Integer: Boolean true/false -> 1/0; String as base-10 signed 32-bit."""
+    if isinstance(value, bool):
+        return 1 if value else 0
+    if isinstance(value, int):
+        return value
+    if _INTEGER_TEXT.fullmatch(value) is not None:
+        number = int(value)
+        if INT32_MIN <= number <= INT32_MAX:
+            return number
+        raise EvaluationFailure("cast", f"cannot cast {_show(value)} to Integer: outside the 32-bit range")
+    raise EvaluationFailure("cast", f"cannot cast {_show(value)} to Integer")
+
+
+def to_bool(value: Value) -> bool:
+    """Cast to Boolean: Integer 0 -> false, else true; String ``true``/``false`` in any case."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value != 0
+    lowered = value.lower() if value.isascii() else value
+    if lowered == "true":
+        return True
+    if lowered == "false":
+        return False
+    raise EvaluationFailure("cast", f"cannot cast {_show(value)} to Boolean")
+
+
+def to_str(value: Value) -> str:
+    """Cast to String: Boolean -> ``true``/``false``; Integer -> base-10 without leading zeros."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def cast(value: Value, target: Type) -> Value:
+    """Cast ``value`` to ``target`` (``ANY`` leaves it as is)."""
+    if target is Type.STRING:
+        return to_str(value)
+    if target is Type.INTEGER:
+        return to_int(value)
+    if target is Type.BOOLEAN:
+        return to_bool(value)
+    return value
+
+
+def _show(value: str) -> str:
+    """A string value for an error message, shortened: events may carry huge strings."""
+    return repr(value) if len(value) <= 40 else repr(value[:37] + "...")
+
+
+def attribute_value(name: str, raw: object) -> Value:
+    """Map an event attribute's JSON-format value to a CESQL value.
+
+    Strings (URI, URI-reference, timestamp text), booleans and 32-bit integers keep their type.
+    Objects a JSON decoder or an SDK may hand us instead get their canonical string form:
+    ``datetime`` as RFC 3339, ``bytes`` (Binary) as base64. An integral float within range is an
+    Integer. Anything else cannot be a CloudEvents attribute value and is a generic error.
+    """
+    if isinstance(raw, str):
+        return str(raw)
+    if raw is None:
+        # The JSON format treats a null attribute as absent.
+        raise EvaluationFailure("missingAttribute", f"attribute {name!r} is null")
+    if isinstance(raw, bool):
+        return bool(raw)
+    if isinstance(raw, int):
+        if INT32_MIN <= raw <= INT32_MAX:
+            return int(raw)
+        raise EvaluationFailure("generic", f"attribute {name!r} holds an integer outside the 32-bit range")
+    if isinstance(raw, float) and raw.is_integer() and INT32_MIN <= raw <= INT32_MAX:
+        return int(raw)
+    if isinstance(raw, datetime.datetime):
+        return raw.isoformat().replace("+00:00", "Z")
+    if isinstance(raw, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(raw)).decode("ascii")
+    raise EvaluationFailure(
+        "generic", f"attribute {name!r} holds a {type(raw).__name__}, not a CloudEvents attribute value"
+    )
