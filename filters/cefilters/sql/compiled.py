@@ -3,9 +3,9 @@ getters, casts to a parameter type, and compile-time constant folding."""
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-import typing
 from typing import Final, TypeVar
 
 from cefilters.sql.errors import EvaluationFailure

@@ -14,8 +14,8 @@ from typing import Final
 from cefilters.sql.ast import Attribute, Call, Chain, Exists, In, Like, Literal, Node, Unary
 from cefilters.sql.compiled import (
     Compiled,
-    Event,
     Evaluator,
+    Event,
     as_boolean,
     as_integer,
     as_string,

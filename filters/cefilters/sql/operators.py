@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from cefilters.sql.ast import Chain
-from cefilters.sql.compiled import Compiled, Event, Evaluator, as_boolean, as_integer, as_type, finish
+from cefilters.sql.compiled import Compiled, Evaluator, Event, as_boolean, as_integer, as_type, finish
 from cefilters.sql.errors import EvaluationFailure
 from cefilters.sql.types import INT32_MAX, INT32_MIN, Type, Value, to_bool, to_int, to_str
 
@@ -53,10 +53,7 @@ def _logic(operators: tuple[str, ...], operands: list[Compiled]) -> Evaluator:
         if operators[0] == "AND":
 
             def all_true(event: Event) -> bool:
-                for evaluate in evaluators:
-                    if not evaluate(event):
-                        return False
-                return True
+                return all(evaluate(event) for evaluate in evaluators)
 
             if len(evaluators) == 2:
                 left, right = evaluators
@@ -64,10 +61,7 @@ def _logic(operators: tuple[str, ...], operands: list[Compiled]) -> Evaluator:
             return all_true
 
         def any_true(event: Event) -> bool:
-            for evaluate in evaluators:
-                if evaluate(event):
-                    return True
-            return False
+            return any(evaluate(event) for evaluate in evaluators)
 
         if len(evaluators) == 2:
             left, right = evaluators
