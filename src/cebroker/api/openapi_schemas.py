@@ -81,7 +81,8 @@ def _credential_view(kind: str, visible: dict[str, Schema]) -> Schema:
     }
 
 
-_REFRESH_VIEW = {**_ACCESS_VIEW, "refreshtokenurl": {"type": "string", "format": "uri"}}
+_REFRESH_VIEW = {**_ACCESS_VIEW, "refreshtokenendpoint": {"type": "string", "format": "uri"}}
+_REFRESH_ALIAS = {**_ACCESS_VIEW, "refreshtokenurl": {"type": "string", "format": "uri"}}
 
 _COMMON_FIELDS: dict[str, Schema] = {
     "source": {"type": "string", "minLength": 1, "format": "uri-reference"},
@@ -202,14 +203,22 @@ SCHEMAS: dict[str, Schema] = {
     ),
     "SinkCredential": {
         "oneOf": [
-            _credential("PLAIN", {"identity": _TEXT}, ["secret"]),
+            _credential("PLAIN", {"identifier": _TEXT}, ["secret"]),
+            {
+                **_credential("PLAIN", {"identity": _TEXT}, ["secret"]),
+                "description": "'identity' is an alias of 'identifier' (stored as 'identifier').",
+            },
             _credential("ACCESSTOKEN", _ACCESS_VIEW, ["accesstoken"]),
             _credential("REFRESHTOKEN", _REFRESH_VIEW, ["accesstoken", "refreshtoken"]),
+            {
+                **_credential("REFRESHTOKEN", _REFRESH_ALIAS, ["accesstoken", "refreshtoken"]),
+                "description": "'refreshtokenurl' is an alias of 'refreshtokenendpoint' (stored as that).",
+            },
         ]
     },
     "SinkCredentialView": {
         "oneOf": [
-            _credential_view("PLAIN", {"identity": _TEXT}),
+            _credential_view("PLAIN", {"identifier": _TEXT}),
             _credential_view("ACCESSTOKEN", _ACCESS_VIEW),
             _credential_view("REFRESHTOKEN", _REFRESH_VIEW),
         ]

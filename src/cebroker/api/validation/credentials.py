@@ -1,5 +1,9 @@
 """``sinkcredential``: the three credential types of the Subscriptions API and their fields.
 
+Field names follow the spec's prose (section 3.2.3): ``identifier`` and ``refreshtokenendpoint``.
+The names ``identity`` and ``refreshtokenurl`` are accepted as aliases and stored under the
+spec's name, so that delivery reads one name only.
+
 Secret fields (``secret``, ``accesstoken``, ``refreshtoken``) are checked for type only and are
 never quoted in a message: error messages name the field, not its value.
 """
@@ -14,6 +18,9 @@ from cebroker.api.validation.checks import Check
 from cebroker.api.validation.problems import Problems, child, quote, type_name
 
 POINTER = "/sinkcredential"
+
+#: Accepted alias -> the spec's field name it is stored under.
+ALIASES = {"identity": "identifier", "refreshtokenurl": "refreshtokenendpoint"}
 
 
 def _http_url(value: Any, pointer: str, problems: Problems) -> None:
@@ -37,10 +44,10 @@ _ACCESS: dict[str, Check] = {
 
 #: Registry: credential type -> its rules.
 CREDENTIAL_TYPES: dict[str, CredentialRules] = {
-    "PLAIN": CredentialRules(fields={"identity": checks.check_string, "secret": checks.check_string}),
+    "PLAIN": CredentialRules(fields={"identifier": checks.check_string, "secret": checks.check_string}),
     "ACCESSTOKEN": CredentialRules(fields=dict(_ACCESS)),
     "REFRESHTOKEN": CredentialRules(
-        fields={**_ACCESS, "refreshtoken": checks.check_string, "refreshtokenurl": _http_url}
+        fields={**_ACCESS, "refreshtoken": checks.check_string, "refreshtokenendpoint": _http_url}
     ),
 }
 
@@ -65,18 +72,25 @@ def validate_credential(value: Any, problems: Problems) -> dict[str, Any] | None
         )
         problems.add(at, hint)
         return None
-    for name, item in value.items():
-        if name == "credentialtype":
+    realized: dict[str, Any] = {"credentialtype": kind}
+    for given, item in value.items():
+        if given == "credentialtype":
+            continue
+        name = ALIASES.get(given, given)
+        if name != given and name in value:
+            problems.add(child(POINTER, given), f"give either {name!r} or its alias {given!r}, not both")
             continue
         check = rules.fields.get(name)
         if check is None:
+            known = ", ".join(rules.fields)
             problems.add(
-                child(POINTER, name),
-                f"unknown field {quote(name)} for credentialtype {kind}; known: {', '.join(rules.fields)}",
+                child(POINTER, given),
+                f"unknown field {quote(given)} for credentialtype {kind}; known: {known}",
             )
         else:
-            check(item, child(POINTER, name), problems)
+            check(item, child(POINTER, given), problems)
+            realized[name] = item
     for name in rules.fields:
-        if name not in value:
+        if name not in realized:
             problems.add(child(POINTER, name), f"is required for credentialtype {kind}")
-    return dict(value) if len(problems.items) == before else None
+    return realized if len(problems.items) == before else None
