@@ -1,0 +1,126 @@
+"""HTTP push delivery: the :class:`ceprotocols.sender.Sender` for ``protocol: HTTP``.
+
+One pooled ``httpx.AsyncClient`` (keep-alive) serves every subscription. Protocol settings:
+``method`` (default ``POST``), ``headers`` (copied into every request) and ``contentmode``
+(``binary``, the default, or ``structured``). A 2xx confirms; 5xx, 408 and 429 are retryable
+rejections carrying ``Retry-After``; other statuses (redirects are never followed) are final.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from ceprotocols.errors import BindingError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
+from ceprotocols.http.binding import to_binary, to_structured
+from ceprotocols.http.credentials import CredentialResolver
+from ceprotocols.http.webhook import WebhookGate
+from ceprotocols.sender import Destination, Event
+
+if TYPE_CHECKING:
+    from ceprotocols.sender import Sender
+
+#: Largest part of a response body kept for a dead letter.
+BODY_LIMIT = 2048
+_RETRYABLE = frozenset({408, 429})
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` value (delta-seconds or an HTTP date), None if absent/bad."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        return max(0.0, parsedate_to_datetime(text).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+class HttpSender:
+    """Delivers events to HTTP sinks with pooling, credentials and webhook validation.
+
+    Args:
+        validate_webhooks: run the abuse-protection handshake before the first delivery to an origin.
+        webhook_origin: the ``WebHook-Request-Origin`` this broker announces (its DNS name).
+        max_connections: size of the connection pool shared by every sink.
+    """
+
+    def __init__(
+        self,
+        *,
+        validate_webhooks: bool = True,
+        webhook_origin: str | None = None,
+        max_connections: int = 200,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._client = httpx.AsyncClient(limits=limits, follow_redirects=False, transport=transport)
+        self._credentials = CredentialResolver(self._client)
+        origin = webhook_origin or socket.getfqdn()
+        self._gate = WebhookGate(self._client, origin) if validate_webhooks else None
+
+    async def deliver(self, event: Event, destination: Destination) -> None:
+        """POST (or the configured method) the event; raise a DeliveryError unless 2xx."""
+        settings = destination.settings
+        try:
+            message = to_structured(event) if _structured(settings) else to_binary(event)
+        except BindingError as exc:
+            raise DeliveryRejected(f"event cannot be encoded for HTTP: {exc}", retryable=False) from exc
+        headers = {str(k): str(v) for k, v in (settings.get("headers") or {}).items()}
+        headers.update(message.headers)
+        if self._gate is not None:
+            await self._gate.admit(destination.sink, destination.timeout)
+            headers["WebHook-Request-Origin"] = self._gate.origin
+        method = str(settings.get("method") or "POST").upper()
+        response = await self._send(method, destination, headers, message.body)
+        if response.status_code == 401 and self._credentials.invalidate(destination.credential):
+            response = await self._send(method, destination, headers, message.body)
+        self._check(response)
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
+
+    async def _send(
+        self, method: str, destination: Destination, headers: dict[str, str], body: bytes
+    ) -> httpx.Response:
+        auth = await self._credentials.authorization(destination.credential)
+        if auth is not None:
+            headers["Authorization"] = auth
+        try:
+            return await self._client.request(
+                method, destination.sink, headers=headers, content=body, timeout=destination.timeout
+            )
+        except httpx.TimeoutException as exc:
+            raise DeliveryTimeout(f"no answer from {destination.sink} within {destination.timeout}s") from exc
+        except httpx.HTTPError as exc:
+            raise TargetUnreachable(f"cannot reach {destination.sink}: {exc!r}") from exc
+
+    @staticmethod
+    def _check(response: httpx.Response) -> None:
+        status = response.status_code
+        if 200 <= status < 300:
+            return
+        retryable = status >= 500 or status in _RETRYABLE
+        raise DeliveryRejected(
+            f"sink answered {status}",
+            retryable=retryable,
+            retry_after=parse_retry_after(response.headers.get("retry-after")),
+            status=status,
+            body=response.text[:BODY_LIMIT],
+        )
+
+
+def _structured(settings: Mapping[str, Any]) -> bool:
+    return str(settings.get("contentmode") or "binary").lower() == "structured"
+
+
+if TYPE_CHECKING:
+    _check_contract: Sender = HttpSender()

@@ -1,0 +1,117 @@
+"""CloudEvents HTTP webhook abuse protection (HTTP 1.1 Web Hooks for Event Delivery, section 4).
+
+Before the first delivery to a sink origin the sender asks with ``OPTIONS`` and
+``WebHook-Request-Origin``; it delivers only when the answer carries ``WebHook-Allowed-Origin``
+equal to its origin (or ``*``). ``WebHook-Allowed-Rate`` (requests per minute, or ``*``) becomes
+that origin's rate cap. Grants are cached per sink origin; refusals are remembered for a short
+while so that a refusing sink is not asked for every event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+
+from ceprotocols.errors import DeliveryRejected, DeliveryTimeout, TargetUnreachable
+
+#: Seconds a refusal is remembered before the sink is asked again.
+REFUSAL_TTL = 30.0
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host:port`` of a sink URL: the unit a grant applies to."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+class RateCap:
+    """A token bucket allowing ``per_minute`` requests per minute, bursting up to one second's worth."""
+
+    def __init__(self, per_minute: float) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = max(1.0, self.rate)
+        self._tokens = self.capacity
+        self._stamp = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        """Wait until a request may be sent."""
+        async with self._lock:
+            while True:
+                now = time.monotonic()
+                self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
+                self._stamp = now
+                if self._tokens >= 1.0:
+                    self._tokens -= 1.0
+                    return
+                await asyncio.sleep((1.0 - self._tokens) / self.rate)
+
+
+@dataclass(slots=True)
+class _Grant:
+    allowed: bool
+    cap: RateCap | None
+    checked_at: float
+    reason: str = ""
+
+
+class WebhookGate:
+    """Runs the validation handshake once per sink origin and enforces the granted rate."""
+
+    def __init__(self, client: httpx.AsyncClient, origin: str) -> None:
+        self._client = client
+        self.origin = origin
+        self._grants: dict[str, _Grant] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def admit(self, url: str, wait: float) -> None:
+        """Return once a delivery to ``url`` may be sent; raise DeliveryRejected if refused."""
+        key = origin_of(url)
+        grant = self._grants.get(key)
+        if grant is None or (not grant.allowed and time.monotonic() - grant.checked_at > REFUSAL_TTL):
+            async with self._locks.setdefault(key, asyncio.Lock()):
+                grant = self._grants.get(key)
+                if grant is None or (not grant.allowed and time.monotonic() - grant.checked_at > REFUSAL_TTL):
+                    grant = await self._handshake(url, wait)
+                    self._grants[key] = grant
+        if not grant.allowed:
+            raise DeliveryRejected(
+                f"sink did not grant webhook delivery: {grant.reason}", retryable=False, status="refused"
+            )
+        if grant.cap is not None:
+            await grant.cap.acquire()
+
+    def forget(self, url: str) -> None:
+        """Drop the cached grant for ``url``'s origin (e.g. before a redrive)."""
+        self._grants.pop(origin_of(url), None)
+
+    async def _handshake(self, url: str, wait: float) -> _Grant:
+        try:
+            response = await self._client.request(
+                "OPTIONS", url, headers={"WebHook-Request-Origin": self.origin}, timeout=wait
+            )
+        except httpx.TimeoutException as exc:
+            raise DeliveryTimeout(f"webhook validation timed out: {exc}") from exc
+        except httpx.HTTPError as exc:
+            raise TargetUnreachable(f"webhook validation failed: {exc}") from exc
+        now = time.monotonic()
+        allowed = response.headers.get("WebHook-Allowed-Origin", "").strip()
+        if allowed not in ("*", self.origin):
+            reason = f"OPTIONS answered {response.status_code} without an allowed origin for {self.origin}"
+            return _Grant(False, None, now, reason)
+        rate = response.headers.get("WebHook-Allowed-Rate", "*").strip()
+        cap = None
+        if rate != "*":
+            try:
+                per_minute = float(int(rate))
+            except ValueError:
+                return _Grant(False, None, now, f"invalid WebHook-Allowed-Rate {rate!r}")
+            if per_minute <= 0:
+                return _Grant(False, None, now, f"invalid WebHook-Allowed-Rate {rate!r}")
+            cap = RateCap(per_minute)
+        return _Grant(True, cap, now)

@@ -1,0 +1,112 @@
+"""Per-subscription delivery state: status, dead letters and their re-drive.
+
+* ``GET /subscriptions/{id}/status``: delivered, failed (attempts), pending and dead-lettered
+  counts and the last error.
+* ``GET /subscriptions/{id}/deadletters?limit=&after=``: dead letters oldest first, each with the
+  event and the reason; ``next`` is the ``after`` value of the following page.
+* ``POST /subscriptions/{id}/deadletters/redrive``: deliver dead letters again through the same
+  subscription; an optional JSON body ``{"ids": [..]}`` picks some, otherwise all are re-driven.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from cebroker.errors import FieldProblem, NotFound, ValidationError
+from cebroker.pipeline.dispatcher import Dispatcher
+from cebroker.pipeline.log import DeliveryLog
+from cebroker.store.base import SubscriptionStore
+
+MAX_PAGE = 500
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ValidationError([FieldProblem(f"/{name}", f"must be an integer from {low} to {high}")])
+    return int(raw)
+
+
+class DeliveriesApi:
+    """Status and dead-letter routes of subscriptions."""
+
+    def __init__(self, store: SubscriptionStore, journal: DeliveryLog, dispatcher: Dispatcher) -> None:
+        self._store = store
+        self._log = journal
+        self._dispatcher = dispatcher
+
+    def routes(self) -> Sequence[BaseRoute]:
+        """The three routes under ``/subscriptions/{id}/``."""
+        return [
+            Route("/subscriptions/{id}/status", self.status, methods=["GET"]),
+            Route("/subscriptions/{id}/deadletters", self.dead_letters, methods=["GET"]),
+            Route("/subscriptions/{id}/deadletters/redrive", self.redrive, methods=["POST"]),
+        ]
+
+    async def _subscription(self, request: Request) -> str:
+        subscription_id = str(request.path_params["id"])
+        if await self._store.get(subscription_id) is None:
+            raise NotFound(f"no subscription {subscription_id!r}")
+        return subscription_id
+
+    async def status(self, request: Request) -> Response:
+        """Delivery counts and the last error."""
+        subscription_id = await self._subscription(request)
+        doc = await self._log.status(subscription_id)
+        return JSONResponse({"id": subscription_id, **doc})
+
+    async def dead_letters(self, request: Request) -> Response:
+        """One page of dead letters."""
+        subscription_id = await self._subscription(request)
+        limit = _int_param(request, "limit", 100, 1, MAX_PAGE)
+        after = _int_param(request, "after", 0, 0, 2**63 - 1)
+        page = await self._log.dead_letters(subscription_id, after, limit)
+        items: list[dict[str, Any]] = [
+            {
+                "id": d.id,
+                "event": d.event,
+                "status": d.status,
+                "body": d.body,
+                "attempts": d.attempts,
+                "lastError": d.last_error,
+                "firstAttemptAt": d.first_at,
+                "failedAt": d.failed_at,
+            }
+            for d in page
+        ]
+        doc: dict[str, Any] = {"items": items, "next": page[-1].id if len(page) == limit else None}
+        return JSONResponse(doc)
+
+    async def redrive(self, request: Request) -> Response:
+        """Put dead letters back into delivery."""
+        subscription_id = await self._subscription(request)
+        ids = await self._ids(request)
+        count = await self._log.redrive(subscription_id, ids)
+        if count:
+            self._dispatcher.pending += count
+            self._dispatcher.wake(subscription_id)
+        return JSONResponse({"redriven": count}, status_code=202)
+
+    @staticmethod
+    async def _ids(request: Request) -> list[int] | None:
+        body = await request.body()
+        if not body.strip():
+            return None
+        try:
+            doc = json.loads(body)
+        except ValueError as exc:
+            raise ValidationError([FieldProblem("", f"body is not JSON: {exc}")]) from exc
+        if not isinstance(doc, dict) or "ids" not in doc:
+            raise ValidationError([FieldProblem("/ids", "expected an object with an 'ids' array")])
+        ids = doc["ids"]
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise ValidationError([FieldProblem("/ids", "must be an array of dead-letter ids")])
+        return ids

@@ -1,0 +1,112 @@
+"""The event pipeline as a :class:`cebroker.app.Component`: creation, wiring and lifecycle.
+
+Start order: open the log, follow the store's change feed, index every subscription, then
+resume every pending delivery. Routes: ``POST /events``, ``GET /metrics`` and the
+per-subscription status and dead-letter routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from urllib.parse import urlsplit
+
+from starlette.routing import BaseRoute
+
+from cebroker.api.deliveries import DeliveriesApi
+from cebroker.api.events import EventsApi
+from cebroker.api.metrics import MetricsApi
+from cebroker.pipeline.contracts import EventValidator, ValidationMode
+from cebroker.pipeline.dispatcher import Dispatcher
+from cebroker.pipeline.ingest import Pipeline
+from cebroker.pipeline.log import DeliveryLog
+from cebroker.pipeline.matcher import Matcher
+from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.rules import register_subscription_rules
+from cebroker.pipeline.senders import SenderPool
+from cebroker.settings import Settings
+from cebroker.store.base import ChangeKind, SubscriptionChange, SubscriptionStore
+
+log = logging.getLogger("cebroker.pipeline")
+
+#: Seconds between sweeps of expired de-duplication keys.
+SEEN_SWEEP = 60.0
+
+
+class PipelineComponent:
+    """Ingress, durable log, matching and delivery. ``pipeline`` is the :class:`Ingestor`."""
+
+    def __init__(
+        self, settings: Settings, store: SubscriptionStore, *, validator: EventValidator | None = None
+    ) -> None:
+        register_subscription_rules()
+        self._store = store
+        self.metrics = PipelineMetrics()
+        self.matcher = Matcher()
+        self.log = DeliveryLog(settings.db, dedup_window=settings.dedup_window)
+        origin = urlsplit(settings.public_url).hostname or settings.host
+        self.senders = SenderPool(webhook_origin=origin, validate_webhooks=settings.webhook_validation)
+        self.dispatcher = Dispatcher(self.log, self.matcher, self.senders, self.metrics)
+        self.pipeline = Pipeline(
+            self.log,
+            self.matcher,
+            self.dispatcher,
+            self.metrics,
+            max_backlog=settings.max_backlog,
+            validator=validator,
+            validation_mode=ValidationMode(settings.event_validation),
+        )
+        self._apis: list[EventsApi | MetricsApi | DeliveriesApi] = [
+            EventsApi(
+                self.pipeline,
+                self.metrics,
+                max_event_size=settings.max_event_size,
+                max_batch_size=settings.max_batch_size,
+            ),
+            MetricsApi(self.metrics),
+            DeliveriesApi(store, self.log, self.dispatcher),
+        ]
+        self._unsubscribe: Callable[[], None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def routes(self) -> Sequence[BaseRoute]:
+        """Every route of the pipeline."""
+        return [route for api in self._apis for route in api.routes()]
+
+    async def start(self) -> None:
+        """Open the log, load subscriptions, resume pending deliveries."""
+        await asyncio.to_thread(self.log.open)
+        # Follow the feed before reading everything, so no change can fall in between.
+        self._unsubscribe = self._store.changes.subscribe(self._on_change)
+        self.matcher.load(await self._store.all())
+        await self.dispatcher.start()
+        self._keep(self._sweep_seen())
+
+    async def stop(self) -> None:
+        """Stop delivering (unconfirmed deliveries stay pending) and close the log."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.dispatcher.stop()
+        await self.senders.aclose()
+        await asyncio.to_thread(self.log.close)
+
+    def _on_change(self, change: SubscriptionChange) -> None:
+        self.matcher.apply(change)
+        if change.kind is ChangeKind.DELETED:
+            self._keep(self.dispatcher.forget(change.subscription.id))
+
+    def _keep(self, coro: Coroutine[object, object, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _sweep_seen(self) -> None:
+        while True:
+            await asyncio.sleep(SEEN_SWEEP)
+            with contextlib.suppress(Exception):
+                await self.log.purge_seen()

@@ -1,0 +1,107 @@
+"""The :class:`~cebroker.pipeline.contracts.Ingestor`: validate, match once, commit, dispatch."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from cebroker.errors import FieldProblem, Overloaded, ValidationError
+from cebroker.pipeline.contracts import Event, EventValidator, IngestResult, ValidationMode
+from cebroker.pipeline.dispatcher import Dispatcher
+from cebroker.pipeline.log import DeliveryLog, Incoming
+from cebroker.pipeline.matcher import Matcher
+from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.validation import event_problems, normalize
+
+log = logging.getLogger("cebroker.pipeline")
+
+
+class Pipeline:
+    """The durable entry of events into the broker (implements ``Ingestor``).
+
+    Args:
+        max_backlog: pending deliveries above which new events are refused with 503.
+        validator: optional check of events against registered definitions, applied per
+            ``validation_mode``: ``enforce`` refuses violating events, ``warn`` counts and logs.
+    """
+
+    def __init__(
+        self,
+        journal: DeliveryLog,
+        matcher: Matcher,
+        dispatcher: Dispatcher,
+        metrics: PipelineMetrics,
+        *,
+        max_backlog: int,
+        validator: EventValidator | None = None,
+        validation_mode: ValidationMode = ValidationMode.OFF,
+    ) -> None:
+        self._log = journal
+        self._matcher = matcher
+        self._dispatcher = dispatcher
+        self._metrics = metrics
+        self._max_backlog = max_backlog
+        self.validator = validator
+        self.validation_mode = validation_mode
+
+    async def ingest(self, events: Sequence[Event]) -> IngestResult:
+        """Validate, commit and schedule ``events`` (pointers ``/<index>/<attribute>``)."""
+        return await self.accept(events, batch=True)
+
+    async def accept(self, events: Sequence[Any], *, batch: bool) -> IngestResult:
+        """Like :meth:`ingest`; ``batch=False`` names problems ``/<attribute>`` (one event)."""
+        problems: list[FieldProblem] = []
+        for index, event in enumerate(events):
+            problems.extend(event_problems(event, f"/{index}" if batch else ""))
+        if problems:
+            self._metrics.events_rejected.labels("invalid").inc()
+            raise ValidationError(problems)
+        clean = [normalize(event) for event in events]
+        self._check_definitions(clean, batch)
+        if self._dispatcher.pending >= self._max_backlog:
+            self._metrics.events_rejected.labels("overloaded").inc()
+            raise Overloaded(
+                f"{self._dispatcher.pending} deliveries are pending; retry later", retry_after=5.0, status=503
+            )
+        if not clean:
+            return IngestResult(accepted=0, duplicates=0)
+        match = self._matcher.match
+        items = [
+            Incoming(
+                json.dumps(event, separators=(",", ":"), ensure_ascii=False),
+                event["source"],
+                event["id"],
+                match(event),
+            )
+            for event in clean
+        ]
+        written = await self._log.append(items)
+        self._dispatcher.accept(items, clean, written)
+        duplicates = sum(1 for w in written if w is None)
+        self._metrics.events_in.labels("accepted").inc(len(clean) - duplicates)
+        if duplicates:
+            self._metrics.events_in.labels("duplicate").inc(duplicates)
+        self._metrics.matches.inc(sum(len(w.deliveries) for w in written if w is not None))
+        return IngestResult(accepted=len(clean), duplicates=duplicates)
+
+    def _check_definitions(self, events: list[dict[str, Any]], batch: bool) -> None:
+        if self.validator is None or self.validation_mode is ValidationMode.OFF:
+            return
+        problems: list[FieldProblem] = []
+        for index, event in enumerate(events):
+            prefix = f"/{index}" if batch else ""
+            for violation in self.validator.validate(event):
+                problems.append(FieldProblem(prefix + violation.pointer, violation.message))
+        if not problems:
+            return
+        if self.validation_mode is ValidationMode.ENFORCE:
+            self._metrics.events_rejected.labels("definition").inc()
+            raise ValidationError(problems)
+        offenders = len({p.pointer.split("/")[1] for p in problems}) if batch else 1
+        self._metrics.validation_warnings.inc(offenders)
+        log.warning(
+            "events differ from their definitions: %s",
+            "; ".join(f"{p.pointer}: {p.message}" for p in problems),
+        )

@@ -1,0 +1,358 @@
+"""The durable event log: events, pending deliveries, dead letters and per-subscription counts.
+
+It lives in the broker's SQLite file (tables prefixed ``pipeline_``) behind one
+:class:`SqliteWriter`. An ingest writes the events, their de-duplication keys and one delivery
+row per matched subscription in the same transaction, so an acknowledged event always has its
+deliveries on disk. A delivery row leaves only when its sink confirmed it, when it became a
+dead letter, or when its subscription was deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cebroker.pipeline.writer import SqliteWriter
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pipeline_events (
+    seq INTEGER PRIMARY KEY, body TEXT NOT NULL, received REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS pipeline_seen (
+    source TEXT NOT NULL, id TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (source, id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS pipeline_seen_at ON pipeline_seen (at);
+CREATE TABLE IF NOT EXISTS pipeline_deliveries (
+    id INTEGER PRIMARY KEY, event_seq INTEGER NOT NULL, subscription TEXT NOT NULL,
+    attempts INTEGER NOT NULL, next_at REAL NOT NULL, first_at REAL NOT NULL, last_error TEXT);
+CREATE INDEX IF NOT EXISTS pipeline_deliveries_due ON pipeline_deliveries (subscription, next_at);
+CREATE INDEX IF NOT EXISTS pipeline_deliveries_event ON pipeline_deliveries (event_seq);
+CREATE TABLE IF NOT EXISTS pipeline_deadletters (
+    id INTEGER PRIMARY KEY, subscription TEXT NOT NULL, event TEXT NOT NULL, status TEXT, body TEXT,
+    attempts INTEGER NOT NULL, last_error TEXT NOT NULL, first_at REAL NOT NULL, failed_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS pipeline_deadletters_sub ON pipeline_deadletters (subscription, id);
+CREATE TABLE IF NOT EXISTS pipeline_stats (
+    subscription TEXT PRIMARY KEY, delivered INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0,
+    deadlettered INTEGER NOT NULL DEFAULT 0, last_error TEXT, last_error_at REAL) WITHOUT ROWID;
+"""
+
+_BUMP = (
+    "INSERT INTO pipeline_stats (subscription, {col}) VALUES (?, ?) "
+    "ON CONFLICT (subscription) DO UPDATE SET {col} = {col} + excluded.{col}"
+)
+_GC_EVENT = (
+    "DELETE FROM pipeline_events WHERE seq = ?1 "
+    "AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries WHERE event_seq = ?1)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """One event to commit: its JSON text, de-duplication key and matched subscription ids."""
+
+    body: str
+    source: str
+    id: str
+    subscriptions: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What an ingest wrote for one event: its sequence number (0 when it matched nothing),
+    acceptance time and ``(delivery id, subscription)`` pairs."""
+
+    seq: int
+    at: float
+    deliveries: list[tuple[int, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A delivery row read back from the log."""
+
+    id: int
+    event_seq: int
+    subscription: str
+    attempts: int
+    first_at: float
+    body: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A delivery that was given up on, with why."""
+
+    id: int
+    subscription: str
+    event: dict[str, Any]
+    status: str | None
+    body: str | None
+    attempts: int
+    last_error: str
+    first_at: float
+    failed_at: float
+
+
+class DeliveryLog:
+    """Typed operations on the log tables; every method runs in the writer's transaction."""
+
+    def __init__(self, path: Path, *, dedup_window: float) -> None:
+        self.writer = SqliteWriter(path)
+        self.dedup_window = dedup_window
+        # Owned by the writer thread: ids are assigned here so a batch inserts with executemany.
+        self._next_seq = 1
+        self._next_delivery = 1
+
+    def open(self) -> None:
+        """Create the tables and start the writer."""
+
+        def init(conn: sqlite3.Connection) -> None:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            self._next_seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM pipeline_events").fetchone()[
+                0
+            ]
+            self._next_delivery = conn.execute(
+                "SELECT COALESCE(MAX(id), 0) + 1 FROM pipeline_deliveries"
+            ).fetchone()[0]
+
+        self.writer.start(init)
+
+    def close(self) -> None:
+        """Stop the writer after the queued jobs."""
+        self.writer.stop()
+
+    # -- ingest ------------------------------------------------------------------------------
+
+    async def append(self, items: Sequence[Incoming]) -> list[Appended | None]:
+        """Commit events and their deliveries; per event what was written, or None for a
+        duplicate of an event seen within the de-duplication window."""
+        now = time.time()
+        horizon = now - self.dedup_window
+
+        def job(conn: sqlite3.Connection) -> list[Appended | None]:
+            out: list[Appended | None] = []
+            events: list[tuple[int, str, float]] = []
+            deliveries: list[tuple[int, int, str, float, float]] = []
+            for item in items:
+                cur = conn.execute(
+                    "INSERT INTO pipeline_seen VALUES (?, ?, ?) ON CONFLICT (source, id) "
+                    "DO UPDATE SET at = excluded.at WHERE at < ?",
+                    (item.source, item.id, now, horizon),
+                )
+                if cur.rowcount == 0:
+                    out.append(None)
+                    continue
+                pairs: list[tuple[int, str]] = []
+                seq = 0
+                if item.subscriptions:
+                    seq = self._next_seq
+                    self._next_seq += 1
+                    events.append((seq, item.body, now))
+                    for sub in item.subscriptions:
+                        did = self._next_delivery
+                        self._next_delivery += 1
+                        deliveries.append((did, seq, sub, now, now))
+                        pairs.append((did, sub))
+                out.append(Appended(seq, now, pairs))
+            conn.executemany("INSERT INTO pipeline_events VALUES (?, ?, ?)", events)
+            conn.executemany("INSERT INTO pipeline_deliveries VALUES (?, ?, ?, 0, ?, ?, NULL)", deliveries)
+            return out
+
+        return await self.writer.run(job, bounded=True)
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    async def due(self, subscription: str, limit: int) -> tuple[list[Pending], float | None]:
+        """Up to ``limit`` deliveries of ``subscription`` due now (oldest first) and when the
+        next one not returned falls due (now if more are due, None if there are none)."""
+        now = time.time()
+
+        def job(conn: sqlite3.Connection) -> tuple[list[Pending], float | None]:
+            rows = conn.execute(
+                "SELECT d.id, d.event_seq, d.attempts, d.first_at, e.body FROM pipeline_deliveries d "
+                "JOIN pipeline_events e ON e.seq = d.event_seq "
+                "WHERE d.subscription = ? AND d.next_at <= ? ORDER BY d.next_at, d.id LIMIT ?",
+                (subscription, now, limit),
+            ).fetchall()
+            items = [Pending(r[0], r[1], subscription, r[2], r[3], r[4]) for r in rows]
+            if len(items) == limit:
+                return items, now
+            (later,) = conn.execute(
+                "SELECT MIN(next_at) FROM pipeline_deliveries WHERE subscription = ? AND next_at > ?",
+                (subscription, now),
+            ).fetchone()
+            return items, later
+
+        return await self.writer.run(job)
+
+    async def backlog(self) -> dict[str, tuple[int, float]]:
+        """Per subscription with pending deliveries: their count and the earliest due time."""
+
+        def job(conn: sqlite3.Connection) -> dict[str, tuple[int, float]]:
+            rows = conn.execute(
+                "SELECT subscription, COUNT(*), MIN(next_at) FROM pipeline_deliveries GROUP BY subscription"
+            )
+            return {r[0]: (r[1], r[2]) for r in rows}
+
+        return await self.writer.run(job)
+
+    async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
+        """Remove confirmed deliveries ``(delivery id, event seq, subscription)``."""
+
+        def job(conn: sqlite3.Connection) -> None:
+            conn.executemany("DELETE FROM pipeline_deliveries WHERE id = ?", [(d[0],) for d in done])
+            conn.executemany(_GC_EVENT, [(d[1],) for d in done])
+            counts: dict[str, int] = {}
+            for _, _, sub in done:
+                counts[sub] = counts.get(sub, 0) + 1
+            conn.executemany(_BUMP.format(col="delivered"), list(counts.items()))
+
+        await self.writer.run(job)
+
+    async def drop(self, done: Sequence[tuple[int, int]]) -> int:
+        """Remove deliveries ``(delivery id, event seq)`` whose subscription no longer exists;
+        returns how many were still there."""
+
+        def job(conn: sqlite3.Connection) -> int:
+            cur = conn.executemany("DELETE FROM pipeline_deliveries WHERE id = ?", [(d[0],) for d in done])
+            removed = cur.rowcount
+            conn.executemany(_GC_EVENT, [(d[1],) for d in done])
+            return removed
+
+        return await self.writer.run(job)
+
+    async def reschedule(self, item: Pending, attempts: int, next_at: float, error: str) -> None:
+        """Record a failed attempt and when to try again."""
+
+        def job(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE pipeline_deliveries SET attempts = ?, next_at = ?, last_error = ? WHERE id = ?",
+                (attempts, next_at, error, item.id),
+            )
+            self._failed(conn, item.subscription, error)
+
+        await self.writer.run(job)
+
+    async def dead_letter(
+        self, item: Pending, attempts: int, error: str, status: str | None, body: str | None
+    ) -> None:
+        """Move a delivery to the dead letters, keeping the event and the reason."""
+        now = time.time()
+
+        def job(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts, last_error, "
+                "first_at, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (item.subscription, item.body, status, body, attempts, error, item.first_at, now),
+            )
+            conn.execute("DELETE FROM pipeline_deliveries WHERE id = ?", (item.id,))
+            conn.execute(_GC_EVENT, (item.event_seq,))
+            self._failed(conn, item.subscription, error)
+            conn.execute(_BUMP.format(col="deadlettered"), (item.subscription, 1))
+
+        await self.writer.run(job)
+
+    @staticmethod
+    def _failed(conn: sqlite3.Connection, subscription: str, error: str) -> None:
+        conn.execute(_BUMP.format(col="failed"), (subscription, 1))
+        conn.execute(
+            "UPDATE pipeline_stats SET last_error = ?, last_error_at = ? WHERE subscription = ?",
+            (error, time.time(), subscription),
+        )
+
+    # -- dead letters, status, housekeeping --------------------------------------------------
+
+    async def dead_letters(self, subscription: str, after: int, limit: int) -> list[DeadLetter]:
+        """One page of a subscription's dead letters, oldest first, ids greater than ``after``."""
+
+        def job(conn: sqlite3.Connection) -> list[DeadLetter]:
+            rows = conn.execute(
+                "SELECT id, subscription, event, status, body, attempts, last_error, first_at, failed_at "
+                "FROM pipeline_deadletters WHERE subscription = ? AND id > ? ORDER BY id LIMIT ?",
+                (subscription, after, limit),
+            ).fetchall()
+            return [DeadLetter(r[0], r[1], json.loads(r[2]), *r[3:]) for r in rows]
+
+        return await self.writer.run(job)
+
+    async def redrive(self, subscription: str, ids: Sequence[int] | None) -> int:
+        """Turn dead letters (all of the subscription's, or those ``ids``) back into deliveries."""
+        now = time.time()
+
+        def job(conn: sqlite3.Connection) -> int:
+            rows = conn.execute(
+                "SELECT id, event FROM pipeline_deadletters WHERE subscription = ? ORDER BY id",
+                (subscription,),
+            ).fetchall()
+            wanted = set(ids) if ids is not None else None
+            picked = [r for r in rows if wanted is None or r[0] in wanted]
+            for dl_id, body in picked:
+                seq = self._next_seq
+                self._next_seq += 1
+                conn.execute("INSERT INTO pipeline_events VALUES (?, ?, ?)", (seq, body, now))
+                did = self._next_delivery
+                self._next_delivery += 1
+                conn.execute(
+                    "INSERT INTO pipeline_deliveries VALUES (?, ?, ?, 0, ?, ?, NULL)",
+                    (did, seq, subscription, now, now),
+                )
+                conn.execute("DELETE FROM pipeline_deadletters WHERE id = ?", (dl_id,))
+            return len(picked)
+
+        return await self.writer.run(job)
+
+    async def status(self, subscription: str) -> dict[str, Any]:
+        """Counts and the last error of one subscription."""
+
+        def job(conn: sqlite3.Connection) -> dict[str, Any]:
+            (pending,) = conn.execute(
+                "SELECT COUNT(*) FROM pipeline_deliveries WHERE subscription = ?", (subscription,)
+            ).fetchone()
+            (dead,) = conn.execute(
+                "SELECT COUNT(*) FROM pipeline_deadletters WHERE subscription = ?", (subscription,)
+            ).fetchone()
+            row = conn.execute(
+                "SELECT delivered, failed, deadlettered, last_error, last_error_at FROM pipeline_stats "
+                "WHERE subscription = ?",
+                (subscription,),
+            ).fetchone() or (0, 0, 0, None, None)
+            return {
+                "delivered": row[0],
+                "failed": row[1],
+                "pending": pending,
+                "deadlettered": dead,
+                "deadletteredTotal": row[2],
+                "lastError": row[3],
+                "lastErrorAt": row[4],
+            }
+
+        return await self.writer.run(job)
+
+    async def forget(self, subscription: str) -> int:
+        """Delete everything kept for a deleted subscription; returns the pending count removed."""
+
+        def job(conn: sqlite3.Connection) -> int:
+            seqs = conn.execute(
+                "SELECT event_seq FROM pipeline_deliveries WHERE subscription = ?", (subscription,)
+            ).fetchall()
+            conn.execute("DELETE FROM pipeline_deliveries WHERE subscription = ?", (subscription,))
+            conn.executemany(_GC_EVENT, seqs)
+            conn.execute("DELETE FROM pipeline_deadletters WHERE subscription = ?", (subscription,))
+            conn.execute("DELETE FROM pipeline_stats WHERE subscription = ?", (subscription,))
+            return len(seqs)
+
+        return await self.writer.run(job)
+
+    async def purge_seen(self) -> int:
+        """Forget de-duplication keys older than the window."""
+        horizon = time.time() - self.dedup_window
+
+        def job(conn: sqlite3.Connection) -> int:
+            return conn.execute("DELETE FROM pipeline_seen WHERE at < ?", (horizon,)).rowcount
+
+        return await self.writer.run(job)

@@ -1,0 +1,62 @@
+"""The live view of subscriptions the pipeline matches against.
+
+It follows the store's change feed, so a create, update or delete applies to every event
+ingested after the API call returned, without polling. Matching goes through
+``cefilters.SubscriptionIndex`` (cost set by the event, not the number of subscriptions).
+Listeners run on the event loop (the store publishes there), as does matching, so the index
+needs no lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from cefilters import FilterError, SubscriptionIndex
+
+from cebroker.pipeline.contracts import Event
+from cebroker.store.base import ChangeKind, Subscription, SubscriptionChange
+
+log = logging.getLogger("cebroker.pipeline")
+
+
+class Matcher:
+    """Subscriptions by id plus their filter index."""
+
+    def __init__(self) -> None:
+        self._index: SubscriptionIndex[str] = SubscriptionIndex()
+        self.subscriptions: dict[str, Subscription] = {}
+
+    def load(self, subscriptions: Iterable[Subscription]) -> None:
+        """Index every subscription (at start-up)."""
+        for subscription in subscriptions:
+            self._put(subscription)
+
+    def apply(self, change: SubscriptionChange) -> None:
+        """Follow one committed change of the store."""
+        if change.kind is ChangeKind.DELETED:
+            self.subscriptions.pop(change.subscription.id, None)
+            self._index.remove(change.subscription.id)
+        else:
+            self._put(change.subscription)
+
+    def match(self, event: Event) -> tuple[str, ...]:
+        """Ids of the subscriptions that accept ``event``, in a stable order."""
+        return tuple(sorted(self._index.match(event)))
+
+    def _put(self, subscription: Subscription) -> None:
+        try:
+            self._index.add(
+                subscription.id,
+                list(subscription.filters),
+                source=subscription.source,
+                types=list(subscription.types) if subscription.types is not None else None,
+            )
+        except (FilterError, TypeError):
+            # The API validated the filters on create; reaching this is a bug worth shouting about,
+            # and the subscription must not receive events it did not ask for.
+            log.exception(
+                "subscription %s has filters the index refuses; it receives nothing", subscription.id
+            )
+            self._index.remove(subscription.id)
+        self.subscriptions[subscription.id] = subscription

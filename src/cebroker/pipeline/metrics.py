@@ -1,0 +1,58 @@
+"""Prometheus metrics of the pipeline, in a registry of their own per broker instance.
+
+Per-subscription labels are used for the first :data:`MAX_LABELLED` subscriptions seen; later
+ones are counted under ``subscription="_other"`` so a broker with very many subscriptions does
+not explode the series count.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+MAX_LABELLED = 500
+OTHER = "_other"
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class PipelineMetrics:
+    """Counters, gauges and histograms the pipeline updates."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.events_in = Counter(
+            "cebroker_events_received", "Events accepted at ingress, by outcome", ["outcome"], registry=r
+        )
+        self.events_rejected = Counter(
+            "cebroker_events_rejected", "Ingress requests refused, by reason", ["reason"], registry=r
+        )
+        self.validation_warnings = Counter(
+            "cebroker_event_validation_warnings",
+            "Events that failed the registry check in warn mode",
+            registry=r,
+        )
+        self.matches = Counter("cebroker_event_matches", "Deliveries created by matching", registry=r)
+        self.deliveries = Counter(
+            "cebroker_deliveries", "Delivery attempts by outcome", ["subscription", "outcome"], registry=r
+        )
+        self.retries = Counter("cebroker_delivery_retries", "Retries scheduled", ["subscription"], registry=r)
+        self.dead_letters = Counter("cebroker_dead_letters", "Dead letters", ["subscription"], registry=r)
+        self.backlog = Gauge("cebroker_delivery_backlog", "Deliveries pending in the durable log", registry=r)
+        self.queued = Gauge("cebroker_delivery_queue_depth", "Deliveries held in memory queues", registry=r)
+        self.latency = Histogram(
+            "cebroker_delivery_latency_seconds",
+            "From acceptance of the event to the sink's confirmation",
+            ["subscription"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self._labelled: set[str] = set()
+
+    def label(self, subscription: str) -> str:
+        """The label value to use for ``subscription`` (bounded cardinality)."""
+        if subscription in self._labelled:
+            return subscription
+        if len(self._labelled) < MAX_LABELLED:
+            self._labelled.add(subscription)
+            return subscription
+        return OTHER

@@ -1,0 +1,120 @@
+"""Per-subscription delivery policy, read from the subscription's ``config`` map.
+
+Keys (values may be JSON numbers or numeric strings, since the Subscriptions API types
+``config`` values as strings):
+
+=================  ===========  ===============================================================
+key                default      meaning
+=================  ===========  ===============================================================
+``maxattempts``    ``0``        give up after this many attempts (``0``: only ``ttl`` limits)
+``backoff``        exponential  ``exponential`` (doubling, with jitter) or ``linear``
+``initialdelay``   ``1``        seconds before the first retry
+``maxdelay``       ``300``      longest wait between attempts, seconds
+``ttl``            ``86400``    give up this many seconds after the event was accepted
+``retryaftermax``  ``300``      cap on a sink's ``Retry-After``, seconds
+``timeout``        ``10``       seconds to wait for the sink's answer per attempt
+``concurrency``    ``8``        deliveries in flight at once for this subscription
+``ratelimit``      none         deliveries per second for this subscription
+``deadlettersink`` none         HTTP URL that receives a copy of every dead-lettered event
+=================  ===========  ===============================================================
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cebroker.errors import FieldProblem, ValidationError
+
+BACKOFFS = ("exponential", "linear")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeliveryPolicy:
+    """How one subscription's deliveries are paced, retried and given up on."""
+
+    maxattempts: int = 0
+    backoff: str = "exponential"
+    initialdelay: float = 1.0
+    maxdelay: float = 300.0
+    ttl: float = 86400.0
+    retryaftermax: float = 300.0
+    timeout: float = 10.0
+    concurrency: int = 8
+    ratelimit: float | None = None
+    deadlettersink: str | None = None
+
+    def delay(self, attempts: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after the ``attempts``-th failed attempt.
+
+        Exponential backoff uses "equal jitter" (half fixed, half random) so that many
+        deliveries failing together do not retry in lockstep; a sink's ``Retry-After`` wins
+        when it asks for longer, up to ``retryaftermax``.
+        """
+        if self.backoff == "linear":
+            base = min(self.maxdelay, self.initialdelay * attempts)
+        else:
+            base = min(self.maxdelay, self.initialdelay * 2.0 ** min(attempts - 1, 60))
+            base = base / 2 + random.uniform(0, base / 2)
+        if retry_after is not None:
+            base = max(base, min(retry_after, self.retryaftermax))
+        return base
+
+    def gives_up(self, attempts: int, next_at: float, first_at: float) -> bool:
+        """Whether a delivery that failed ``attempts`` times must not be tried at ``next_at``."""
+        if self.maxattempts and attempts >= self.maxattempts:
+            return True
+        return next_at > first_at + self.ttl
+
+
+_FLOATS = ("initialdelay", "maxdelay", "ttl", "retryaftermax", "timeout", "ratelimit")
+_INTS = ("maxattempts", "concurrency")
+#: Every ``config`` key the policy reads.
+POLICY_KEYS = (*_FLOATS, *_INTS, "backoff", "deadlettersink")
+
+
+def _number(key: str, value: Any, problems: list[FieldProblem], kind: type[int] | type[float]) -> Any:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = kind(value)
+    except (TypeError, ValueError):
+        problems.append(FieldProblem(f"/config/{key}", f"must be a {'whole ' if kind is int else ''}number"))
+        return None
+    if number < 0 or (number == 0 and key not in ("maxattempts",)):
+        problems.append(FieldProblem(f"/config/{key}", "must be positive"))
+        return None
+    return number
+
+
+def parse_policy(config: Mapping[str, Any]) -> DeliveryPolicy:
+    """The policy described by ``config`` (unknown keys are left to other parts).
+
+    Raises :class:`ValidationError` naming ``/config/<key>`` for every bad value; the
+    Subscriptions API can call this to refuse such a subscription up front.
+    """
+    problems: list[FieldProblem] = []
+    values: dict[str, Any] = {}
+    for key in _FLOATS:
+        if config.get(key) not in (None, ""):
+            values[key] = _number(key, config[key], problems, float)
+    for key in _INTS:
+        if config.get(key) not in (None, ""):
+            values[key] = _number(key, config[key], problems, int)
+    backoff = config.get("backoff")
+    if backoff is not None:
+        if str(backoff).lower() not in BACKOFFS:
+            problems.append(FieldProblem("/config/backoff", "must be 'exponential' or 'linear'"))
+        else:
+            values["backoff"] = str(backoff).lower()
+    sink = config.get("deadlettersink")
+    if sink is not None:
+        if not isinstance(sink, str) or not sink.startswith(("http://", "https://")):
+            problems.append(FieldProblem("/config/deadlettersink", "must be an http(s) URL"))
+        else:
+            values["deadlettersink"] = sink
+    if problems:
+        raise ValidationError(problems)
+    return DeliveryPolicy(**{k: v for k, v in values.items() if v is not None})

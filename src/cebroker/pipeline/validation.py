@@ -1,0 +1,90 @@
+"""Checks an event in the JSON form at the edge (CloudEvents 1.0 core, JSON Event Format 1.0).
+
+Every problem is reported, each with a JSON Pointer to the attribute (``/time``), prefixed by
+the event's index in a batch (``/3/time``). Inside the broker events are then trusted.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from cebroker.errors import FieldProblem
+
+_NAME = re.compile(r"[a-z0-9]{1,20}")
+# RFC 3339 section 5.6 date-time (upper or lower case T/Z, fractional seconds any length).
+_RFC3339 = re.compile(
+    r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?"
+    r"([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)"
+)
+_REQUIRED = ("id", "source", "type")
+_STRING_ATTRIBUTES = frozenset({"id", "source", "type", "subject", "datacontenttype", "dataschema"})
+_PAYLOAD = frozenset({"data", "data_base64"})
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+def _check_value(name: str, value: Any, pointer: str, problems: list[FieldProblem]) -> None:
+    if name in _STRING_ATTRIBUTES or name in ("specversion", "time"):
+        if not isinstance(value, str):
+            problems.append(FieldProblem(pointer, "must be a string"))
+        return
+    # Extension attributes: the core type system's Boolean, Integer or String (binary, URI and
+    # timestamp values travel as strings in the JSON format).
+    if isinstance(value, bool | str):
+        return
+    if isinstance(value, int):
+        if not _INT_MIN <= value <= _INT_MAX:
+            problems.append(FieldProblem(pointer, "integer is outside the signed 32-bit range"))
+        return
+    problems.append(FieldProblem(pointer, "extension attribute must be a string, integer or boolean"))
+
+
+def event_problems(event: Any, prefix: str = "") -> list[FieldProblem]:
+    """Every problem of one event; ``prefix`` is ``/<index>`` inside a batch, else empty."""
+    if not isinstance(event, Mapping):
+        return [FieldProblem(prefix or "/", "an event is a JSON object")]
+    problems: list[FieldProblem] = []
+    specversion = event.get("specversion")
+    if specversion is None:
+        problems.append(FieldProblem(f"{prefix}/specversion", "required attribute is missing"))
+    elif specversion != "1.0":
+        problems.append(FieldProblem(f"{prefix}/specversion", f"unsupported specversion {specversion!r}"))
+    for name in _REQUIRED:
+        value = event.get(name)
+        if value is None:
+            problems.append(FieldProblem(f"{prefix}/{name}", "required attribute is missing"))
+        elif isinstance(value, str) and not value:
+            problems.append(FieldProblem(f"{prefix}/{name}", "must not be empty"))
+    for name, value in event.items():
+        if name in _PAYLOAD:
+            continue
+        pointer = f"{prefix}/{name}"
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            problems.append(FieldProblem(pointer, "attribute names are 1-20 characters of a-z and 0-9"))
+            continue
+        if value is None:
+            continue  # null means absent (JSON Event Format 2.2)
+        _check_value(name, value, pointer, problems)
+    time = event.get("time")
+    if isinstance(time, str) and not _RFC3339.fullmatch(time):
+        problems.append(FieldProblem(f"{prefix}/time", "must be an RFC 3339 timestamp"))
+    if "data" in event and event.get("data_base64") is not None:
+        problems.append(FieldProblem(f"{prefix}/data_base64", "an event has data or data_base64, not both"))
+    encoded = event.get("data_base64")
+    if encoded is not None:
+        if not isinstance(encoded, str):
+            problems.append(FieldProblem(f"{prefix}/data_base64", "must be a base64 string"))
+        else:
+            try:
+                base64.b64decode(encoded, validate=True)
+            except (binascii.Error, ValueError):
+                problems.append(FieldProblem(f"{prefix}/data_base64", "is not valid base64"))
+    return problems
+
+
+def normalize(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The event with ``null`` attributes removed (they mean absent); ``"data": null`` stays."""
+    return {k: v for k, v in event.items() if v is not None or k == "data"}

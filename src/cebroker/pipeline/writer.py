@@ -1,0 +1,148 @@
+"""A single SQLite writer thread with group commit.
+
+Callers on the event loop submit small functions of a connection; the thread takes every job
+queued at that moment, runs each inside its own savepoint (a failing job rolls back alone)
+and commits them together in one transaction, then resolves each caller's future. With
+``synchronous=FULL`` a commit is one fsync, shared by all the requests that arrived meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cebroker.errors import Overloaded
+
+T = TypeVar("T")
+Job = Callable[[sqlite3.Connection], Any]
+log = logging.getLogger("cebroker.pipeline")
+
+
+@dataclass(slots=True)
+class _Pending:
+    fn: Job
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+
+
+def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class SqliteWriter:
+    """Owns one connection to ``path`` in a dedicated thread; see the module docstring."""
+
+    def __init__(self, path: Path, *, max_group: int = 512, max_queue: int = 20_000) -> None:
+        self._path = path
+        self._max_group = max_group
+        self._max_queue = max_queue
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def start(self, init: Job) -> None:
+        """Open the connection, run ``init`` (schema) in the thread and start serving jobs."""
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def main() -> None:
+            try:
+                conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+                conn.execute("PRAGMA busy_timeout=10000")
+                conn.execute("BEGIN IMMEDIATE")
+                init(conn)
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            self._serve(conn)
+
+        self._thread = threading.Thread(target=main, name="cebroker-log-writer", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
+
+    def backlog(self) -> int:
+        """Jobs waiting for the writer."""
+        return self._queue.qsize()
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T], *, bounded: bool = False) -> T:
+        """Run ``fn`` in the writer's next transaction and return its result once committed.
+
+        With ``bounded``, refuse (:class:`Overloaded`) when too many jobs are already waiting.
+        """
+        if self._thread is None:
+            raise RuntimeError("the log writer is not running")
+        if bounded and self._queue.qsize() >= self._max_queue:
+            raise Overloaded("the event log is busy; retry shortly", retry_after=1.0)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put(_Pending(fn, future, loop))
+        return await future
+
+    def stop(self) -> None:
+        """Finish the queued jobs, close the connection and end the thread."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _serve(self, conn: sqlite3.Connection) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                break
+            group = [first]
+            while len(group) < self._max_group:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                    break
+                group.append(item)
+            self._commit(conn, group)
+        conn.close()
+
+    def _commit(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job in group:
+                conn.execute("SAVEPOINT job")
+                try:
+                    outcomes.append((job.fn(conn), None))
+                    conn.execute("RELEASE job")
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                    outcomes.append((None, exc))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            log.exception("event log commit failed")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            outcomes = [(None, exc)] * len(group)
+        for job, (result, error) in zip(group, outcomes, strict=True):
+            # A closed loop means nobody waits for this result any more.
+            with contextlib.suppress(RuntimeError):
+                job.loop.call_soon_threadsafe(_resolve, job.future, result, error)
