@@ -45,12 +45,15 @@ def build_components(settings: Settings) -> list[Component]:
     """Create every part of the broker, wired to each other, in start order."""
     from cebroker.api.ops import OpsComponent
     from cebroker.api.subscriptions import SubscriptionsComponent
+    from cebroker.pipeline.component import PipelineComponent
     from cebroker.store.component import StoreComponent
     from cebroker.store.sqlite import SqliteSubscriptionStore
 
     # The one subscription store; parts that read or follow subscriptions get this instance.
     store = SqliteSubscriptionStore(settings.db)
     components: list[Component] = [StoreComponent(store), SubscriptionsComponent(store, settings)]
+    # The event pipeline follows the store's change feed, so it starts after the store is open.
+    components.append(PipelineComponent(settings, store))
     # Ops comes last: it reports ready once every part before it has started.
     components.append(OpsComponent())
     return components

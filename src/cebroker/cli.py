@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cebroker.settings import Settings
+from cebroker.spark.command import add_spark_feed, run_spark_feed
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
@@ -56,6 +57,46 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=int(_env("MAX_SUBSCRIPTION_BODY", str(defaults.max_subscription_body))),
         help="largest subscription request body in bytes [CEBROKER_MAX_SUBSCRIPTION_BODY]",
     )
+    _add_pipeline(p, defaults)
+
+
+def _add_pipeline(p: argparse.ArgumentParser, defaults: Settings) -> None:
+    p.add_argument(
+        "--max-event-size",
+        type=int,
+        default=int(_env("MAX_EVENT_SIZE", str(defaults.max_event_size))),
+        help="largest event in bytes; larger gets 413 [CEBROKER_MAX_EVENT_SIZE]",
+    )
+    p.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=int(_env("MAX_BATCH_SIZE", str(defaults.max_batch_size))),
+        help="largest batch request body in bytes [CEBROKER_MAX_BATCH_SIZE]",
+    )
+    p.add_argument(
+        "--dedup-window",
+        type=float,
+        default=float(_env("DEDUP_WINDOW", str(defaults.dedup_window))),
+        help="seconds within which a repeated (source, id) is not delivered again [CEBROKER_DEDUP_WINDOW]",
+    )
+    p.add_argument(
+        "--max-backlog",
+        type=int,
+        default=int(_env("MAX_BACKLOG", str(defaults.max_backlog))),
+        help="pending deliveries above which ingress answers 503 [CEBROKER_MAX_BACKLOG]",
+    )
+    p.add_argument(
+        "--webhook-validation",
+        choices=("on", "off"),
+        default=_env("WEBHOOK_VALIDATION", "on" if defaults.webhook_validation else "off"),
+        help="CloudEvents webhook validation handshake before HTTP delivery [CEBROKER_WEBHOOK_VALIDATION]",
+    )
+    p.add_argument(
+        "--event-validation",
+        choices=("off", "warn", "enforce"),
+        default=_env("EVENT_VALIDATION", defaults.event_validation),
+        help="check incoming events against registry definitions [CEBROKER_EVENT_VALIDATION]",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_serve(sub)
+    add_spark_feed(sub)
     return parser
 
 
@@ -78,6 +120,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         log_level=args.log_level,
         base_url=args.base_url,
         max_subscription_body=args.max_subscription_body,
+        max_event_size=args.max_event_size,
+        max_batch_size=args.max_batch_size,
+        dedup_window=args.dedup_window,
+        max_backlog=args.max_backlog,
+        webhook_validation=args.webhook_validation == "on",
+        event_validation=args.event_validation,
     )
 
 
@@ -109,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "spark-feed":
+        return run_spark_feed(args)
     return 2  # argparse rejects unknown commands before this
 
 

@@ -19,6 +19,17 @@ class Settings:
     base_url: str | None = None
     #: Largest accepted subscription request body, in bytes.
     max_subscription_body: int = 64 * 1024
+    #: Event pipeline: largest single event and largest batch request body, in bytes.
+    max_event_size: int = 1024 * 1024
+    max_batch_size: int = 16 * 1024 * 1024
+    #: Seconds within which a repeated (source, id) is acknowledged but not delivered again.
+    dedup_window: float = 600.0
+    #: Pending deliveries above which ingress answers 503 with Retry-After.
+    max_backlog: int = 1_000_000
+    #: Run the CloudEvents webhook validation handshake before delivering to an HTTP sink.
+    webhook_validation: bool = True
+    #: Registry check of incoming events: off, warn or enforce.
+    event_validation: str = "off"
 
     @property
     def public_url(self) -> str:
