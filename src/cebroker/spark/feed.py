@@ -1,0 +1,185 @@
+"""The ``cebroker spark-feed`` job: a file-stream (or rate) query into the broker.
+
+The same job runs on ``local[*]`` or on a cluster (``--master spark://...``, ``yarn``, ``k8s://``):
+only the master URL changes. With ``--once`` it uses Spark's available-now trigger and returns
+when every file present at start is in the broker; otherwise it keeps following the directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cebroker.spark.datasource import SHORT_NAME, CloudEventsDataSource
+from cebroker.spark.options import SinkOptions
+from cebroker.spark.progress import ProgressReporter
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+FORMATS = ("json", "parquet", "csv")
+CORRUPT_COLUMN = "_corrupt_record"
+
+
+class FeedError(RuntimeError):
+    """The feed cannot start or failed; the message says why and what to do."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeedConfig:
+    """What ``spark-feed`` runs; built from the command line."""
+
+    url: str
+    input: Path | None = None
+    format: str = "json"
+    rate: int | None = None
+    master: str = "local[*]"
+    once: bool = False
+    checkpoint: Path | None = None
+    batch_size: int = 1000
+    error_path: Path | None = None
+    source: str | None = None
+    type: str | None = None
+    schema: str | None = None
+    duration: float | None = None
+    sink_options: Mapping[str, str] = field(default_factory=dict)
+
+    def checkpoint_dir(self) -> Path:
+        """The checkpoint: given, or one per (input, url) under ``./.spark-feed/``."""
+        if self.checkpoint is not None:
+            return self.checkpoint
+        what = f"{self.input.resolve() if self.input else f'rate:{self.rate}'}|{self.url}"
+        return Path.cwd() / ".spark-feed" / hashlib.sha256(what.encode()).hexdigest()[:16]
+
+    def options(self) -> dict[str, str]:
+        """The data source options of the query (extra ``--option`` pairs first, flags win)."""
+        opts = dict(self.sink_options)
+        opts.update(
+            url=self.url, batchSize=str(self.batch_size), checkpointLocation=str(self.checkpoint_dir())
+        )
+        if self.error_path is not None:
+            opts["errorPath"] = str(self.error_path)
+        source = self.source or (
+            f"file://{self.input.resolve()}" if self.input else "urn:cebroker:spark-feed:rate"
+        )
+        opts["source"] = source
+        if self.type:
+            opts["type"] = self.type
+        elif self.rate is not None:
+            opts["type"] = "cebroker.spark.rate"
+        return opts
+
+
+def build_session(master: str, app_name: str = "cebroker-spark-feed") -> SparkSession:
+    """A Spark session for ``master``; local masters bind to the loopback interface only."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name).config("spark.ui.enabled", "false")
+    if master.startswith("local"):
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(CloudEventsDataSource)
+    return spark
+
+
+def input_stream(spark: SparkSession, config: FeedConfig) -> DataFrame:
+    """The streaming DataFrame the feed reads: files of ``config.format``, or the rate source."""
+    from pyspark.sql import functions as F
+
+    if config.rate is not None:
+        rate = spark.readStream.format("rate").option("rowsPerSecond", config.rate).load()
+        return rate.select(
+            F.col("timestamp").alias("time"), F.struct(F.col("value").alias("seq")).alias("data")
+        )
+    if config.input is None:
+        raise FeedError("give --input DIR (files to feed) or --rate N (synthetic load)")
+    reader = spark.readStream.format(config.format)
+    if config.format == "csv":
+        reader = reader.option("header", "true")
+    if config.format in ("json", "csv"):
+        # Malformed lines become rows carrying the raw text; the sink moves them to the error location.
+        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+    return reader.schema(_schema(spark, config, config.input)).load(str(config.input))
+
+
+def _schema(spark: SparkSession, config: FeedConfig, directory: Path) -> str:
+    """The input schema as DDL: given, or inferred from the files present now; JSON and CSV
+    always get the corrupt-record column so a malformed line is never read as an empty row."""
+    from pyspark.errors import AnalysisException
+
+    if config.schema:
+        ddl = config.schema
+    else:
+        try:
+            reader = spark.read.format(config.format)
+            if config.format == "csv":
+                reader = reader.option("header", "true")
+            ddl = reader.load(str(directory)).schema.toDDL()
+        except AnalysisException as exc:
+            raise FeedError(
+                f"cannot infer a schema from {directory} ({str(exc).splitlines()[0]}); add input files "
+                "first or pass --schema 'id STRING, type STRING, ...'"
+            ) from None
+    if config.format in ("json", "csv") and CORRUPT_COLUMN not in ddl:
+        ddl = f"{ddl}, {CORRUPT_COLUMN} STRING"
+    return ddl
+
+
+def start_query(spark: SparkSession, config: FeedConfig) -> StreamingQuery:
+    """Start the streaming query into the broker (options checked before Spark starts it)."""
+    options = config.options()
+    SinkOptions.parse(options)  # fail with the option's name before any Spark job starts
+    writer = input_stream(spark, config).writeStream.format(SHORT_NAME).options(**options)
+    if config.once:
+        writer = writer.trigger(availableNow=True)
+    return writer.start()
+
+
+def run(config: FeedConfig, out: Callable[[str], None] = print) -> int:
+    """Run the feed until it is done (``--once``), ``--duration`` passes, or Ctrl-C; exit code."""
+    from pyspark.errors import StreamingQueryException
+
+    if config.once and config.rate is not None:
+        raise FeedError("--once needs --input: the rate source never runs out of rows")
+    spark = build_session(config.master)
+    options = SinkOptions.parse(config.options())
+    reporter = ProgressReporter(options.error_path, out)
+    what = config.input or f"{config.rate} rows/s"
+    out(f"feeding {what} into {config.url} (checkpoint {config.checkpoint_dir()})")
+    query = start_query(spark, config)
+    deadline = time.monotonic() + config.duration if config.duration else None
+    try:
+        while not query.awaitTermination(1):
+            reporter.update(query.recentProgress)
+            if deadline is not None and time.monotonic() >= deadline:
+                query.stop()
+    except StreamingQueryException as exc:
+        reporter.update(query.recentProgress)
+        out(f"query failed: {_first_line(exc)}")
+        out("run the same command again: it resumes from the checkpoint and the broker drops replayed events")
+        return 1
+    except KeyboardInterrupt:
+        query.stop()
+        out("stopped")
+    reporter.update(query.recentProgress)
+    out(reporter.summary())
+    return 0
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for line in text.splitlines():
+        if "Error" in line or "Exception" in line:
+            return line.strip()
+    return text.splitlines()[0] if text else type(exc).__name__
