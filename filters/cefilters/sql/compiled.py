@@ -114,6 +114,8 @@ def _read_integer(name: str) -> Callable[[Event], int]:
             raise _missing(name) from None
         if type(raw) is int and INT32_MIN <= raw <= INT32_MAX:
             return raw
+        if type(raw) is str:
+            return to_int(raw)
         return to_int(attribute_value(name, raw))
 
     return read_integer
@@ -127,6 +129,8 @@ def _read_boolean(name: str) -> Callable[[Event], bool]:
             raise _missing(name) from None
         if raw is True or raw is False:
             return raw
+        if type(raw) is str:
+            return to_bool(raw)
         return to_bool(attribute_value(name, raw))
 
     return read_boolean

@@ -25,7 +25,7 @@ from cefilters.sql.compiled import (
     finish,
 )
 from cefilters.sql.errors import EvaluationFailure, ParseError
-from cefilters.sql.functions import Function, FunctionError, FunctionTable
+from cefilters.sql.functions import BUILTINS, Function, FunctionError, FunctionTable
 from cefilters.sql.like import LikePattern, compile_like
 from cefilters.sql.operators import compile_chain, equals
 from cefilters.sql.types import INT32_MIN, Type, Value
@@ -125,6 +125,7 @@ class _Compiler:
 
 
 _NO_EVENT: Final[Event] = {}
+_BUILTIN_OVERLOADS: Final = frozenset(BUILTINS)
 
 
 def _like_evaluator(text: Callable[[Event], str], pattern: LikePattern, negated: bool) -> Evaluator:
@@ -190,18 +191,35 @@ def _in_constants(operand: Compiled, items: list[Compiled], found: bool) -> Eval
 
 def _invoke(function: Function, node: Call, evaluators: list[Evaluator], root: bool) -> Evaluator:
     implementation, name, position = function.implementation, node.name, node.position
-    expected = _PYTHON_TYPES[function.returns]
     # Only the outermost operation's own failure value reaches the result; inside an operator
     # the operator yields its zero value instead (CESQL v1 §4).
     keep_value = root
+
+    def failed(error: FunctionError) -> EvaluationFailure:
+        value = error.value if keep_value else None
+        return EvaluationFailure(error.kind, f"{error.message} (at position {position})", value)
+
+    if function in _BUILTIN_OVERLOADS and len(evaluators) == 1:
+        # The usual case, kept lean: built-ins return their declared type and raise nothing
+        # but FunctionError and EvaluationFailure.
+        (argument,) = evaluators
+
+        def invoke_builtin(event: Event) -> Value:
+            try:
+                return implementation(argument(event))
+            except FunctionError as error:
+                raise failed(error) from None
+
+        return invoke_builtin
+
+    expected = _PYTHON_TYPES[function.returns]
 
     def invoke(event: Event) -> Value:
         args = [evaluate(event) for evaluate in evaluators]
         try:
             result = implementation(*args)
         except FunctionError as error:
-            value = error.value if keep_value else None
-            raise EvaluationFailure(error.kind, f"{error.message} (at position {position})", value) from None
+            raise failed(error) from None
         except EvaluationFailure:
             raise
         except Exception as error:  # a user-defined function's bug must not escape evaluate()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from cefilters.sql.compiled import Evaluator
 from cefilters.sql.errors import EvaluationFailure, SqlError
@@ -12,8 +12,7 @@ from cefilters.sql.types import Type, Value, zero_value
 __all__ = ["Expression", "Result"]
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
+class Result(NamedTuple):
     """The outcome of evaluating an expression against one event.
 
     Fail-fast: ``errors`` holds at most one error, and when it is not empty ``value`` is the
@@ -23,7 +22,7 @@ class Result:
     """
 
     value: Value
-    errors: list[SqlError] = field(default_factory=list)
+    errors: list[SqlError]
 
 
 class Expression:
@@ -44,7 +43,7 @@ class Expression:
         """The expression's value for ``event`` (a JSON-format attribute map), with the
         first error raised, if any."""
         try:
-            return Result(self._evaluate(event))
+            return Result(self._evaluate(event), [])
         except EvaluationFailure as failure:
             value = self._zero if failure.value is None else failure.value
             return Result(value, [SqlError(failure.kind, failure.message)])

@@ -15,7 +15,7 @@ value, so the time is linear in the value's length for a given pattern.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final, Literal
 
 __all__ = ["LikePattern", "compile_like"]
@@ -23,31 +23,36 @@ __all__ = ["LikePattern", "compile_like"]
 PatternShape = Literal["exact", "prefix", "suffix", "contains", "any", "general"]
 
 
-@dataclass(frozen=True, slots=True)
 class _Segment:
     """A run of the pattern between two ``%``: literal pieces at fixed offsets, ``_`` elsewhere."""
 
-    length: int
-    pieces: tuple[tuple[int, str], ...]
-    # Shift-and tables, only for segments containing "_": a bit per segment position.
-    masks: dict[str, int] = field(default_factory=dict)
-    wildcard_mask: int = 0
+    __slots__ = ("length", "literal", "masks", "pieces", "wildcard_mask")
 
-    @property
-    def literal(self) -> str | None:
-        """The segment's text if it has no ``_``."""
-        if len(self.pieces) == 1 and len(self.pieces[0][1]) == self.length:
-            return self.pieces[0][1]
-        return "" if self.length == 0 else None
+    def __init__(
+        self,
+        length: int,
+        pieces: tuple[tuple[int, str], ...],
+        masks: dict[str, int] | None = None,
+        wildcard_mask: int = 0,
+    ) -> None:
+        self.length = length
+        self.pieces = pieces
+        # Shift-and tables, only for segments containing "_": a bit per segment position.
+        self.masks = masks or {}
+        self.wildcard_mask = wildcard_mask
+        #: The segment's text if it has no "_".
+        self.literal: str | None = None if wildcard_mask else "".join(piece for _, piece in pieces)
 
     def matches_at(self, text: str, position: int) -> bool:
-        return all(text.startswith(piece, position + offset) for offset, piece in self.pieces)
+        for offset, piece in self.pieces:
+            if not text.startswith(piece, position + offset):
+                return False
+        return True
 
     def find(self, text: str, start: int, end: int) -> int:
         """Leftmost start of an occurrence within ``text[start:end]``, or -1."""
-        literal = self.literal
-        if literal is not None:
-            return text.find(literal, start, end)
+        if self.literal is not None:
+            return text.find(self.literal, start, end)
         goal = 1 << (self.length - 1)
         masks, default = self.masks, self.wildcard_mask
         state = 0
@@ -133,8 +138,8 @@ def _segment(chars: list[str | None]) -> _Segment:
             run.append(c)
     if run:
         pieces.append((len(chars) - len(run), "".join(run)))
-    if not chars or (len(pieces) == 1 and len(pieces[0][1]) == len(chars)):
-        return _Segment(len(chars), tuple(pieces) or ((0, ""),))
+    if _ANY_ONE not in chars:
+        return _Segment(len(chars), tuple(pieces))
     wildcard_mask = sum(1 << offset for offset, c in enumerate(chars) if c is _ANY_ONE)
     masks: dict[str, int] = {}
     for offset, c in enumerate(chars):

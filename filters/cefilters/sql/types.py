@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import datetime
 import enum
-import re
 from typing import Final
 
 from cefilters.sql.errors import EvaluationFailure
@@ -29,9 +28,6 @@ Value = bool | int | str
 
 INT32_MIN: Final = -(2**31)
 INT32_MAX: Final = 2**31 - 1
-
-# Python's int() also accepts whitespace, underscores and non-ASCII digits; CESQL does not.
-_INTEGER_TEXT: Final = re.compile(r"[+-]?[0-9]+")
 
 
 class Type(enum.Enum):
@@ -64,12 +60,16 @@ def to_int(value: Value) -> int:
         return 1 if value else 0
     if isinstance(value, int):
         return value
-    if _INTEGER_TEXT.fullmatch(value) is not None:
+    # str.isdigit() alone would accept non-ASCII digits; int() also whitespace and "_".
+    digits = value[1:] if value[:1] in ("+", "-") else value
+    if not (digits.isascii() and digits.isdigit()):
+        raise EvaluationFailure("cast", f"cannot cast {_show(value)} to Integer")
+    # Checked before int(): a huge digit string must not cost (or trip) a bignum conversion.
+    if len(digits.lstrip("0")) <= 10:
         number = int(value)
         if INT32_MIN <= number <= INT32_MAX:
             return number
-        raise EvaluationFailure("cast", f"cannot cast {_show(value)} to Integer: outside the 32-bit range")
-    raise EvaluationFailure("cast", f"cannot cast {_show(value)} to Integer")
+    raise EvaluationFailure("cast", f"cannot cast {_show(value)} to Integer: outside the 32-bit range")
 
 
 def to_bool(value: Value) -> bool:
