@@ -157,3 +157,12 @@ def test_non_finite_float_in_data_rejects_the_row() -> None:
     out = build([("type", S), ("data", N)], [("t", {"x": float("nan")}), ("t", {"x": 1.0})])
     assert [r.position for r in out.rejected] == [0]
     assert out.events[0]["data"] == {"x": 1.0}
+
+
+def test_null_struct_fields_are_left_out_of_data_like_to_json() -> None:
+    """A struct merged from JSON lines with different fields keeps only the fields a row has."""
+    merged = {"seq": 3, "amount": None, "tags": [None, "x"]}
+    kept = build([("type", S), ("data", J)], [("t", merged)])
+    assert kept.events[0]["data"] == {"seq": 3, "tags": [None, "x"]}
+    plan = plan_columns([ColumnSpec("data", J)], "_corrupt_record", ignore_null_fields=False)
+    assert plan[0].convert is None

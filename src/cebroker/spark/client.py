@@ -52,9 +52,11 @@ class Refusal:
 
 @dataclass(slots=True)
 class SendStats:
-    """What a client did so far: events accepted, HTTP requests made, retries among them."""
+    """What a client did so far: events accepted (``duplicates`` of them the broker already had,
+    as when a micro-batch is replayed), HTTP requests made, retries among them."""
 
     accepted: int = 0
+    duplicates: int = 0
     requests: int = 0
     retries: int = 0
     refusals: list[Refusal] = field(default_factory=list)
@@ -108,6 +110,7 @@ class BatchClient:
         status = response.status_code
         if 200 <= status < 300:
             self.stats.accepted += len(events)
+            self.stats.duplicates += _duplicates(response)
         elif status == 413 and len(events) > 1:
             half = len(events) // 2
             self.send(events[:half])
@@ -196,6 +199,16 @@ def _indexed_problems(response: httpx.Response, size: int) -> dict[int, tuple[st
         reason = str(entry.get("detail") or entry.get("message") or "invalid")
         found.setdefault(int(match.group(1)), (match.group(2) or None, reason))
     return found
+
+
+def _duplicates(response: httpx.Response) -> int:
+    """The broker's count of already-seen events in an accepted batch (0 if it gives none)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return 0
+    count = body.get("duplicates") if isinstance(body, dict) else None
+    return count if isinstance(count, int) else 0
 
 
 def _detail(response: httpx.Response) -> str:

@@ -69,20 +69,23 @@ class PlannedColumn:
         return f"/{self.target}" if self.target else f"/{self.name}"
 
 
-def plan_columns(columns: Sequence[ColumnSpec], corrupt_column: str) -> list[PlannedColumn]:
+def plan_columns(
+    columns: Sequence[ColumnSpec], corrupt_column: str, *, ignore_null_fields: bool = True
+) -> list[PlannedColumn]:
     """Map every column, the corrupt-record marker first so its reason wins; raise on the first
-    column that no CloudEvent can hold."""
-    planned = [_plan(spec, corrupt_column) for spec in columns]
+    column that no CloudEvent can hold. With ``ignore_null_fields`` (as Spark's ``to_json``),
+    null fields of a struct ``data`` are left out of the JSON."""
+    planned = [_plan(spec, corrupt_column, ignore_null_fields) for spec in columns]
     planned.sort(key=lambda col: col.target is not None)
     return planned
 
 
-def _plan(spec: ColumnSpec, corrupt_column: str) -> PlannedColumn:
+def _plan(spec: ColumnSpec, corrupt_column: str, ignore_null_fields: bool) -> PlannedColumn:
     name, kind = spec.name, spec.kind
     if name == corrupt_column:
         return PlannedColumn(name, None, _reject_corrupt)
     if name == "data":
-        return _plan_data(spec)
+        return _plan_data(spec, ignore_null_fields)
     if name == "data_base64":
         _require(spec, {ValueKind.STRING}, "a base64 string")
         return PlannedColumn(name, name, ce.check_base64)
@@ -124,10 +127,13 @@ def _plan_extension(spec: ColumnSpec) -> PlannedColumn:
     return PlannedColumn(spec.name, spec.name, converters[spec.kind])
 
 
-def _plan_data(spec: ColumnSpec) -> PlannedColumn:
+def _plan_data(spec: ColumnSpec, ignore_null_fields: bool) -> PlannedColumn:
     kind = spec.kind
+    nested = kind in (ValueKind.NESTED, ValueKind.NESTED_JSON)
     if kind is ValueKind.BINARY:
         return PlannedColumn("data", "data_base64", _b64)
+    if nested and ignore_null_fields:
+        return PlannedColumn("data", "data", _json_without_null_fields)
     if kind in (ValueKind.STRING, ValueKind.INTEGER, ValueKind.BOOLEAN, ValueKind.NESTED_JSON):
         return PlannedColumn("data", "data", None)
     if kind in (ValueKind.FLOAT, ValueKind.NESTED, ValueKind.TIMESTAMP, ValueKind.DATE):
@@ -148,11 +154,15 @@ def _b64(value: bytes) -> str:
     return base64.b64encode(value).decode("ascii")
 
 
-def json_value(value: Any, *, strict: bool = True) -> Any:
+def _json_without_null_fields(value: Any) -> Any:
+    return json_value(value, drop_null_fields=True)
+
+
+def json_value(value: Any, *, strict: bool = True, drop_null_fields: bool = False) -> Any:
     """``value`` (as Arrow's ``to_pylist`` gives it) as a JSON value: timestamps become RFC 3339
     strings, binary base64, decimals numbers, maps objects. With ``strict``, a NaN or infinite
     float raises :class:`InvalidValue` (JSON has no such numbers); otherwise it becomes a string,
-    which is how rejected rows are recorded."""
+    which is how rejected rows are recorded. ``drop_null_fields`` leaves null struct fields out."""
     if value is None or isinstance(value, str | bool | int):
         return value
     if isinstance(value, float):
@@ -162,11 +172,15 @@ def json_value(value: Any, *, strict: bool = True) -> Any:
             raise ce.InvalidValue(f"{value} is not a JSON number")
         return str(value)
     if isinstance(value, dict):
-        return {str(k): json_value(v, strict=strict) for k, v in value.items()}
+        return {
+            str(k): json_value(v, strict=strict, drop_null_fields=drop_null_fields)
+            for k, v in value.items()
+            if v is not None or not drop_null_fields
+        }
     if isinstance(value, list):
         if value and isinstance(value[0], tuple):  # Arrow renders a map as (key, value) pairs
-            return {str(k): json_value(v, strict=strict) for k, v in value}
-        return [json_value(v, strict=strict) for v in value]
+            return {str(k): json_value(v, strict=strict, drop_null_fields=drop_null_fields) for k, v in value}
+        return [json_value(v, strict=strict, drop_null_fields=drop_null_fields) for v in value]
     if isinstance(value, dt.datetime):
         return ce.format_timestamp(value)
     if isinstance(value, dt.date):

@@ -141,7 +141,10 @@ def _prepare(
             "mode", "events are only ever appended; use append mode (or output mode 'append')"
         )
     options = SinkOptions.parse(raw)
-    return options, plan_columns(column_specs(schema), options.corrupt_record_column)
+    plan = plan_columns(
+        column_specs(schema), options.corrupt_record_column, ignore_null_fields=options.ignore_null_fields
+    )
+    return options, plan
 
 
 def _task_context() -> TaskContext:
@@ -155,5 +158,9 @@ def _summary(messages: list[WriterCommitMessage | None]) -> str:
     reports = [m for m in messages if isinstance(m, PartitionReport)]
     rows = sum(r.stats.rows for r in reports)
     accepted = sum(r.stats.accepted for r in reports)
+    duplicates = sum(r.stats.duplicates for r in reports)
     rejected = sum(r.stats.rejected for r in reports)
-    return f"{len(reports)} partitions, {rows} rows, {accepted} events accepted, {rejected} rejected"
+    return (
+        f"{len(reports)} partitions, {rows} rows, {accepted} events accepted ({duplicates} already in the "
+        f"broker), {rejected} rejected"
+    )

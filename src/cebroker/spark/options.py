@@ -54,6 +54,7 @@ class SinkOptions:
     authorization: str | None = None
     error_path: Path | None = None
     corrupt_record_column: str = "_corrupt_record"
+    ignore_null_fields: bool = True
     retry: RetryPolicy = RetryPolicy()
 
     @classmethod
@@ -78,6 +79,7 @@ class SinkOptions:
             authorization=_authorization(opts),
             error_path=_error_path(opts),
             corrupt_record_column=opts.get("corruptrecordcolumn", "_corrupt_record"),
+            ignore_null_fields=_bool(opts, "ignoreNullFields", True),
             retry=RetryPolicy(
                 initial_backoff=_seconds(opts, "retryInitialBackoff", 0.2),
                 max_backoff=_seconds(opts, "retryMaxBackoff", 10.0),
@@ -97,6 +99,15 @@ def _int(opts: Mapping[str, str], name: str, default: int, low: int, high: int) 
     if not low <= value <= high:
         raise SinkConfigError(name, f"must be between {low} and {high}, got {value}")
     return value
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    raise SinkConfigError(name, f"must be true or false, got {raw!r}")
 
 
 def _seconds(opts: Mapping[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:

@@ -35,11 +35,13 @@ class TaskScope:
 
 @dataclass(frozen=True, slots=True)
 class PartitionStats:
-    """Counts for one partition: rows read, events accepted by the broker, rows rejected (by the
-    executor's checks or by the broker), HTTP requests and retries among them."""
+    """Counts for one partition: rows read, events accepted by the broker (``duplicates`` of
+    them it already had), rows rejected (by the executor's checks or by the broker), HTTP
+    requests and retries among them."""
 
     rows: int
     accepted: int
+    duplicates: int
     rejected: int
     requests: int
     retries: int
@@ -84,7 +86,9 @@ def write_partition(
         rejects.discard()
         raise
     rejects.commit()
-    return PartitionStats(rows, stats.accepted, rejects.count, stats.requests, stats.retries)
+    return PartitionStats(
+        rows, stats.accepted, stats.duplicates, rejects.count, stats.requests, stats.retries
+    )
 
 
 def _send(
