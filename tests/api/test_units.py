@@ -1,0 +1,76 @@
+"""Unit tests of the API's building blocks: JSON parsing, If-Match, query parameters, realize()."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from starlette.datastructures import QueryParams
+
+from cebroker.api.body import parse_json
+from cebroker.api.conditional import check_if_match
+from cebroker.api.query import next_link, parse_query
+from cebroker.api.validation import realize
+from cebroker.errors import PreconditionFailed, ValidationError
+from cebroker.store.base import SubscriptionQuery
+
+
+def test_parse_json_accepts_objects_and_rejects_the_rest() -> None:
+    assert parse_json(b' {"a": [1, 2.5, null]} ') == {"a": [1, 2.5, None]}
+    for bad in (b"[" * 100_000, b'{"a": Infinity}', b'{"a": 1, "a": 1}', b"{,}", b"\x80"):
+        with pytest.raises(ValidationError):
+            parse_json(bad)
+
+
+def test_realize_survives_pathological_nesting() -> None:
+    """A filter nested beyond Python's recursion limit is a 400 problem, not a crash."""
+    deep: dict[str, Any] = {"exact": {"type": "a"}}
+    for _ in range(5000):
+        deep = {"not": deep}
+    with pytest.raises(ValidationError) as info:
+        realize({"protocol": "HTTP", "sink": "http://h/", "filters": [deep]}, subscription_id="x")
+    assert info.value.problems[0].pointer.startswith("/filters/0")
+
+
+def test_realize_ignores_body_id_on_create() -> None:
+    sub = realize(
+        {
+            "id": "client-chosen",
+            "protocol": "NATS",
+            "sink": "tls://n:4222",
+            "protocolsettings": {"subject": "a"},
+        },
+        subscription_id="srv",
+    )
+    assert sub.id == "srv"
+    assert sub.protocolsettings == {"subject": "a"}
+
+
+@pytest.mark.parametrize(
+    ("header", "pinned"),
+    [(None, False), ("*", False), (' "s-1" ', True), ('"a", "s-1"', True), ('W/"a", "s-1"', True)],
+)
+def test_if_match_accepts(header: str | None, pinned: bool) -> None:
+    assert check_if_match(header, '"s-1"') is pinned
+
+
+@pytest.mark.parametrize("header", ['"s-2"', 'W/"s-1"', '"a","b"'])
+def test_if_match_refuses(header: str) -> None:
+    with pytest.raises(PreconditionFailed):
+        check_if_match(header, '"s-1"')
+
+
+@pytest.mark.parametrize("header", ["s-1", '"s-1', '"a" "b"', ""])
+def test_if_match_malformed(header: str) -> None:
+    with pytest.raises(ValidationError):
+        check_if_match(header, '"s-1"')
+
+
+def test_parse_query_and_next_link_round_trip() -> None:
+    query = parse_query(QueryParams("protocol=HTTP&type=com.a b&limit=5"))
+    assert query == SubscriptionQuery(protocol="HTTP", type="com.a b", limit=5)
+    link = next_link("", query, "CUR")
+    assert link == '</subscriptions?protocol=HTTP&type=com.a+b&limit=5&cursor=CUR>; rel="next"'
+    url = link[1 : link.index(">")]
+    again = parse_query(QueryParams(url.split("?", 1)[1]))
+    assert again == SubscriptionQuery(protocol="HTTP", type="com.a b", limit=5, cursor="CUR")
