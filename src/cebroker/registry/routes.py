@@ -1,0 +1,252 @@
+"""Starlette routes of the registry: ``/``, ``/model``, ``/capabilities``, ``/export``, the group
+collections, and the ``/schema?uri=`` and ``/messagedefinition?uri=`` lookups.
+
+Only the registry's own paths are routed, so the broker's other APIs (``/subscriptions``,
+``/events``, ...) are never shadowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from cebroker.registry import http
+from cebroker.registry.dispatch import not_supported, write_op
+from cebroker.registry.errors import XRegistryError, render_error
+from cebroker.registry.model import GROUP_TYPES, model_document
+from cebroker.registry.paths import Target, parse_path
+from cebroker.registry.query import Inline
+from cebroker.registry.service import RawDocument, ReadOptions, WriteResult, capabilities_document
+from cebroker.registry.versions import DocInput
+
+_ALL = ["GET", "HEAD", "PUT", "PATCH", "POST", "DELETE", "OPTIONS"]
+
+
+class Backend(Protocol):
+    """What the routes need from the registry component."""
+
+    base: str
+
+    async def read(self, target: Target, opts: ReadOptions) -> Any:
+        """Render ``target``."""
+        ...
+
+    async def raw(self, target: Target) -> RawDocument:
+        """A document for a GET without ``$details``."""
+        ...
+
+    async def write(self, op: Any, ignore: frozenset[str]) -> WriteResult:
+        """Run one write transaction and announce its changes."""
+        ...
+
+    async def find_by_uri(self, uri: str, plural: str) -> Target:
+        """Resolve a schema/message URI to a target."""
+        ...
+
+    async def check_body(self, document: Any) -> None:
+        """Validate an imported document against the configured document schema."""
+        ...
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class RegistryRoutes:
+    """HTTP handlers over a :class:`Backend`."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    @property
+    def link(self) -> dict[str, str]:
+        return http.link_header(self.backend.base)
+
+    def routes(self) -> list[BaseRoute]:
+        """Every registry route."""
+        routes: list[BaseRoute] = [
+            Route("/", self._guard(self.entity), methods=_ALL),
+            Route("/model", self._guard(self.model), methods=_ALL),
+            Route("/modelsource", self._guard(self.modelsource), methods=_ALL),
+            Route("/capabilities", self._guard(self.capabilities), methods=_ALL),
+            Route("/export", self._guard(self.export), methods=_ALL),
+            Route("/schema", self._guard(self.schema_by_uri), methods=_ALL),
+            Route("/messagedefinition", self._guard(self.message_by_uri), methods=_ALL),
+        ]
+        for plural in GROUP_TYPES:
+            routes.append(Route(f"/{plural}", self._guard(self.entity), methods=_ALL))
+            routes.append(Route(f"/{plural}/{{rest:path}}", self._guard(self.entity), methods=_ALL))
+        return routes
+
+    def _guard(self, handler: Handler) -> Handler:
+        async def guarded(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except XRegistryError as err:
+                return render_error(err, str(request.url), self.link)
+
+        return guarded
+
+    def _read_only(self, request: Request, subject: str) -> None:
+        if request.method == "OPTIONS":
+            raise _Options("GET, HEAD, OPTIONS")
+        if request.method not in ("GET", "HEAD"):
+            raise XRegistryError(
+                "action_not_supported",
+                subject,
+                action=request.method,
+                headers={"Allow": "GET, HEAD, OPTIONS"},
+            )
+
+    async def model(self, request: Request) -> Response:
+        return await self._static(request, "/model", model_document)
+
+    async def modelsource(self, request: Request) -> Response:
+        return await self._static(request, "/modelsource", dict)
+
+    async def capabilities(self, request: Request) -> Response:
+        return await self._static(request, "/capabilities", capabilities_document)
+
+    async def _static(self, request: Request, subject: str, make: Callable[[], Any]) -> Response:
+        try:
+            self._read_only(request, subject)
+        except _Options as opt:
+            return opt.response(self.link)
+        return http.json_response(make(), 200, self.link)
+
+    async def export(self, request: Request) -> Response:
+        """``/export`` = ``GET /?doc&inline=*,capabilities,modelsource``."""
+        try:
+            self._read_only(request, "/export")
+        except _Options as opt:
+            return opt.response(self.link)
+        http.check_specversion(request, "/export")
+        opts = ReadOptions(inline=Inline([("*",), ("capabilities",), ("modelsource",)]), doc=True)
+        return http.json_response(await self.backend.read(Target("registry"), opts), 200, self.link)
+
+    async def schema_by_uri(self, request: Request) -> Response:
+        """Schema Registry API: a schema version by its URI, as the raw document."""
+        target = await self._by_uri(request, "/schema", "schemas")
+        doc = await self.backend.raw(target)
+        return http.document_response(doc, 200, self.link, target.rid or "")
+
+    async def message_by_uri(self, request: Request) -> Response:
+        """Message Catalog API: a message definition by its URI."""
+        target = await self._by_uri(request, "/messagedefinition", "messages")
+        return http.json_response(await self.backend.read(target, ReadOptions()), 200, self.link)
+
+    async def _by_uri(self, request: Request, subject: str, plural: str) -> Target:
+        self._read_only(request, subject)
+        uri = request.query_params.get("uri")
+        if not uri:
+            raise XRegistryError("bad_request", subject, error_detail="the query parameter 'uri' is required")
+        return await self.backend.find_by_uri(uri, plural)
+
+    # ---- the entity tree ----------------------------------------------------------------
+
+    async def entity(self, request: Request) -> Response:
+        """Every method on ``/`` and ``/<GROUPS>/...``."""
+        target = parse_path(request.url.path)
+        method = request.method
+        if method == "OPTIONS":
+            from cebroker.registry.dispatch import ALLOWED
+
+            return _Options(", ".join([*ALLOWED[target.level], "HEAD", "OPTIONS"])).response(self.link)
+        if method in ("GET", "HEAD"):
+            return await self._get(request, target)
+        if target.level == "registry" and method == "DELETE" or target.level == "meta" and method == "DELETE":
+            raise not_supported(method, target)
+        return await self._write(request, target)
+
+    async def _get(self, request: Request, target: Target) -> Response:
+        if self._is_document(target) and not target.details:
+            doc = await self.backend.raw(target)
+            return http.document_response(doc, 200, self.link, target.rid or "")
+        opts = http.read_options(request, target.xid)
+        body = await self.backend.read(target, opts)
+        return http.json_response(body, 200, self.link)
+
+    @staticmethod
+    def _is_document(target: Target) -> bool:
+        return (
+            target.rtype is not None and target.rtype.hasdocument and target.level in ("resource", "version")
+        )
+
+    async def _write(self, request: Request, target: Target) -> Response:
+        method = request.method
+        http.check_specversion(request, target.xid)
+        data = await http.read_body(request)
+        doc: DocInput | None = None
+        raw_doc = self._is_document(target) and not target.details and method in ("PUT", "POST", "PATCH")
+        if raw_doc:
+            if method == "PATCH":
+                raise XRegistryError("details_required", target.xid)
+            body: Any = http.header_attributes(request, target.xid)
+            doc = DocInput(data, request.headers.get("content-type"))
+        else:
+            if target.details and http.has_xregistry_headers(request):
+                raise XRegistryError("extra_xregistry_header", target.xid, name="xRegistry-*")
+            body = http.parse_json(data, target.xid, required=method != "DELETE")
+            if target.level == "registry" and method == "POST":
+                await self.backend.check_body(body)
+        op = write_op(
+            method,
+            target,
+            body,
+            doc=doc,
+            setdefault=request.query_params.get("setdefaultversionid"),
+            epoch=http.epoch_flag(request, target.xid),
+        )
+        result = await self.backend.write(op, http.ignore_flags(request))
+        return await self._write_response(request, target, result, raw_doc)
+
+    async def _write_response(
+        self, request: Request, target: Target, result: WriteResult, raw_doc: bool
+    ) -> Response:
+        headers = dict(self.link)
+        if result.status == 204:
+            return Response(status_code=204, headers=headers)
+        opts = http.read_options(request, target.xid)
+        if result.body_override is not None:
+            body = {
+                plural: {i: await self.backend.read(self._child(target, plural, i), opts) for i in ids}
+                for plural, ids in result.body_override.items()
+            }
+            return http.json_response(body, 200, headers)
+        if target.level in ("groups", "resources", "versions"):
+            out = {}
+            for xid in result.xids:
+                out[xid.rsplit("/", 1)[1]] = await self.backend.read(parse_path(xid), opts)
+            return http.json_response(out, 200, headers)
+        shown = parse_path(result.xids[0]) if result.xids else target
+        if target.details or (target.level == "resource" and shown.level != "version"):
+            shown = Target(
+                shown.level, shown.gtype, shown.gid, shown.rtype, shown.rid, shown.vid, target.details
+            )
+        if result.status == 201:
+            headers["Location"] = (
+                self.backend.base + (result.location or shown.xid) + ("$details" if target.details else "")
+            )
+        if raw_doc:
+            doc = await self.backend.raw(shown)
+            return http.document_response(doc, result.status, headers, shown.rid or "")
+        body = await self.backend.read(shown, opts)
+        return http.json_response(body, result.status, headers)
+
+    @staticmethod
+    def _child(target: Target, plural: str, eid: str) -> Target:
+        base = "" if target.level == "registry" else target.xid
+        return parse_path(f"{base}/{plural}/{eid}")
+
+
+class _Options(Exception):
+    def __init__(self, allow: str) -> None:
+        self.allow = allow
+
+    def response(self, link: dict[str, str]) -> Response:
+        return Response(
+            status_code=204, headers={**link, "Allow": self.allow, "Access-Control-Allow-Methods": self.allow}
+        )

@@ -1,0 +1,287 @@
+"""The registry's operations, independent of HTTP: reads and atomic writes over the store.
+
+:class:`RegistryCore` is synchronous and owned by one thread; the async
+:class:`~cebroker.registry.component.RegistryComponent` runs every call on that thread. A
+write runs in one transaction: apply, re-advertise the broker's endpoints, check every touched
+definition, and commit, or roll back on the first error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cebroker.errors import FieldProblem
+from cebroker.registry.changes import ChangeLog
+from cebroker.registry.documents import DocumentSchema, check_endpoint, check_message, check_schema_version
+from cebroker.registry.entities import now_rfc3339
+from cebroker.registry.errors import XRegistryError
+from cebroker.registry.model import GROUP_TYPES, MESSAGES, SCHEMAS, SPEC_VERSION, model_document
+from cebroker.registry.paths import Target
+from cebroker.registry.query import Branch, Inline
+from cebroker.registry.store import RegistryStore, Row
+from cebroker.registry.versions import DocInput
+from cebroker.registry.views import Node, Tree, View
+from cebroker.registry.writes import Writer
+
+#: request flags this server implements (advertised in ``capabilities.flags``)
+FLAGS = ["doc", "epoch", "filter", "ignore", "inline", "setdefaultversionid", "specversion"]
+
+
+def capabilities_document() -> dict[str, Any]:
+    """What ``GET /capabilities`` returns: every supported feature, defaults included."""
+    return {
+        "apis": ["/capabilities", "/export", "/model", "/schema", "/messagedefinition"],
+        "available": {
+            "capabilities": {"mutable": False},
+            "entities": {"mutable": True},
+            "export": {"mutable": False},
+            "model": {"mutable": False},
+            "modelsource": {"mutable": False},
+        },
+        "compatibilities": {},
+        "flags": list(FLAGS),
+        "formats": [],
+        "ignores": ["defaultversionid", "defaultversionsticky", "epoch", "id", "readonly"],
+        "pagination": False,
+        "shortself": False,
+        "specversions": [SPEC_VERSION],
+        "versionmodes": ["manual"],
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """Flags of a read."""
+
+    inline: Inline = field(default_factory=lambda: Inline([]))
+    doc: bool = False
+    branches: list[Branch] = field(default_factory=lambda: [()])
+
+
+@dataclass(frozen=True, slots=True)
+class RawDocument:
+    """A resource or version document as raw bytes, with its attributes for headers."""
+
+    data: bytes | None
+    attrs: dict[str, Any]
+    location: str | None  # external document URL (303), when there are no bytes
+    content_location: str
+
+
+@dataclass(slots=True)
+class WriteResult:
+    """What a write did: the entity xids to render, whether it created, and its changes."""
+
+    status: int
+    xids: list[str]
+    changes: ChangeLog
+    location: str | None = None
+    body_override: Any = None
+
+
+#: A hook run inside each write transaction after the request's own writes.
+WriteHook = Callable[[Writer], None]
+
+
+class RegistryCore:
+    """Reads and writes; every public method runs on the owning thread."""
+
+    def __init__(
+        self, store: RegistryStore, base_url: str, document_schema: DocumentSchema | None = None
+    ) -> None:
+        self.store = store
+        self.base = base_url.rstrip("/")
+        self.document_schema = document_schema
+        self.hooks: list[WriteHook] = []
+
+    def open(self) -> ChangeLog:
+        """Open the store, create the root and run the hooks once (e.g. the broker's endpoints)."""
+        self.store.open()
+        return self.write(lambda w: None).changes
+
+    def close(self) -> None:
+        self.store.close()
+
+    # ---- writes -------------------------------------------------------------------------
+
+    def write(self, op: Callable[[Writer], Any], ignore: frozenset[str] = frozenset()) -> WriteResult:
+        """Run ``op`` in one transaction with the hooks and checks; returns what ``op`` returned
+        (when it is a :class:`WriteResult`) with the request's changes."""
+        now = now_rfc3339()
+        with self.store.transaction():
+            writer = Writer(self.store, now, ignore)
+            writer.registry_row()
+            result = op(writer)
+            for hook in self.hooks:
+                hook(writer)
+            self._check(writer)
+        if not isinstance(result, WriteResult):
+            result = WriteResult(200, [], writer.changes)
+        result.changes = writer.changes
+        return result
+
+    def check_body(self, document: Mapping[str, Any]) -> None:
+        """Validate a request body in document form against the configured document schema."""
+        if self.document_schema is None:
+            return
+        problems = self.document_schema.problems(document)
+        if problems:
+            raise XRegistryError(
+                "bad_request",
+                "/",
+                error_detail=f"the document does not conform to its schema ({len(problems)} problems)",
+                problems=problems,
+            )
+
+    def _check(self, writer: Writer) -> None:
+        problems: list[FieldProblem] = []
+        for xid in sorted(writer.touched_groups):
+            row = self.store.get(xid)
+            if row is not None and row.coll == "endpoints":
+                problems += check_endpoint(row.attrs, xid)
+        for xid in sorted(writer.touched_resources):
+            res = self.store.get(xid)
+            if res is None:
+                continue
+            group = self.store.get(res.parent)
+            group_attrs = group.attrs if group is not None else {}
+            for version in self.store.children(xid, "versions"):
+                if res.coll == MESSAGES.plural:
+                    problems += check_message(version.attrs, version.xid, group_attrs.get("envelope"))
+                elif res.coll == SCHEMAS.plural:
+                    problems += check_schema_version(version.attrs, version.xid, group_attrs.get("format"))
+        if problems:
+            raise XRegistryError(
+                "bad_request",
+                problems[0].pointer,
+                error_detail="; ".join(f"{p.pointer}: {p.message}" for p in problems),
+                problems=problems,
+            )
+
+    # ---- reads --------------------------------------------------------------------------
+
+    def root_extra(self, name: str) -> Any:
+        """``capabilities``, ``model`` or ``modelsource`` for inlining at the root."""
+        if name == "capabilities":
+            return capabilities_document()
+        if name == "model":
+            return model_document()
+        return {}
+
+    def read(self, target: Target, opts: ReadOptions) -> Any:
+        """The JSON the API returns for ``target``; ``not_found`` when it does not exist."""
+        with self.store.snapshot():
+            return self._read(target, opts)
+
+    def _read(self, target: Target, opts: ReadOptions) -> Any:
+        scope = target.xid if target.level != "registry" else "/"
+        if target.level in ("meta", "versions", "version"):
+            scope = target.resource_xid
+        tree = Tree(self.store.subtree(scope) + ([] if scope == "/" else self._ancestors(scope)))
+        view = View(tree, self.base, inline=opts.inline, doc=opts.doc, root_extras=self.root_extra)
+        level = target.level
+        if level == "registry":
+            reg = tree.rows.get("/")
+            if reg is None:
+                raise XRegistryError("not_found", "/")
+            node = Node(reg, "registry")
+            passed = view.passing(node, opts.branches)
+            return view.render(node, (), passed or [()], "")
+        if level == "groups":
+            assert target.gtype is not None
+            rows = tree.children("/", target.gtype.plural)
+            return view.render_collection([Node(r, "group", target.gtype) for r in rows], opts.branches)
+        if level == "resources":
+            self._require(tree, target.group_xid)
+            rows = tree.children(target.group_xid, target.rtype.plural if target.rtype else "")
+            nodes = [Node(r, "resource", target.gtype, target.rtype) for r in rows]
+            return view.render_collection(nodes, opts.branches)
+        if level == "versions":
+            self._require(tree, target.resource_xid)
+            rows = tree.children(target.resource_xid, "versions")
+            return view.render_collection(
+                [Node(r, "version", target.gtype, target.rtype) for r in rows], opts.branches
+            )
+        row = self._require(tree, target.resource_xid if level == "meta" else target.xid)
+        kind = {"group": "group", "resource": "resource", "meta": "meta", "version": "version"}[level]
+        node = Node(row, kind, target.gtype, target.rtype)  # type: ignore[arg-type]  # keys are NodeKind
+        passed = view.passing(node, opts.branches)
+        if not passed:
+            raise XRegistryError("not_found", target.xid)
+        return view.render(node, (), passed, "")
+
+    def _ancestors(self, xid: str) -> list[Row]:
+        rows = []
+        parts = xid.strip("/").split("/")
+        for n in range(2, len(parts), 2):
+            row = self.store.get("/" + "/".join(parts[:n]))
+            if row is not None:
+                rows.append(row)
+        return rows
+
+    def _require(self, tree: Tree, xid: str) -> Row:
+        row = tree.rows.get(xid)
+        if row is None:
+            raise XRegistryError("not_found", xid)
+        return row
+
+    def raw(self, target: Target) -> RawDocument:
+        """The document of a resource (its default version) or version, for a GET without ``$details``."""
+        with self.store.snapshot():
+            xid = target.resource_xid
+            res = self.store.get(xid)
+            if res is None:
+                raise XRegistryError("not_found", target.xid)
+            tree = Tree([res, *self.store.children(xid, "versions")])
+            version = tree.rows.get(target.xid) if target.level == "version" else tree.default_version(res)
+            if version is None:
+                raise XRegistryError("not_found", target.xid)
+            view = View(tree, self.base, inline=Inline([]), doc=False)
+            attrs = view.flat(Node(version, "version", target.gtype, target.rtype))
+            if target.level == "resource":
+                attrs = view.flat(Node(res, "resource", target.gtype, target.rtype))
+                attrs["self"] = self.base + xid
+            else:
+                attrs["self"] = self.base + version.xid
+            assert target.rtype is not None
+            url = version.attrs.get(target.rtype.singular + "url")
+            return RawDocument(version.doc, attrs, url, self.base + version.xid)
+
+    # ---- lookups the older APIs have ----------------------------------------------------
+
+    def find_by_uri(self, uri: str, rtype_plural: str) -> Target:
+        """The schema version / message addressed by ``uri`` (absolute URL here, or an xid)."""
+        from cebroker.registry.paths import xid_to_target
+
+        path = uri.split("#", 1)[0]
+        if path.startswith(self.base + "/"):
+            path = path[len(self.base) :]
+        elif "://" in path:
+            raise XRegistryError("not_found", "/", detail=f"{uri} is not a URI of this registry")
+        if path.endswith("$details"):
+            path = path[: -len("$details")]
+        target = xid_to_target(path)
+        if target is None or target.rtype is None or target.rtype.plural != rtype_plural:
+            raise XRegistryError("not_found", "/", detail=f"{uri} names no {rtype_plural[:-1]} here")
+        if target.level not in ("resource", "version"):
+            raise XRegistryError(
+                "not_found", target.xid, detail=f"{uri} names no {rtype_plural[:-1]} version"
+            )
+        return target
+
+
+def raw_document_input(data: bytes, contenttype: str | None) -> DocInput:
+    """The document of a raw (non-``$details``) write."""
+    return DocInput(data, contenttype)
+
+
+__all__ = [
+    "GROUP_TYPES",
+    "RawDocument",
+    "ReadOptions",
+    "RegistryCore",
+    "WriteResult",
+    "capabilities_document",
+]

@@ -1,0 +1,275 @@
+"""Checking events against the registry's message definitions (an :class:`EventValidator`).
+
+An event's definition is found by its ``type``: a message whose ``messageid`` equals it, else
+one whose ``envelopemetadata.type.value`` does. The definition (with its ``basemessage``
+chain merged in) is then checked: required attributes, fixed values (placeholders of URI
+templates match anything, and one placeholder name binds one value across attributes),
+attribute types, and ``data`` against the JSON Schema given inline or by ``dataschemauri``
+(resolved in this registry; a ``#/pointer`` fragment selects a sub-schema). When several
+definitions share a type, the event conforms if it conforms to any of them.
+
+The index is rebuilt on the registry's thread after each committed write and swapped in whole,
+so ``validate`` never touches the database.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from cebroker.pipeline.contracts import Event, EventValidator, Violation
+from cebroker.registry.basemessage import resolve
+from cebroker.registry.store import RegistryStore
+from cebroker.registry.versions import is_json_type
+
+_REQUIRED = ("id", "type", "source")
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+_SYMBOL = re.compile(r"^[A-Za-z0-9_]+$")
+_DURATION = re.compile(r"^-?P(?=\d|T\d)(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_]+)\}")
+_NOW = "0000-01-01T00:00:00Z"
+
+
+def _type_ok(ptype: str, value: Any) -> bool:
+    t = ptype.lower()
+    if t == "any":
+        return True
+    if t == "boolean":
+        return isinstance(value, bool) or value in ("true", "false")
+    if t == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, str) and re.fullmatch(r"-?\d+", value) is not None
+        )
+    if t == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not isinstance(value, str):
+        return False
+    if t == "timestamp":
+        return _RFC3339.match(value) is not None
+    if t == "uri":
+        return _URI.match(value) is not None
+    if t == "symbol":
+        return _SYMBOL.match(value) is not None
+    if t == "duration":
+        return _DURATION.match(value) is not None
+    if t == "binary":
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            return False
+    return True  # string, urireference, uritemplate
+
+
+def template_regex(template: str) -> re.Pattern[str]:
+    """A regex matching ``template`` with each ``{name}`` as a wildcard bound to a group."""
+    out, pos, seen = [], 0, set()
+    for m in _PLACEHOLDER.finditer(template):
+        out.append(re.escape(template[pos : m.start()]))
+        name = m.group(1)
+        out.append(f"(?P={name})" if name in seen else f"(?P<{name}>.+?)")
+        seen.add(name)
+        pos = m.end()
+    out.append(re.escape(template[pos:]))
+    return re.compile("^" + "".join(out) + "$", re.DOTALL)
+
+
+@dataclass(slots=True)
+class Definition:
+    """One message definition, materialized, with what checking an event needs."""
+
+    xid: str
+    metadata: dict[str, dict[str, Any]]
+    schema: Any = None
+    templates: dict[str, re.Pattern[str]] = field(default_factory=dict)
+    _validator: Any = None
+
+    def data_validator(self) -> Any:
+        if self._validator is None and isinstance(self.schema, (dict, bool)):
+            cls = jsonschema.validators.validator_for(self.schema if isinstance(self.schema, dict) else {})
+            self._validator = cls(self.schema)
+        return self._validator
+
+    def check(self, event: Event) -> list[Violation]:
+        """Every way ``event`` differs from this definition."""
+        out: list[Violation] = []
+        bindings: dict[str, str] = {}
+        names = set(self.metadata) | set(_REQUIRED)
+        for attr in sorted(names):
+            decl = self.metadata.get(attr, {})
+            required = attr in _REQUIRED or bool(decl.get("required", False))
+            value = event.get(attr)
+            if value is None:
+                if required:
+                    out.append(Violation(f"/{attr}", f"required by {self.xid}"))
+                continue
+            ptype = str(decl.get("type", "string"))
+            if not _type_ok(ptype, value):
+                out.append(Violation(f"/{attr}", f"must be of type {ptype}"))
+                continue
+            self._check_value(attr, decl, value, bindings, out)
+        out.extend(self._check_data(event))
+        return out
+
+    def _check_value(
+        self, attr: str, decl: Mapping[str, Any], value: Any, bindings: dict[str, str], out: list[Violation]
+    ) -> None:
+        if "value" not in decl or decl["value"] is None:
+            return
+        want = decl["value"]
+        if attr in self.templates:
+            m = self.templates[attr].match(str(value))
+            if m is None:
+                out.append(Violation(f"/{attr}", f"must match {want!r}"))
+                return
+            for name, got in m.groupdict().items():
+                if bindings.setdefault(name, got) != got:
+                    out.append(
+                        Violation(f"/{attr}", f"placeholder {{{name}}} must be {bindings[name]!r} here")
+                    )
+            return
+        if str(decl.get("type", "")).lower() == "timestamp" and want == _NOW:
+            return  # "the current time" when producing: any timestamp conforms
+        if value != want and str(value) != str(want):
+            out.append(Violation(f"/{attr}", f"must be {want!r}"))
+
+    def _check_data(self, event: Event) -> list[Violation]:
+        validator = self.data_validator()
+        if validator is None or "data" not in event:
+            return []
+        return [
+            Violation("/data" + "".join(f"/{p}" for p in err.absolute_path), err.message)
+            for err in validator.iter_errors(event["data"])
+        ]
+
+
+def _is_json_schema(fmt: Any, schema: Any) -> bool:
+    if isinstance(fmt, str):
+        return fmt.lower().replace(" ", "").startswith("jsonschema")
+    return isinstance(schema, dict)
+
+
+def _pointer(doc: Any, fragment: str) -> Any:
+    for token in fragment.lstrip("/").split("/") if fragment.strip("/") else []:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(doc, dict) and token in doc:
+            doc = doc[token]
+        elif isinstance(doc, list) and token.isdigit() and int(token) < len(doc):
+            doc = doc[int(token)]
+        else:
+            return None
+    return doc
+
+
+class DefinitionIndex:
+    """Message definitions by event type, built from the store."""
+
+    def __init__(self, by_type: dict[str, list[Definition]]) -> None:
+        self.by_type = by_type
+
+    @classmethod
+    def build(cls, store: RegistryStore, base_url: str) -> DefinitionIndex:
+        """Read every message and schema; runs on the registry's thread."""
+        messages: dict[str, dict[str, Any]] = {}
+        for res in store.rows_of_kind("resource", "messages"):
+            versions = store.children(res.xid, "versions")
+            default = next((v for v in versions if v.eid == res.attrs.get("defaultversionid")), None)
+            if default is None and versions:
+                default = versions[-1]
+            if default is None:
+                continue
+            messages[res.xid] = default.attrs
+            for v in versions:
+                messages[v.xid] = v.attrs
+        schemas: dict[str, Any] = {}
+        base = base_url.rstrip("/")
+
+        def schema_at(uri: str) -> Any:
+            path, _, fragment = uri.partition("#")
+            if path.startswith(base + "/"):
+                path = path[len(base) :]
+            path = path.removesuffix("$details").rstrip("/")
+            if path not in schemas:
+                schemas[path] = _load_schema(store, path)
+            return _pointer(schemas[path], fragment) if schemas[path] is not None else None
+
+        by_type: dict[str, list[Definition]] = {}
+        for res in store.rows_of_kind("resource", "messages"):
+            own = messages.get(res.xid)
+            if own is None:
+                continue
+            msg = resolve(own, lambda ref: messages.get(ref.removeprefix(base)), res.xid)
+            envelope = msg.get("envelope")
+            if isinstance(envelope, str) and envelope.lower() != "cloudevents/1.0":
+                continue
+            metadata = {k: v for k, v in (msg.get("envelopemetadata") or {}).items() if isinstance(v, dict)}
+            schema = msg.get("dataschema")
+            if schema is None and isinstance(msg.get("dataschemauri"), str):
+                schema = schema_at(msg["dataschemauri"])
+            if not _is_json_schema(msg.get("dataschemaformat"), schema):
+                schema = None
+            templates = {
+                attr: template_regex(str(d["value"]))
+                for attr, d in metadata.items()
+                if isinstance(d.get("value"), str)
+                and (str(d.get("type", "")).lower() == "uritemplate" or _PLACEHOLDER.search(d["value"]))
+            }
+            definition = Definition(res.xid, metadata, schema, templates)
+            keys = {res.eid}
+            type_value = metadata.get("type", {}).get("value")
+            if isinstance(type_value, str):
+                keys.add(type_value)
+            for key in keys:
+                by_type.setdefault(key, []).append(definition)
+        return cls(by_type)
+
+
+def _load_schema(store: RegistryStore, xid: str) -> Any:
+    row = store.get(xid)
+    if row is None:
+        return None
+    if row.kind == "resource":
+        versions = store.children(xid, "versions")
+        row = next(
+            (v for v in versions if v.eid == row.attrs.get("defaultversionid")),
+            versions[-1] if versions else None,
+        )
+    if row is None or row.kind != "version" or row.doc is None:
+        return None
+    if row.attrs.get("contenttype") and not is_json_type(row.attrs.get("contenttype")):
+        return None
+    try:
+        return json.loads(row.doc)
+    except ValueError:
+        return None
+
+
+class RegistryValidator:
+    """The :class:`EventValidator` the ingress calls; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.index = DefinitionIndex({})
+
+    def validate(self, event: Event) -> list[Violation]:
+        """Every violation of the event's definition; empty when it conforms or has none."""
+        candidates = self.index.by_type.get(str(event.get("type", "")))
+        if not candidates:
+            return []
+        best: list[Violation] | None = None
+        for definition in candidates:
+            found = definition.check(event)
+            if not found:
+                return []
+            if best is None or len(found) < len(best):
+                best = found
+        return best or []
+
+
+_: type[EventValidator] = RegistryValidator
