@@ -10,9 +10,11 @@ from ceprotocols.errors import (
     DeliveryRejected,
     DeliveryTimeout,
     ProtocolError,
+    SettingsError,
     TargetUnreachable,
 )
-from ceprotocols.sender import SENDERS, Destination, Sender
+from ceprotocols.registry import SENDERS, check_destination, create_sender
+from ceprotocols.sender import Destination, Sender
 
 __all__ = [
     "SENDERS",
@@ -23,5 +25,8 @@ __all__ = [
     "Destination",
     "ProtocolError",
     "Sender",
+    "SettingsError",
     "TargetUnreachable",
+    "check_destination",
+    "create_sender",
 ]

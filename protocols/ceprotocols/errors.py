@@ -4,6 +4,7 @@ httpx exceptions::
 
     ProtocolError
     ├── BindingError (ValueError)   a message is not a valid CloudEvent for its binding
+    ├── SettingsError (ValueError)  a sink, protocol setting or credential is unusable
     └── DeliveryError               a send did not complete; ``retryable`` tells what to do next
         ├── TargetUnreachable       connect/transport failure (retryable)
         ├── DeliveryTimeout         no confirmation in time (retryable)
@@ -63,3 +64,13 @@ class DeliveryRejected(DeliveryError):
     """The target answered and refused the message."""
 
     retryable = False
+
+
+class SettingsError(ProtocolError, ValueError):
+    """A subscription's sink, ``protocolsettings`` or ``sinkcredential`` cannot work for its
+    protocol. ``field`` names the offending member (``protocolsettings.qos``, ``sink``...)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.reason = message

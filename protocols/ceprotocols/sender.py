@@ -5,11 +5,12 @@ credentials, shared by every subscription that uses it, reconnects on failure, a
 delivery only when the protocol does (HTTP 2xx, MQTT PUBACK/PUBCOMP, AMQP ``accepted``, Kafka
 delivery report, NATS flush or JetStream ack). Failures raise
 :class:`ceprotocols.errors.DeliveryError` subclasses, never a client library's exception.
+:mod:`ceprotocols.registry` maps protocol names to sender factories.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -41,10 +42,3 @@ class Sender(Protocol):
     async def aclose(self) -> None:
         """Close every connection this sender holds."""
         ...
-
-
-SenderFactory = Callable[[], Sender]
-
-#: Protocol name (the subscription's ``protocol``) -> factory of its sender. Filled in
-#: explicitly by the modules that implement each protocol; no plugin discovery.
-SENDERS: dict[str, SenderFactory] = {}

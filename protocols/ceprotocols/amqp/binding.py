@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cloudevents.core.bindings import amqp as sdk_amqp
+from cloudevents.core.exceptions import BaseCloudEventException
+
 from ceprotocols.errors import BindingError
 from ceprotocols.eventform import STRUCTURED_JSON, decode_structured, encode_structured, is_structured
 from ceprotocols.sdk import BYTES_FORMAT, from_sdk, parse_time, to_sdk
-from cloudevents.core.bindings import amqp as sdk_amqp
-from cloudevents.core.exceptions import BaseCloudEventException
 
 PREFIX = "cloudEvents_"
 PREFIXES = ("cloudEvents_", "cloudEvents:")

@@ -12,11 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cloudevents.core.bindings import kafka as sdk_kafka
+from cloudevents.core.exceptions import BaseCloudEventException
+
 from ceprotocols.errors import BindingError
 from ceprotocols.eventform import STRUCTURED_JSON, canonical_string, decode_structured, encode_structured
 from ceprotocols.sdk import BYTES_FORMAT, from_sdk, to_sdk
-from cloudevents.core.bindings import kafka as sdk_kafka
-from cloudevents.core.exceptions import BaseCloudEventException
 
 CONTENT_TYPE = "content-type"
 HEADER_PREFIX = "ce_"

@@ -1,0 +1,62 @@
+"""AMQP 1.0 delivery with python-qpid-proton.
+
+Sink: ``amqp://host[:5672][/address]`` or ``amqps://``. Settings (Subscriptions API 3.2.5.3):
+``address`` (or the sink path), ``linkname``, ``sendersettlementmode`` (``unsettled`` default,
+``settled``), ``linkproperties``, and ``contentmode``. On an unsettled link a delivery completes
+when the peer settles it ``accepted``; ``rejected`` is a permanent refusal, ``released`` and
+``modified`` are retryable.
+"""
+
+from __future__ import annotations
+
+from ceprotocols.amqp import binding
+from ceprotocols.amqp.connection import AmqpConnection
+from ceprotocols.amqp.settings import SCHEMES, parse_settings
+from ceprotocols.credentials import Credential, parse_credential
+from ceprotocols.endpoint import sink_endpoint
+from ceprotocols.errors import BindingError, DeliveryError, DeliveryRejected, SettingsError
+from ceprotocols.pool import ConnectionPool
+from ceprotocols.sender import Destination, Event
+
+_Key = tuple[str, str, int, Credential | None]
+
+
+class AmqpSender:
+    """Delivers events to AMQP 1.0 containers; one connection per (container, credentials)."""
+
+    def __init__(self) -> None:
+        self._pool: ConnectionPool[_Key, AmqpConnection] = ConnectionPool(self._close)
+
+    @property
+    def connections(self) -> int:
+        """How many AMQP connections are open."""
+        return len(self._pool)
+
+    async def deliver(self, event: Event, destination: Destination) -> None:
+        """Send ``event`` and return once it is settled (see the module doc)."""
+        endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
+        try:
+            settings = parse_settings(destination.settings, endpoint)
+            credential = parse_credential(destination.credential, protocol="AMQP", token_supported=False)
+            message = binding.to_structured(event) if settings.structured else binding.to_binary(event)
+        except (SettingsError, BindingError) as exc:
+            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
+        key: _Key = (endpoint.scheme, endpoint.host, endpoint.port, credential)
+        url = f"{endpoint.scheme}://{endpoint.host}:{endpoint.port}"
+        connection = await self._pool.get(
+            key, lambda: AmqpConnection(url, credential).open(destination.timeout)
+        )
+        try:
+            await connection.send(settings, message, destination.timeout)
+        except DeliveryError:
+            if connection.broken:
+                await self._pool.discard(key, connection)
+            raise
+
+    @staticmethod
+    async def _close(connection: AmqpConnection) -> None:
+        await connection.close()
+
+    async def aclose(self) -> None:
+        """Close every connection."""
+        await self._pool.aclose()

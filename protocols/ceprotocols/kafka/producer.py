@@ -1,0 +1,102 @@
+"""One confluent-kafka Producer bridged to asyncio.
+
+A daemon thread serves the producer's callbacks (``poll``); each delivery report resolves the
+asyncio future of its record on the owning loop. librdkafka reconnects by itself; the error
+callback remembers whether the brokers are down so that a record that times out is reported as
+TargetUnreachable rather than a plain timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from ceprotocols.errors import DeliveryError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
+from ceprotocols.kafka.binding import KafkaRecord
+
+_CONNECTIVITY = frozenset(
+    {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE, KafkaError._AUTHENTICATION}
+)
+
+
+def translate(error: KafkaError, where: str) -> DeliveryError:
+    """The DeliveryError for a librdkafka error."""
+    code = error.code()
+    text = f"{where}: {error.name()} {error.str()}"
+    if code in (KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT):
+        return DeliveryTimeout(text)
+    if code in _CONNECTIVITY:
+        if code == KafkaError._AUTHENTICATION:
+            return DeliveryRejected(text, status=error.name(), retryable=False)
+        return TargetUnreachable(text, status=error.name())
+    retryable = bool(error.retriable()) or code == KafkaError._QUEUE_FULL
+    return DeliveryRejected(text, status=error.name(), retryable=retryable)
+
+
+class KafkaProducer:
+    """A producer whose ``produce`` awaits the record's delivery report."""
+
+    def __init__(self, config: dict[str, Any], where: str) -> None:
+        self.where = where
+        self._loop = asyncio.get_running_loop()
+        self._down_since: float | None = None
+        self._producer = Producer({**config, "error_cb": self._on_error})
+        self._running = True
+        self._thread = threading.Thread(target=self._serve, name="kafka-producer", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while self._running:
+            self._producer.poll(0.1)
+
+    def _on_error(self, error: KafkaError) -> None:  # librdkafka's thread
+        if error.code() in _CONNECTIVITY:
+            self._down_since = self._down_since or time.monotonic()
+
+    async def produce(self, topic: str, record: KafkaRecord, within: float) -> None:
+        """Produce and return once the delivery report confirms the record."""
+        future: asyncio.Future[None] = self._loop.create_future()
+
+        def report(error: KafkaError | None, message: Message) -> None:  # poll thread
+            self._loop.call_soon_threadsafe(self._settle, future, error)
+
+        try:
+            self._producer.produce(
+                topic, value=record.value, key=record.key, headers=list(record.headers), on_delivery=report
+            )
+        except BufferError as exc:
+            raise DeliveryRejected(
+                f"{self.where}: local queue full", status="queue-full", retryable=True
+            ) from exc
+        except KafkaException as exc:
+            raise translate(exc.args[0], self.where) from exc
+        try:
+            await asyncio.wait_for(future, within)
+        except TimeoutError:
+            raise self._timeout_error(f"no delivery report within {within}s") from None
+        except DeliveryTimeout as exc:
+            raise self._timeout_error(str(exc)) from exc
+
+    def _timeout_error(self, text: str) -> DeliveryError:
+        if self._down_since is not None:
+            return TargetUnreachable(f"{self.where}: brokers unreachable ({text})")
+        return DeliveryTimeout(f"{self.where}: {text}")
+
+    def _settle(self, future: asyncio.Future[None], error: KafkaError | None) -> None:
+        if future.done():
+            return
+        if error is None:
+            self._down_since = None
+            future.set_result(None)
+        else:
+            future.set_exception(translate(error, self.where))
+
+    async def close(self) -> None:
+        """Flush what is queued (briefly) and stop the callback thread."""
+        await asyncio.to_thread(self._producer.flush, 2.0)
+        self._running = False
+        await asyncio.to_thread(self._thread.join, 2.0)

@@ -1,0 +1,63 @@
+"""Kafka delivery with confluent-kafka.
+
+Sink: ``kafka://host:port[,host:port...][/topic]``. Settings (Subscriptions API 3.2.5.4):
+``topicname``, ``partitionkeyextractor``, ``clientid``, ``acks``, and ``contentmode``. A delivery
+completes on the record's delivery report (with ``acks=all``, once every in-sync replica has it).
+"""
+
+from __future__ import annotations
+
+from ceprotocols.credentials import Credential, parse_credential
+from ceprotocols.endpoint import sink_endpoint
+from ceprotocols.errors import BindingError, DeliveryRejected, SettingsError
+from ceprotocols.kafka import binding
+from ceprotocols.kafka.client import client_config
+from ceprotocols.kafka.producer import KafkaProducer
+from ceprotocols.kafka.settings import SCHEMES, parse_settings
+from ceprotocols.pool import ConnectionPool
+from ceprotocols.sender import Destination, Event
+
+_Key = tuple[tuple[tuple[str, int], ...], bool, Credential | None, str | None, str, int]
+
+
+class KafkaSender:
+    """Delivers events to Kafka; one producer per (cluster, credentials, client id, acks)."""
+
+    def __init__(self) -> None:
+        self._pool: ConnectionPool[_Key, KafkaProducer] = ConnectionPool(self._close)
+
+    @property
+    def connections(self) -> int:
+        """How many producers are open."""
+        return len(self._pool)
+
+    async def deliver(self, event: Event, destination: Destination) -> None:
+        """Produce ``event`` and return once its delivery report arrived (see the module doc)."""
+        endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
+        try:
+            settings = parse_settings(destination.settings, endpoint)
+            credential = parse_credential(destination.credential, protocol="KAFKA")
+            encode = binding.to_structured if settings.structured else binding.to_binary
+            record = encode(event, key_attribute=settings.key_attribute)
+        except (SettingsError, BindingError) as exc:
+            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
+        timeout_ms = max(1000, int(destination.timeout * 1000))
+        key: _Key = (endpoint.hosts, endpoint.tls, credential, settings.client_id, settings.acks, timeout_ms)
+
+        async def open_producer() -> KafkaProducer:
+            config = client_config(endpoint, credential)
+            config.update({"acks": settings.acks, "message.timeout.ms": timeout_ms, "linger.ms": 2})
+            if settings.client_id:
+                config["client.id"] = settings.client_id
+            return KafkaProducer(config, where=f"Kafka {destination.sink}")
+
+        producer = await self._pool.get(key, open_producer)
+        await producer.produce(settings.topic, record, destination.timeout + 1.0)
+
+    @staticmethod
+    async def _close(producer: KafkaProducer) -> None:
+        await producer.close()
+
+    async def aclose(self) -> None:
+        """Flush and close every producer."""
+        await self._pool.aclose()

@@ -1,0 +1,264 @@
+"""One paho-mqtt client bridged to asyncio.
+
+paho runs its network loop in its own thread and reports through callbacks (callback API
+version 2). This class turns those callbacks into asyncio futures resolved on the owning event
+loop: a connect future, one future per in-flight PUBLISH (resolved on PUBACK for QoS 1, PUBCOMP
+for QoS 2, on write for QoS 0) and one per SUBSCRIBE. When the connection drops, every pending
+publish fails with TargetUnreachable and paho reconnects by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from ceprotocols.credentials import AccessToken, Credential, Plain
+from ceprotocols.errors import DeliveryError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
+from ceprotocols.mqtt.binding import MqttMessage
+
+_EARLY_LIMIT = 10_000
+
+#: Called in paho's thread for each received PUBLISH.
+MessageHandler = Callable[[paho.MQTTMessage], None]
+
+
+class MqttConnection:
+    """A connected MQTT 3.1.1 or 5 client. Create with :meth:`open`; all methods are called
+    from the event loop that opened it, except ``on_message`` which runs in paho's thread."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        v5: bool,
+        credential: Credential | None = None,
+        tls: bool = False,
+        on_message: MessageHandler | None = None,
+        manual_ack: bool = False,
+        client_id: str | None = None,
+    ) -> None:
+        self.host, self.port, self.v5 = host, port, v5
+        self._loop = asyncio.get_running_loop()
+        self._client = paho.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=client_id or f"cebroker-{uuid.uuid4().hex[:12]}",
+            protocol=paho.MQTTv5 if v5 else paho.MQTTv311,
+            manual_ack=manual_ack,
+        )
+        if isinstance(credential, Plain):
+            self._client.username_pw_set(credential.identifier, credential.secret)
+        elif isinstance(credential, AccessToken):
+            self._client.username_pw_set(credential.token_type, credential.token)
+        if tls:
+            self._client.tls_set()
+        self._client.reconnect_delay_set(min_delay=1, max_delay=5)
+        self._client.on_connect = self._on_connect
+        self._client.on_disconnect = self._on_disconnect
+        self._client.on_publish = self._on_publish
+        self._client.on_subscribe = self._on_subscribe
+        if on_message is not None:
+            self._client.on_message = lambda _client, _userdata, message: on_message(message)
+        # Guards the mid tables: paho may confirm a publish before publish() has returned its mid.
+        self._lock = threading.RLock()
+        self._pending: dict[int, asyncio.Future[None]] = {}
+        self._early: dict[int, Any] = {}
+        self._subscribing: dict[int, asyncio.Future[list[Any]]] = {}
+        self._connected = asyncio.Event()
+        self._first_connect: asyncio.Future[None] = self._loop.create_future()
+        self._closed = False
+        self.subscriptions: list[tuple[str, int]] = []
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def open(self, within: float) -> MqttConnection:
+        """Connect, waiting at most ``within`` seconds for CONNACK."""
+        try:
+            self._client.connect_async(self.host, self.port, keepalive=30)
+            self._client.loop_start()
+            await asyncio.wait_for(asyncio.shield(self._first_connect), within)
+        except TimeoutError:
+            await self.close()
+            raise TargetUnreachable(
+                f"MQTT broker {self.host}:{self.port} did not accept a connection"
+            ) from None
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def close(self) -> None:
+        """Disconnect and stop paho's network thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self._client.disconnect()
+        await asyncio.to_thread(self._client.loop_stop)
+        self._fail_pending(TargetUnreachable("MQTT connection closed"))
+
+    @property
+    def connected(self) -> bool:
+        """Whether the client is connected right now."""
+        return self._connected.is_set()
+
+    async def wait_connected(self, within: float) -> None:
+        """Wait until (re)connected; TargetUnreachable if not within ``within`` seconds."""
+        if self._closed:
+            raise TargetUnreachable("MQTT connection closed")
+        try:
+            await asyncio.wait_for(self._connected.wait(), within)
+        except TimeoutError:
+            raise TargetUnreachable(f"MQTT broker {self.host}:{self.port} is not connected") from None
+
+    # -- publish ----------------------------------------------------------------------------------
+
+    async def publish(
+        self,
+        topic: str,
+        message: MqttMessage,
+        *,
+        qos: int,
+        retain: bool = False,
+        expiry: int | None = None,
+        within: float,
+    ) -> None:
+        """Publish and return when the broker confirmed it (PUBACK for QoS 1, PUBCOMP for QoS 2)."""
+        await self.wait_connected(within)
+        properties = self._properties(message, expiry) if self.v5 else None
+        future: asyncio.Future[None] = self._loop.create_future()
+        with self._lock:
+            info = self._client.publish(topic, message.payload, qos=qos, retain=retain, properties=properties)
+            if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_QUEUE_SIZE):
+                if info.rc == MQTTErrorCode.MQTT_ERR_NO_CONN:
+                    raise TargetUnreachable(f"MQTT broker {self.host}:{self.port} is not connected")
+                raise DeliveryRejected(
+                    f"MQTT publish refused locally: {paho.error_string(info.rc)}", retryable=True
+                )
+            if info.mid in self._early:
+                self._settle(future, self._early.pop(info.mid))
+            else:
+                self._pending[info.mid] = future
+        try:
+            await asyncio.wait_for(future, within)
+        except TimeoutError:
+            with self._lock:
+                self._pending.pop(info.mid, None)
+            raise DeliveryTimeout(
+                f"no MQTT acknowledgement from {self.host}:{self.port} within {within}s"
+            ) from None
+
+    @staticmethod
+    def _properties(message: MqttMessage, expiry: int | None) -> Properties | None:
+        if message.content_type is None and not message.user_properties and expiry is None:
+            return None
+        # paho's Properties.__init__ has no annotations.
+        properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+        if message.content_type is not None:
+            properties.ContentType = message.content_type
+        if message.user_properties:
+            properties.UserProperty = list(message.user_properties)
+        if expiry is not None:
+            properties.MessageExpiryInterval = expiry
+        return properties
+
+    # -- subscribe (receivers) ----------------------------------------------------------------------
+
+    async def subscribe(self, topic: str, qos: int, within: float) -> None:
+        """Subscribe (and re-subscribe after every reconnect); raises if the broker refuses."""
+        self.subscriptions.append((topic, qos))
+        await self.wait_connected(within)
+        await self._subscribe_now(topic, qos, within)
+
+    async def _subscribe_now(self, topic: str, qos: int, within: float) -> None:
+        future: asyncio.Future[list[Any]] = self._loop.create_future()
+        with self._lock:
+            rc, mid = self._client.subscribe(topic, qos=qos)
+            if rc != MQTTErrorCode.MQTT_ERR_SUCCESS or mid is None:
+                raise TargetUnreachable(f"MQTT subscribe to {topic!r} failed: {paho.error_string(rc)}")
+            self._subscribing[mid] = future
+        codes = await asyncio.wait_for(future, within)
+        if any(getattr(code, "is_failure", False) for code in codes):
+            raise DeliveryRejected(f"MQTT broker refused the subscription to {topic!r}: {codes}")
+
+    def ack(self, mid: int, qos: int) -> None:
+        """Acknowledge a received QoS 1/2 message (manual-ack clients)."""
+        self._client.ack(mid, qos)
+
+    # -- paho callbacks (paho's thread) -------------------------------------------------------------
+
+    def _on_connect(self, client: paho.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        self._loop.call_soon_threadsafe(self._connected_changed, reason)
+
+    def _connected_changed(self, reason: Any) -> None:
+        if reason.is_failure:
+            error: DeliveryError = TargetUnreachable(
+                f"MQTT broker {self.host}:{self.port} refused the connection: {reason}"
+            )
+            if "authori" in str(reason).lower() or "password" in str(reason).lower():
+                error = DeliveryRejected(f"MQTT broker refused the credentials: {reason}", status=str(reason))
+            if not self._first_connect.done():
+                self._first_connect.set_exception(error)
+            return
+        self._connected.set()
+        if not self._first_connect.done():
+            self._first_connect.set_result(None)
+        elif self.subscriptions:  # a reconnect: a clean session has forgotten our subscriptions
+            for topic, qos in self.subscriptions:
+                self._client.subscribe(topic, qos=qos)
+
+    def _on_disconnect(self, client: paho.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        self._loop.call_soon_threadsafe(self._disconnected, reason)
+
+    def _disconnected(self, reason: Any) -> None:
+        self._connected.clear()
+        self._fail_pending(TargetUnreachable(f"MQTT connection to {self.host}:{self.port} lost: {reason}"))
+
+    def _on_publish(self, client: paho.Client, userdata: Any, mid: int, reason: Any, props: Any) -> None:
+        with self._lock:
+            future = self._pending.pop(mid, None)
+            if future is None:
+                # Either publish() has not registered the mid yet, or its waiter timed out.
+                if len(self._early) > _EARLY_LIMIT:
+                    self._early.clear()
+                self._early[mid] = reason
+                return
+        self._loop.call_soon_threadsafe(self._settle, future, reason)
+
+    def _on_subscribe(self, client: paho.Client, userdata: Any, mid: int, codes: Any, props: Any) -> None:
+        with self._lock:
+            future = self._subscribing.pop(mid, None)
+        if future is not None:
+            self._loop.call_soon_threadsafe(_resolve, future, list(codes))
+
+    def _settle(self, future: asyncio.Future[None], reason: Any) -> None:
+        if future.done():
+            return
+        if reason is not None and getattr(reason, "is_failure", False):
+            future.set_exception(
+                DeliveryRejected(
+                    f"MQTT broker rejected the message: {reason}", status=str(reason), body=str(reason)
+                )
+            )
+        else:
+            future.set_result(None)
+
+    def _fail_pending(self, error: Exception) -> None:
+        with self._lock:
+            pending, self._pending = list(self._pending.values()), {}
+            self._early.clear()
+        for future in pending:
+            if not future.done():
+                future.set_exception(error)
+
+
+def _resolve(future: asyncio.Future[list[Any]], value: list[Any]) -> None:
+    if not future.done():
+        future.set_result(value)

@@ -1,0 +1,81 @@
+"""MQTT 3.1.1 (``MQTT3``) and MQTT 5 (``MQTT5``) delivery with paho-mqtt.
+
+Sink: ``mqtt://host[:1883]`` or ``mqtts://host[:8883]``. Settings (Subscriptions API 3.2.5.2):
+``topicname`` (required), ``qos`` (0, 1, 2; default 1), ``retain`` (default false), and for MQTT 5
+``expiry`` (seconds) and ``userproperties`` (map); ``contentmode`` ``binary`` (default, MQTT 5
+only) or ``structured`` (the only mode of MQTT 3.1.1). A delivery completes on PUBACK (QoS 1) or
+PUBCOMP (QoS 2); QoS 0 completes once written.
+"""
+
+from __future__ import annotations
+
+from ceprotocols.credentials import Credential, parse_credential
+from ceprotocols.endpoint import sink_endpoint
+from ceprotocols.errors import BindingError, DeliveryError, DeliveryRejected, SettingsError
+from ceprotocols.mqtt import binding
+from ceprotocols.mqtt.connection import MqttConnection
+from ceprotocols.mqtt.settings import SCHEMES, parse_settings
+from ceprotocols.pool import ConnectionPool
+from ceprotocols.sender import Destination, Event
+
+_Key = tuple[str, int, bool, Credential | None]
+
+
+class MqttSender:
+    """Delivers events to MQTT brokers; one connection per (broker, credentials), shared."""
+
+    def __init__(self, *, v5: bool) -> None:
+        self.v5 = v5
+        self.protocol = "MQTT5" if v5 else "MQTT3"
+        self._pool: ConnectionPool[_Key, MqttConnection] = ConnectionPool(self._close)
+
+    @property
+    def connections(self) -> int:
+        """How many broker connections are open (for tests and metrics)."""
+        return len(self._pool)
+
+    async def deliver(self, event: Event, destination: Destination) -> None:
+        """Publish ``event`` and return once the broker confirmed it (see the module doc)."""
+        endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
+        try:
+            settings = parse_settings(destination.settings, v5=self.v5)
+            credential = parse_credential(destination.credential, protocol=self.protocol)
+            if settings.structured:
+                message = binding.to_structured(event, v5=self.v5)
+                if settings.user_properties:
+                    message = binding.MqttMessage(
+                        message.payload, message.content_type, settings.user_properties
+                    )
+            else:
+                message = binding.to_binary(event, extra=settings.user_properties)
+        except (SettingsError, BindingError) as exc:
+            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
+        key: _Key = (endpoint.host, endpoint.port, endpoint.tls, credential)
+        connection = await self._pool.get(key, lambda: self._open(key, destination.timeout))
+        try:
+            await connection.publish(
+                settings.topic,
+                message,
+                qos=settings.qos,
+                retain=settings.retain,
+                expiry=settings.expiry,
+                within=destination.timeout,
+            )
+        except DeliveryError:
+            raise
+        except (OSError, ValueError, RuntimeError) as exc:  # paho raises these for socket/packet trouble
+            await self._pool.discard(key, connection)
+            raise DeliveryRejected(f"MQTT publish failed: {exc}", retryable=True) from exc
+
+    async def _open(self, key: _Key, within: float) -> MqttConnection:
+        host, port, tls, credential = key
+        connection = MqttConnection(host, port, v5=self.v5, credential=credential, tls=tls)
+        return await connection.open(within)
+
+    @staticmethod
+    async def _close(connection: MqttConnection) -> None:
+        await connection.close()
+
+    async def aclose(self) -> None:
+        """Disconnect from every broker."""
+        await self._pool.aclose()

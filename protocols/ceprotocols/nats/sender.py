@@ -1,0 +1,140 @@
+"""NATS delivery with nats-py.
+
+Sink: ``nats://host[:4222]``. Setting (Subscriptions API 3.2.5.5): ``subject`` (required), and
+``contentmode``. When the subject belongs to a JetStream stream the delivery completes on the
+stream's publish acknowledgement; otherwise on a flush (the server has received the message:
+core NATS has no per-message acknowledgement). Stream membership is looked up once per subject
+and remembered for a short while.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from nats.aio.client import Client
+from nats.errors import (
+    AuthorizationError,
+    BadSubjectError,
+    ConnectionClosedError,
+    ConnectionReconnectingError,
+    FlushTimeoutError,
+    MaxPayloadError,
+    NoRespondersError,
+    OutboundBufferLimitError,
+    StaleConnectionError,
+)
+from nats.errors import Error as NatsError
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.errors import APIError, NotFoundError
+
+from ceprotocols.credentials import Credential, parse_credential
+from ceprotocols.endpoint import sink_endpoint
+from ceprotocols.errors import (
+    BindingError,
+    DeliveryError,
+    DeliveryRejected,
+    DeliveryTimeout,
+    SettingsError,
+    TargetUnreachable,
+)
+from ceprotocols.nats import binding
+from ceprotocols.nats.client import connect
+from ceprotocols.nats.settings import SCHEMES, parse_settings
+from ceprotocols.pool import ConnectionPool
+from ceprotocols.sender import Destination, Event
+
+_Key = tuple[tuple[tuple[str, int], ...], bool, Credential | None]
+#: How long a subject's stream membership is trusted before it is looked up again.
+STREAM_LOOKUP_TTL = 30.0
+
+
+def translate(exc: Exception, where: str) -> DeliveryError:
+    """The DeliveryError for a nats-py exception."""
+    text = f"{where}: {type(exc).__name__} {exc}".rstrip()
+    if isinstance(exc, ConnectionClosedError | ConnectionReconnectingError | StaleConnectionError):
+        return TargetUnreachable(text)
+    if isinstance(exc, OutboundBufferLimitError):
+        return TargetUnreachable(text)
+    if isinstance(exc, FlushTimeoutError | NatsTimeout | TimeoutError):
+        return DeliveryTimeout(text)
+    if isinstance(exc, MaxPayloadError | BadSubjectError | AuthorizationError):
+        return DeliveryRejected(text, retryable=False, status=type(exc).__name__)
+    if isinstance(exc, APIError):
+        return DeliveryRejected(text, status=exc.err_code, retryable=True)
+    return DeliveryRejected(text, retryable=True, status=type(exc).__name__)
+
+
+class NatsSender:
+    """Delivers events to NATS; one connection per (servers, credentials), shared."""
+
+    def __init__(self) -> None:
+        self._pool: ConnectionPool[_Key, Client] = ConnectionPool(self._close)
+        self._streams: dict[tuple[_Key, str], tuple[str | None, float]] = {}
+
+    @property
+    def connections(self) -> int:
+        """How many NATS connections are open."""
+        return len(self._pool)
+
+    async def deliver(self, event: Event, destination: Destination) -> None:
+        """Publish ``event`` and return once confirmed (see the module doc)."""
+        endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
+        try:
+            settings = parse_settings(destination.settings)
+            credential = parse_credential(destination.credential, protocol="NATS")
+            message = binding.to_structured(event) if settings.structured else binding.to_binary(event)
+        except (SettingsError, BindingError) as exc:
+            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
+        key: _Key = (endpoint.hosts, endpoint.tls, credential)
+        client = await self._pool.get(key, lambda: connect(endpoint, credential, destination.timeout))
+        where = f"NATS {destination.sink} {settings.subject}"
+        if client.is_closed:
+            await self._pool.discard(key, client)
+            raise TargetUnreachable(f"{where}: connection closed")
+        try:
+            stream = await self._stream_of(key, client, settings.subject, destination.timeout)
+            headers = dict(message.headers) if message.headers else None
+            if stream is not None:
+                await client.jetstream().publish(
+                    settings.subject,
+                    message.payload,
+                    timeout=destination.timeout,
+                    stream=stream,
+                    headers=headers,
+                )
+            else:
+                await client.publish(settings.subject, message.payload, headers=headers)
+                await client.flush(timeout=max(1, int(destination.timeout)))
+        except (NatsError, TimeoutError, OSError) as exc:
+            if isinstance(exc, NoRespondersError):  # the stream vanished: look it up again next time
+                self._streams.pop((key, settings.subject), None)
+            error = translate(exc, where)
+            if client.is_reconnecting and isinstance(error, DeliveryTimeout):
+                error = TargetUnreachable(f"{where}: server unreachable (reconnecting)")
+            raise error from exc
+
+    async def _stream_of(self, key: _Key, client: Client, subject: str, within: float) -> str | None:
+        cached = self._streams.get((key, subject))
+        now = time.monotonic()
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        stream: str | None
+        try:
+            stream = await client.jetstream(timeout=within).find_stream_name_by_subject(subject)
+        except (NotFoundError, NoRespondersError, APIError):
+            stream = None  # no stream holds it, or JetStream is not enabled on this server
+        self._streams[(key, subject)] = (stream, now + STREAM_LOOKUP_TTL)
+        return stream
+
+    @staticmethod
+    async def _close(client: Client) -> None:
+        # An already broken connection has nothing left to close.
+        if not client.is_closed:
+            with contextlib.suppress(NatsError):
+                await client.close()
+
+    async def aclose(self) -> None:
+        """Close every connection."""
+        await self._pool.aclose()
+        self._streams.clear()
