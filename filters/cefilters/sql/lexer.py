@@ -109,7 +109,9 @@ def _word(text: str, start: int, end: int) -> Token:
 
 def _integer(text: str, start: int, end: int) -> Token:
     literal = text[start:end]
-    value = int(literal)
+    # Length first: no bignum conversion of a 4000-digit literal.
+    digits = literal.lstrip("+-").lstrip("0")
+    value = int(literal) if len(digits) <= 10 else INT32_MAX + 1
     if not INT32_MIN <= value <= INT32_MAX:
         raise ParseError(text, start, f"integer literal {literal} does not fit in 32 bits")
     return Token("int", literal, start, value)
