@@ -46,7 +46,8 @@ def make_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
     stack: list[tuple[ServerThread, httpx.Client]] = []
 
     def make(**overrides: Any) -> Broker:
-        settings = Settings(db=tmp_path / "broker.db", **{"webhook_validation": False, **overrides})
+        defaults: dict[str, Any] = {"db": tmp_path / "broker.db", "webhook_validation": False}
+        settings = Settings(**{**defaults, **overrides})
         app = create_app(settings)
         server = ServerThread(app).__enter__()
         client = httpx.Client(base_url=server.url, timeout=30)

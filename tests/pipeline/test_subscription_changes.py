@@ -1,0 +1,71 @@
+"""The matcher follows the store's change feed: an update or delete applies to every event
+ingested after the API call returned, while events keep flowing (issue "Matching and dispatch")."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from pipeline.conftest import Broker, event
+from pipeline.servers import Sink, wait_until
+
+
+def test_update_and_delete_while_events_flow(broker: Broker, sink: Sink) -> None:
+    """Types narrowed by PUT, then DELETE: later events follow the new state, with no restart."""
+    sub = broker.subscribe(f"{sink.url}/live", types=["a", "b"])
+    stop = threading.Event()
+    sent: list[str] = []
+
+    def stream() -> None:
+        import httpx
+
+        with httpx.Client(base_url=broker.url) as client:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                kind = "a" if n % 2 else "b"
+                ev = event(n, type=kind)
+                r = client.post("/events", json=ev, headers={"content-type": "application/cloudevents+json"})
+                assert r.status_code == 202
+                sent.append(kind)
+                time.sleep(0.005)
+
+    producer = threading.Thread(target=stream)
+    producer.start()
+
+    def delivered() -> set[int]:
+        return {int(r.headers["ce-id"][2:]) for r in sink.at("/live")}
+
+    try:
+        wait_until(lambda: {r.headers["ce-type"] for r in sink.at("/live")} == {"a", "b"})
+        body = {"protocol": "HTTP", "sink": f"{sink.url}/live", "types": ["a"]}
+        r = broker.http.put(f"/subscriptions/{sub['id']}", json=body)
+        assert r.status_code == 200, r.text
+        # Event n is numbered from 1; one request may have been in flight during the PUT.
+        updated_at = len(sent) + 1
+        wait_until(lambda: len(sent) > updated_at + 20)
+        checked = range(updated_at + 1, len(sent) + 1)
+        wait_until(lambda: {n for n in checked if n % 2 == 1} <= delivered())
+        assert broker.http.delete(f"/subscriptions/{sub['id']}").status_code == 200
+        deleted_at = len(sent) + 1
+        wait_until(lambda: len(sent) > deleted_at + 20)
+    finally:
+        stop.set()
+        producer.join()
+    time.sleep(0.5)
+    got = delivered()
+    between = range(updated_at + 1, deleted_at)
+    assert not {n for n in between if n % 2 == 0} & got  # type "b" no longer matched
+    assert not {n for n in range(deleted_at + 1, len(sent) + 1)} & got  # nothing after delete
+
+
+def test_events_after_create_are_matched_without_restart(broker: Broker, sink: Sink) -> None:
+    """A subscription created while the broker runs gets the very next event; filters apply."""
+    assert broker.send(event(1)).status_code == 202
+    broker.subscribe(f"{sink.url}/new", filters=[{"prefix": {"type": "com.example"}}])
+    broker.subscribe(f"{sink.url}/other", filters=[{"exact": {"type": "nope"}}])
+    broker.send(event(2))
+    (got,) = sink.wait("/new", 1)
+    assert got.headers["ce-id"] == "e-2"
+    time.sleep(0.2)
+    assert sink.at("/other") == []
