@@ -6,7 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
+  if ! "$PY" -m venv .venv >/dev/null 2>&1; then
+    # Debian's python3 ships venv separately.
+    rm -rf .venv
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq python3-venv >/dev/null
+    "$PY" -m venv .venv
+  fi
   .venv/bin/pip install -q -U pip
 fi
 extras="all"
