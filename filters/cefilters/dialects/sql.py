@@ -29,7 +29,7 @@ class SqlFilter:
     def matches(self, event: Event) -> bool:
         """Whether the expression evaluates to ``TRUE`` without error."""
         try:
-            return self.expression.matches(event)
+            return self.expression.matches(event) is True
         except Exception:  # the engine promises not to raise; a filter must not, whatever happens
             return False
 
@@ -38,17 +38,20 @@ class SqlFilter:
 
 
 def compile_sql(value: object, path: str) -> SqlFilter:
-    """Parse a CloudEvents SQL expression once; raises FilterError (with the position) if invalid."""
+    """Parse a CloudEvents SQL expression once; raises FilterError (with the position) if invalid.
+
+    Unknown functions are rejected here too (``strict_functions``): such an expression could only
+    ever evaluate to an error, so the subscription would silently receive nothing.
+    """
     if not isinstance(value, str):
         raise FilterError(path, f"'sql' takes a string expression, not {type(value).__name__}")
+    from .. import sql  # deferred: the engine is only loaded by programs that use it
+
     try:
-        from .. import sql  # deferred: the engine is only loaded by programs that use it
-    except ModuleNotFoundError as err:
-        if err.name != "cefilters.sql":
-            raise
-        raise FilterError(path, "the 'sql' dialect is not available in this build") from None
-    try:
-        expression = sql.compile(value)
-    except FilterError as err:
-        raise FilterError(path, err.message) from err
+        expression = sql.compile(value, strict_functions=True)
+    except sql.ParseError as err:
+        # One line for an API error; the ParseError (position, caret snippet) stays the cause.
+        raise FilterError(
+            path, f"invalid CloudEvents SQL expression: {err.reason} at position {err.position}"
+        ) from err
     return SqlFilter(value, expression)

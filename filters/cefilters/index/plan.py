@@ -129,9 +129,10 @@ def _anchors(filter_: Filter, cost: Cost) -> _Anchors | None:
             if isinstance(filter_, PrefixFilter)
             else "suffix"
         )
-        options = [(kind, name, value) for name, value in filter_.pairs]
-        anchor = min(options, key=lambda a: _KIND_WEIGHT[a[0]] * cost(a))
-        return _Anchors((anchor,), len(options) == 1, _KIND_WEIGHT[kind] * cost(anchor))
+        weight = _KIND_WEIGHT[kind]
+        options: list[Anchor] = [(kind, name, value) for name, value in filter_.pairs]
+        best_cost, anchor = min((weight * cost(a), a) for a in options)
+        return _Anchors((anchor,), len(options) == 1, best_cost)
     if isinstance(filter_, AllFilter):
         found = [a for a in (_anchors(child, cost) for child in filter_.children) if a is not None]
         if not found:

@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 
 from ..base import Event, Filter, canonical_string
 from ..compiler import compile
+from ..errors import FilterError
 from .plan import Anchor, Plan, plan
 from .tables import AttributeTable
 
@@ -66,7 +67,7 @@ class SubscriptionIndex(Generic[K]):
             raise TypeError("source must be a string or None")
         if types is not None and (isinstance(types, str) or not all(isinstance(t, str) for t in types)):
             raise TypeError("types must be a sequence of strings or None")
-        compiled = filters if isinstance(filters, Filter) else compile(filters)
+        compiled = _as_filter(filters)
         if key in self._plans:
             self.remove(key)
         chosen = plan(compiled, source, types, self._bucket_size)
@@ -138,5 +139,17 @@ class SubscriptionIndex(Generic[K]):
         table = self._tables.get(name)
         if table is None:
             return 1.0
-        side = table.side(kind)
-        return 1.0 + len(side.sure.get(value, ())) + len(side.check.get(value, ()))
+        return 1.0 + table.side(kind).size(value)
+
+
+def _as_filter(filters: Sequence[Mapping[str, object]] | Filter) -> Filter:
+    """Compile a filters array; pass a compiled filter through.
+
+    Checks for an array first: ``isinstance`` against the runtime-checkable ``Filter`` protocol
+    costs several microseconds, a noticeable share of ``add``.
+    """
+    if isinstance(filters, Sequence):
+        return compile(filters)
+    if not callable(getattr(filters, "matches", None)):
+        raise FilterError("", "filters must be an array of filter expressions")
+    return filters
