@@ -238,6 +238,9 @@ class View:
                     k.row.eid: self.render(k, sub_path, bs, f"{sub_pointer}/{_escape(k.row.eid)}")
                     for k, bs in kept
                 }
+        meta = out.get("meta")
+        if self.doc and isinstance(meta, dict) and "defaultversionid" in meta and "versions" in out:
+            meta["defaultversionurl"] = f"#{pointer}/versions/{_escape(meta['defaultversionid'])}"
         return out
 
     def _inlines_document(self, node: Node, path: tuple[str, ...]) -> bool:
