@@ -57,6 +57,8 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    #: The client's (host, port): the same port means the same connection.
+    peer: tuple[str, int] | None = None
 
 
 @dataclass
@@ -86,7 +88,9 @@ class Sink:
         if scope["type"] != "http":
             return
         request = Request(scope, receive)
-        got = Received(request.method, request.url.path, dict(request.headers), await request.body())
+        client = scope.get("client")
+        peer = (str(client[0]), int(client[1])) if client else None
+        got = Received(request.method, request.url.path, dict(request.headers), await request.body(), peer)
         if got.method == "OPTIONS":
             with self._lock:
                 self.options.append(got)

@@ -1,0 +1,82 @@
+"""HttpSender outcomes and errors, against a real local HTTP server.
+
+Issue "HTTP delivery": 2xx confirms; 5xx/408/429 are retryable with Retry-After; other 4xx are
+final; redirects are not followed (HTTP Webhook spec 2.2); connection errors are retryable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from ceprotocols.errors import DeliveryRejected, TargetUnreachable
+from ceprotocols.http import HttpSender, parse_retry_after
+from ceprotocols.sender import Destination, Sender
+from pipeline.servers import Reply, ServerThread, Sink
+
+EVENT = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t", "data": {"x": 1}}
+
+
+@pytest.fixture
+def sink() -> Iterator[tuple[Sink, str]]:
+    recorder = Sink()
+    with ServerThread(recorder) as server:
+        yield recorder, server.url
+
+
+def test_http_sender_satisfies_the_sender_contract() -> None:
+    """Checked once against the runtime-checkable Protocol."""
+    assert isinstance(HttpSender(validate_webhooks=False), Sender)
+
+
+@pytest.mark.parametrize(
+    ("status", "retryable"),
+    [(500, True), (503, True), (408, True), (429, True), (400, False), (410, False), (302, False)],
+)
+async def test_status_classification(sink: tuple[Sink, str], status: int, retryable: bool) -> None:
+    recorder, url = sink
+    recorder.default["/x"] = Reply(
+        status, headers={"Retry-After": "7", "Location": "/elsewhere"}, body=b"why"
+    )
+    sender = HttpSender(validate_webhooks=False)
+    try:
+        with pytest.raises(DeliveryRejected) as info:
+            await sender.deliver(EVENT, Destination(protocol="HTTP", sink=f"{url}/x"))
+    finally:
+        await sender.aclose()
+    assert info.value.retryable is retryable
+    assert info.value.status == status
+    assert info.value.retry_after == 7.0
+    assert info.value.body == "why"
+    assert len(recorder.at("/elsewhere")) == 0
+
+
+async def test_connection_refused_is_retryable() -> None:
+    sender = HttpSender(validate_webhooks=False)
+    try:
+        with pytest.raises(TargetUnreachable) as info:
+            await sender.deliver(EVENT, Destination(protocol="HTTP", sink="http://127.0.0.1:9/"))
+    finally:
+        await sender.aclose()
+    assert info.value.retryable
+
+
+async def test_connections_are_reused(sink: tuple[Sink, str]) -> None:
+    """Keep-alive: many deliveries to one sink share a connection."""
+    recorder, url = sink
+    sender = HttpSender(validate_webhooks=False)
+    try:
+        for _ in range(5):
+            await sender.deliver(EVENT, Destination(protocol="HTTP", sink=f"{url}/ka"))
+    finally:
+        await sender.aclose()
+    assert len(recorder.at("/ka")) == 5
+    assert len({r.peer for r in recorder.at("/ka")}) == 1
+
+
+def test_retry_after_forms() -> None:
+    """Retry-After is delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    assert parse_retry_after("12") == 12.0
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("soon") is None
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
