@@ -9,14 +9,13 @@ Public API::
     cefilters.sql                            # the CloudEvents SQL v1 engine
 
 Dialects: ``exact``, ``prefix``, ``suffix``, ``all``, ``any``, ``not``, ``sql`` and the ``cel``
-extension. The library does no IO and depends on nothing but cel-python (loaded only for ``cel``).
+extension. The library does no IO and depends on nothing but cel-python, which is loaded only when
+a ``cel`` filter is first compiled.
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
+from . import sql
 from .base import Event, Filter
 from .compiler import compile
 from .errors import FilterError
@@ -24,9 +23,3 @@ from .index import SubscriptionIndex
 
 __all__ = ["Event", "Filter", "FilterError", "SubscriptionIndex", "compile", "sql"]
 
-
-def __getattr__(name: str) -> ModuleType:
-    # ``cefilters.sql`` without an explicit import, while keeping ``import cefilters`` light.
-    if name == "sql":
-        return importlib.import_module(".sql", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,7 +37,15 @@ LEAF = st.one_of(
     st.builds(lambda m: {"exact": m}, attribute_map()),
     st.builds(lambda m: {"prefix": m}, attribute_map()),
     st.builds(lambda m: {"suffix": m}, attribute_map()),
-    st.sampled_from([{"cel": 'type == "ab"'}, {"cel": "seq > 0"}]),
+    st.sampled_from(
+        [
+            {"cel": 'type == "ab"'},
+            {"cel": "seq > 0"},
+            {"sql": "seq > 0 OR flag"},
+            {"sql": "type LIKE 'a%b'"},
+            {"sql": "EXISTS subject AND subject <> 'a'"},
+        ]
+    ),
 )
 
 
