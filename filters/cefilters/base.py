@@ -55,7 +55,10 @@ def canonical_string(value: object) -> str | None:
     if value is False:
         return "false"
     if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):  # a str subclass
-        return str(value)
+        try:
+            return str(int(value))  # int(): an IntEnum member prints its number, not its name
+        except ValueError:  # more digits than the interpreter converts (sys.int_info)
+            return None
+    if isinstance(value, str):
+        return str.__str__(value)  # a str subclass compares by its characters, not its __str__
     return None

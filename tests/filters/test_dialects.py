@@ -71,6 +71,23 @@ def test_non_string_values_compare_by_canonical_string(expression: dict[str, Any
     assert matches([expression]) is expected
 
 
+def test_canonical_string_edge_cases() -> None:
+    """Integer subclasses compare by number, str subclasses by characters; an integer too long to
+    print has no canonical form (no match, no exception)."""
+    import enum
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Text(str):
+        def __str__(self) -> str:
+            return "other"
+
+    assert matches([{"exact": {"level": "3"}}], {"level": Level.HIGH}) is True
+    assert matches([{"exact": {"name": "abc"}}], {"name": Text("abc")}) is True
+    assert matches([{"prefix": {"big": "1"}}], {"big": 10**5000}) is False
+
+
 def test_odd_values_never_raise() -> None:
     """matches never raises, whatever the event holds."""
     odd: dict[str, object] = {"type": None, "source": b"bytes", "subject": ["a"], "seq": {"x": 1}}
