@@ -46,6 +46,7 @@ def build_components(settings: Settings) -> list[Component]:
     from cebroker.api.ops import OpsComponent
     from cebroker.api.subscriptions import SubscriptionsComponent
     from cebroker.pipeline.component import PipelineComponent
+    from cebroker.registry.component import RegistryComponent
     from cebroker.store.component import StoreComponent
     from cebroker.store.sqlite import SqliteSubscriptionStore
 
@@ -53,7 +54,15 @@ def build_components(settings: Settings) -> list[Component]:
     store = SqliteSubscriptionStore(settings.db)
     components: list[Component] = [StoreComponent(store), SubscriptionsComponent(store, settings)]
     # The event pipeline follows the store's change feed, so it starts after the store is open.
-    components.append(PipelineComponent(settings, store))
+    registry = RegistryComponent(
+        settings.db, settings.public_url, document_schema=settings.registry_document_schema
+    )
+    pipeline = PipelineComponent(settings, store, validator=registry.validator)
+    components.append(pipeline)
+    # The registry serves `/` and `/<group>/...`, so its routes come after every other part's;
+    # its change events enter through the pipeline, so it starts after it.
+    registry.ingestor = pipeline.pipeline
+    components.append(registry)
     # Ops comes last: it reports ready once every part before it has started.
     components.append(OpsComponent())
     return components

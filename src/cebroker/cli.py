@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from cebroker.registry.command import add_registry, run_registry
 from cebroker.settings import Settings
 from cebroker.spark.command import add_spark_feed, run_spark_feed
 
@@ -97,6 +98,12 @@ def _add_pipeline(p: argparse.ArgumentParser, defaults: Settings) -> None:
         default=_env("EVENT_VALIDATION", defaults.event_validation),
         help="check incoming events against registry definitions [CEBROKER_EVENT_VALIDATION]",
     )
+    p.add_argument(
+        "--registry-document-schema",
+        type=Path,
+        default=_env("REGISTRY_DOCUMENT_SCHEMA", "") or None,
+        help="JSON Schema applied to registry imports [CEBROKER_REGISTRY_DOCUMENT_SCHEMA]",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_serve(sub)
     add_spark_feed(sub)
+    add_registry(sub)
     return parser
 
 
@@ -126,6 +134,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         max_backlog=args.max_backlog,
         webhook_validation=args.webhook_validation == "on",
         event_validation=args.event_validation,
+        registry_document_schema=args.registry_document_schema,
     )
 
 
@@ -159,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if args.command == "spark-feed":
         return run_spark_feed(args)
+    if args.command == "registry":
+        return run_registry(args)
     return 2  # argparse rejects unknown commands before this
 
 

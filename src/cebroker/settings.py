@@ -30,6 +30,9 @@ class Settings:
     webhook_validation: bool = True
     #: Registry check of incoming events: off, warn or enforce.
     event_validation: str = "off"
+    #: JSON Schema of registry documents (e.g. the spec's CloudEvents registry document schema)
+    #: applied to imports; the registry's built-in rules apply either way.
+    registry_document_schema: Path | None = None
 
     @property
     def public_url(self) -> str:

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from starlette.testclient import TestClient
 
-from tests.registry.conftest import BASE, SCENARIOS
+from registry.support import BASE, SCENARIOS
 
 CORE = "https://github.com/xregistry/spec/blob/main/core/spec.md#"
 HTTP = "https://github.com/xregistry/spec/blob/main/core/http.md#"

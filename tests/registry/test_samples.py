@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from tests.registry.conftest import SCENARIOS
+from registry.support import SCENARIOS
 
 SAMPLE_FILES = sorted(SCENARIOS.glob("*.xreg.json"))
 #: attributes the server adds or computes; everything else must come back unchanged

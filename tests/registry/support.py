@@ -1,0 +1,48 @@
+"""Helpers of the registry tests: sample paths, a recording ingestor, an in-process client."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+
+from cebroker.pipeline.contracts import Event, IngestResult
+from cebroker.registry.component import RegistryComponent
+
+BASE = "http://testserver"
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
+SAMPLES = SHARED / "conformance" / "xregistry-samples" / "xregistry-spec"
+SCENARIOS = SAMPLES / "cloudevents" / "samples" / "scenarios"
+DOCUMENT_SCHEMA = SAMPLES / "schemas" / "cloudevents-document-schema.json"
+
+
+class RecordingIngestor:
+    """Keeps every ingested event (a fake of the pipeline for unit tests)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    async def ingest(self, events: Sequence[Event]) -> IngestResult:
+        self.events.extend(dict(e) for e in events)
+        return IngestResult(accepted=len(events), duplicates=0)
+
+    def types_for(self, subject: str) -> list[str]:
+        return [e["type"] for e in self.events if e.get("subject") == subject]
+
+
+def make_client(component: RegistryComponent) -> TestClient:
+    """A test client of an app serving only ``component`` (started and stopped with the client)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await component.start()
+        try:
+            yield
+        finally:
+            await component.stop()
+
+    return TestClient(Starlette(routes=list(component.routes()), lifespan=lifespan))
