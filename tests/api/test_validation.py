@@ -433,15 +433,12 @@ async def test_secret_values_are_not_echoed_in_errors(client: httpx.AsyncClient)
         b'{"a": 1, "a": 2}',
         b'{"x": NaN}',
         b"\xff\xfe{}",
-        b"[" * 100000,
     ],
-    ids=["truncated", "array", "string", "null", "empty", "duplicate", "nan", "not-utf8", "deep"],
+    ids=["truncated", "array", "string", "null", "empty", "duplicate", "nan", "not-utf8"],
 )
 async def test_malformed_or_non_object_body_is_400(
     client: httpx.AsyncClient, settings: Settings, body: bytes
 ) -> None:
-    if len(body) > settings.max_subscription_body:
-        pytest.skip("covered by the size limit")
     r = await client.post("/subscriptions", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 400
     assert r.headers["content-type"] == "application/problem+json"

@@ -12,18 +12,10 @@ import copy
 from typing import Any
 
 from cebroker import __version__
-from cebroker.api.openapi_schemas import SCHEMAS, Schema, ref
+from cebroker.api.openapi_schemas import SCHEMAS, SETTINGS_SCHEMAS, Schema, ref
 from cebroker.api.query import MAX_LIMIT
 from cebroker.api.validation.protocols import PROTOCOLS
 
-_SETTINGS_SCHEMA = {
-    "HTTP": "HTTPSettings",
-    "MQTT3": "MQTT3Settings",
-    "MQTT5": "MQTT5Settings",
-    "AMQP": "AMQPSettings",
-    "KAFKA": "KafkaSettings",
-    "NATS": "NATSSettings",
-}
 _BODY_TYPES = ("application/json", "application/cloudevents-subscription+json")
 
 
@@ -210,7 +202,7 @@ _PATHS: dict[str, Any] = {
 def openapi_document() -> dict[str, Any]:
     """The document, with the settings registered at run time merged into their schemas."""
     schemas = copy.deepcopy(SCHEMAS)
-    for protocol, schema_name in _SETTINGS_SCHEMA.items():
+    for protocol, schema_name in SETTINGS_SCHEMAS.items():
         properties = schemas[schema_name]["properties"]
         for name, extra in PROTOCOLS[protocol].schemas.items():
             properties.setdefault(name, extra)

@@ -100,19 +100,23 @@ _COMMON_FIELDS: dict[str, Schema] = {
     "protocol": ref("Protocol"),
 }
 
+#: Protocol -> the schema of its ``protocolsettings``.
+SETTINGS_SCHEMAS = {
+    "HTTP": "HTTPSettings",
+    "MQTT3": "MQTT3Settings",
+    "MQTT5": "MQTT5Settings",
+    "AMQP": "AMQPSettings",
+    "KAFKA": "KafkaSettings",
+    "NATS": "NATSSettings",
+}
+# In responses the protocol selects the settings schema exactly. (Requests use a plain anyOf:
+# generators cannot build bodies from if/then.)
 _PROTOCOL_SETTINGS_BY_PROTOCOL = [
     {
         "if": {"properties": {"protocol": {"const": name}}, "required": ["protocol"]},
         "then": {"properties": {"protocolsettings": ref(schema)}},
     }
-    for name, schema in (
-        ("HTTP", "HTTPSettings"),
-        ("MQTT3", "MQTT3Settings"),
-        ("MQTT5", "MQTT5Settings"),
-        ("AMQP", "AMQPSettings"),
-        ("KAFKA", "KafkaSettings"),
-        ("NATS", "NATSSettings"),
-    )
+    for name, schema in SETTINGS_SCHEMAS.items()
 ]
 
 SCHEMAS: dict[str, Schema] = {
@@ -127,14 +131,15 @@ SCHEMAS: dict[str, Schema] = {
             },
             **_COMMON_FIELDS,
             "filters": {"type": "array", "items": ref("Filter")},
-            "filter": {**ref("Filter"), "description": "Alias of a one-element 'filters' array."},
-            "protocolsettings": {"type": "object"},
+            "filter": {**ref("Filter"), "description": "Alias of a one-element 'filters' (not with it)."},
+            "protocolsettings": {
+                "description": "The settings schema of the chosen protocol (HTTPSettings for HTTP, ...).",
+                "anyOf": [ref(name) for name in SETTINGS_SCHEMAS.values()],
+            },
             "sinkcredential": ref("SinkCredential"),
         },
         "required": ["protocol", "sink"],
         "additionalProperties": False,
-        "not": {"required": ["filter", "filters"]},
-        "allOf": _PROTOCOL_SETTINGS_BY_PROTOCOL,
     },
     "Subscription": {
         "type": "object",
