@@ -76,7 +76,7 @@ def validate_credential(value: Any, problems: Problems) -> dict[str, Any] | None
     for given, item in value.items():
         if given == "credentialtype":
             continue
-        name = ALIASES.get(given, given)
+        name: str = ALIASES[given] if given in ALIASES else given
         if name != given and name in value:
             problems.add(child(POINTER, given), f"give either {name!r} or its alias {given!r}, not both")
             continue
@@ -90,7 +90,7 @@ def validate_credential(value: Any, problems: Problems) -> dict[str, Any] | None
         else:
             check(item, child(POINTER, given), problems)
             realized[name] = item
-    for name in rules.fields:
-        if name not in realized:
-            problems.add(child(POINTER, name), f"is required for credentialtype {kind}")
+    for required in rules.fields:
+        if required not in realized:
+            problems.add(child(POINTER, required), f"is required for credentialtype {kind}")
     return realized if len(problems.items) == before else None
