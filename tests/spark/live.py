@@ -1,0 +1,170 @@
+"""Real servers for the Spark tests: the broker, a recording sink and a refusing proxy.
+
+Each is an ASGI app served by uvicorn in a thread on a socket bound to port 0 of 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from typing import Any
+
+import httpx
+import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+
+class ServerThread:
+    """Serves ``app`` on a free loopback port until closed; ``url`` is its base URL."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        config = uvicorn.Config(app, log_level="warning", lifespan="auto", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("server did not start")
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        """Stop serving and wait for the thread."""
+        self._server.should_exit = True
+        self._thread.join(timeout=20)
+        self._sock.close()
+
+
+async def _body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _answer(send: Send, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+    raw = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    raw.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """Answer the lifespan protocol; returns when the server shuts down."""
+    message = await receive()
+    if message["type"] == "lifespan.startup":
+        await send({"type": "lifespan.startup.complete"})
+        message = await receive()
+    await send({"type": "lifespan.shutdown.complete"})
+
+
+class RecordingSink:
+    """An HTTP subscriber sink receiving structured-mode deliveries; keeps every event it got."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        body = await _body(receive)
+        if scope["method"] == "POST":
+            with self._lock:
+                self.events.append(json.loads(body))
+        await _answer(send, 200)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The events received so far."""
+        with self._lock:
+            return list(self.events)
+
+    def wait_for(self, count: int, timeout: float = 60.0, quiet: float = 1.0) -> list[dict[str, Any]]:
+        """Wait until ``count`` events arrived, then ``quiet`` seconds more (to catch duplicates)."""
+        deadline = time.monotonic() + timeout
+        while len(self.snapshot()) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(quiet)
+        return self.snapshot()
+
+
+class RefusingProxy:
+    """Forwards ``POST /events`` batches to the broker, except while refusing: then it answers 503 with
+    ``Retry-After`` like a broker under backpressure. ``refuse_after(n, seconds)`` forwards ``n``
+    more requests, then refuses every request for ``seconds`` seconds."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.forwarded = 0
+        self.forwarded_events = 0
+        self.refused = 0
+        self._forward_budget: int | None = None
+        self._refuse_for = 0.0
+        self._refusing_until: float | None = None
+        self._lock = threading.Lock()
+        self._http: httpx.AsyncClient | None = None
+
+    def refuse_after(self, requests: int, seconds: float) -> None:
+        """Forward ``requests`` more requests, then refuse for ``seconds``."""
+        with self._lock:
+            self._forward_budget = requests
+            self._refuse_for = seconds
+            self._refusing_until = None
+
+    def _refusing(self) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            if self._refusing_until is not None:
+                if now < self._refusing_until:
+                    self.refused += 1
+                    return True
+                self._refusing_until = None
+                self._forward_budget = None
+            if self._forward_budget is not None:
+                if self._forward_budget == 0:
+                    self._refusing_until = now + self._refuse_for
+                    self.refused += 1
+                    return True
+                self._forward_budget -= 1
+            self.forwarded += 1
+            return False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            if self._http is not None:
+                await self._http.aclose()
+            return
+        body = await _body(receive)
+        if self._refusing():
+            await _answer(
+                send, 503, b'{"status":503}', {"Retry-After": "1", "Content-Type": "application/json"}
+            )
+            return
+        with self._lock:
+            self.forwarded_events += len(json.loads(body))
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=30)
+        headers = {
+            k.decode(): v.decode()
+            for k, v in scope["headers"]
+            if k.lower() in (b"content-type", b"authorization")
+        }
+        response = await self._http.post(f"{self.target}{scope['path']}", content=body, headers=headers)
+        await _answer(
+            send,
+            response.status_code,
+            response.content,
+            {"Content-Type": response.headers.get("content-type", "")},
+        )
