@@ -23,6 +23,24 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(f"CEBROKER_{name}", default)
 
 
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
+    return int(text)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
+def _log_level(text: str) -> str:
+    if text.lower() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
+    return text.lower()
+
+
 def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     defaults = Settings()
     p = sub.add_parser(
@@ -32,20 +50,21 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--host", default=_env("HOST", defaults.host), help="address to bind [CEBROKER_HOST]")
+    # String defaults go through ``type`` too, so a bad CEBROKER_* value is reported like a bad flag.
     p.add_argument(
-        "--port", type=int, default=int(_env("PORT", str(defaults.port))), help="TCP port [CEBROKER_PORT]"
+        "--port", type=_port, default=_env("PORT", str(defaults.port)), help="TCP port [CEBROKER_PORT]"
     )
     p.add_argument(
         "--db",
         type=Path,
-        default=Path(_env("DB", str(defaults.db))),
+        default=_env("DB", str(defaults.db)),
         help="SQLite database file, created on first start [CEBROKER_DB]",
     )
     p.add_argument(
         "--log-level",
-        choices=LOG_LEVELS,
+        type=_log_level,
         default=_env("LOG_LEVEL", defaults.log_level),
-        help="log level [CEBROKER_LOG_LEVEL]",
+        help=f"log level: {', '.join(LOG_LEVELS)} [CEBROKER_LOG_LEVEL]",
     )
     p.add_argument(
         "--base-url",
@@ -54,8 +73,8 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--max-subscription-body",
-        type=int,
-        default=int(_env("MAX_SUBSCRIPTION_BODY", str(defaults.max_subscription_body))),
+        type=_positive_int,
+        default=_env("MAX_SUBSCRIPTION_BODY", str(defaults.max_subscription_body)),
         help="largest subscription request body in bytes [CEBROKER_MAX_SUBSCRIPTION_BODY]",
     )
     _add_pipeline(p, defaults)
