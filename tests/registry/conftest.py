@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+from pipeline.conftest import Broker
+from pipeline.servers import ServerThread, Sink
 from starlette.testclient import TestClient
 
+from cebroker.app import create_app
 from cebroker.registry.component import RegistryComponent
+from cebroker.settings import Settings
 from registry.support import BASE, DOCUMENT_SCHEMA, RecordingIngestor, make_client
 
 
@@ -27,3 +33,33 @@ def component(tmp_path: Path, ingestor: RecordingIngestor) -> RegistryComponent:
 def client(component: RegistryComponent) -> Iterator[TestClient]:
     with make_client(component) as c:
         yield c
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    """A recording HTTP sink on a free port."""
+    recorder = Sink()
+    with ServerThread(recorder) as server:
+        recorder.url = server.url  # type: ignore[attr-defined]
+        yield recorder
+
+
+@pytest.fixture
+def make_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
+    """Start whole brokers (every component) on free ports; each gets its own database."""
+    stack: list[tuple[ServerThread, httpx.Client]] = []
+
+    def make(**overrides: Any) -> Broker:
+        settings = Settings(
+            **{"db": tmp_path / f"broker{len(stack)}.db", "webhook_validation": False, **overrides}
+        )
+        app = create_app(settings)
+        server = ServerThread(app).__enter__()
+        client = httpx.Client(base_url=server.url, timeout=30)
+        stack.append((server, client))
+        return Broker(server, client, app)
+
+    yield make
+    for server, client in reversed(stack):
+        client.close()
+        server.__exit__(None, None, None)

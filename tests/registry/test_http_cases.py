@@ -205,7 +205,9 @@ def test_versions_and_sticky_default(client: TestClient) -> None:
     client.post("/schemagroups/s/schemas/order", content=b'{"type": "string"}', headers=headers)
     assert client.get("/schemagroups/s/schemas/order/meta").json()["defaultversionid"] == "1"  # still sticky
     _problem(
-        client.patch("/schemagroups/s/schemas/order/meta", json={"defaultversionid": "9"}), 400, CORE + "unknown_id"
+        client.patch("/schemagroups/s/schemas/order/meta", json={"defaultversionid": "9"}),
+        400,
+        CORE + "unknown_id",
     )
     client.patch("/schemagroups/s/schemas/order/meta", json={"defaultversionid": None})
     assert client.get("/schemagroups/s/schemas/order/meta").json()["defaultversionid"] == "3"
@@ -232,11 +234,17 @@ def test_import_filter_export(client: TestClient) -> None:
     assert list(got["Contoso.ERP.ReservationEvents"]["messages"]) == ["Contoso.ERP.ReservationPlaced"]
     assert got["Contoso.ERP.ReservationEvents"]["messagescount"] == 1
     wild = client.get("/messagegroups?filter=messagegroupid=contoso.erp.p*").json()
-    assert set(wild) == {"Contoso.ERP.PaymentEvents", "Contoso.ERP.ProductEvents", "Contoso.ERP.PurchasingEvents"}
+    assert set(wild) == {
+        "Contoso.ERP.PaymentEvents",
+        "Contoso.ERP.ProductEvents",
+        "Contoso.ERP.PurchasingEvents",
+    }
     either = client.get("/messagegroups?filter=messagegroupid=x&filter=description=*shipping*").json()
     assert list(either) == ["Contoso.ERP.ShippingEvents"]
     _problem(
-        client.get("/messagegroups/Contoso.ERP.ReservationEvents?filter=messagegroupid=nope"), 404, CORE + "not_found"
+        client.get("/messagegroups/Contoso.ERP.ReservationEvents?filter=messagegroupid=nope"),
+        404,
+        CORE + "not_found",
     )
     export = client.get("/export").json()
     assert export == client.get("/?doc&inline=*,capabilities,modelsource").json()
@@ -285,7 +293,9 @@ def test_lookups_by_uri(client: TestClient) -> None:
     assert r.status_code == 200
     assert r.content == b'{"type": "object"}'
     assert r.headers["xregistry-format"] == "JsonSchema/draft-07"
-    assert client.get("/schema", params={"uri": "/schemagroups/s/schemas/order"}).content == b'{"type": "array"}'
+    assert (
+        client.get("/schema", params={"uri": "/schemagroups/s/schemas/order"}).content == b'{"type": "array"}'
+    )
     _problem(client.get("/schema", params={"uri": "https://elsewhere.example/x"}), 404, CORE + "not_found")
     _problem(client.get("/schema"), 400, CORE + "bad_request")
     client.put("/messagegroups/g/messages/m", json={"description": "d"})

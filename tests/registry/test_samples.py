@@ -135,7 +135,9 @@ def test_invalid_message_definitions_refused_with_reasons(client: TestClient) ->
 
 def test_document_schema_violations_refused(client: TestClient) -> None:
     """The spec's CloudEvents registry document schema is applied to imports."""
-    doc = {"messagegroups": {"g": {"messages": {"m": {"envelope": "CloudEvents/1.0", "envelopemetadata": 5}}}}}
+    doc = {
+        "messagegroups": {"g": {"messages": {"m": {"envelope": "CloudEvents/1.0", "envelopemetadata": 5}}}}
+    }
     r = client.post("/", json=doc)
     errors = _errors(r)
     assert any(p.startswith("/messagegroups/g/messages/m") for p in errors), errors
@@ -146,7 +148,9 @@ def test_invalid_endpoint_refused(client: TestClient) -> None:
     """Endpoint extension: usage is required, one value except subscriber+consumer for MQTT/AMQP/NATS."""
     errors = _errors(client.put("/endpoints/e", json={"protocol": "HTTP"}))
     assert "/endpoints/e/usage" in errors
-    errors = _errors(client.put("/endpoints/e", json={"protocol": "HTTP", "usage": ["subscriber", "consumer"]}))
+    errors = _errors(
+        client.put("/endpoints/e", json={"protocol": "HTTP", "usage": ["subscriber", "consumer"]})
+    )
     assert "/endpoints/e/usage" in errors
     ok = client.put("/endpoints/e", json={"protocol": "MQTT/5.0", "usage": ["subscriber", "consumer"]})
     assert ok.status_code == 201
