@@ -78,6 +78,9 @@ def _missing(name: str) -> EvaluationFailure:
     return EvaluationFailure("missingAttribute", f"the event has no attribute {name!r}")
 
 
+_SHORT_DIGITS: Final = 9  # any run of up to 9 ASCII digits is a valid 32-bit Integer
+
+
 def attribute(name: str) -> Compiled:
     """Read an attribute with its own type (Boolean, Integer or String)."""
 
@@ -115,6 +118,8 @@ def _read_integer(name: str) -> Callable[[Event], int]:
         if type(raw) is int and INT32_MIN <= raw <= INT32_MAX:
             return raw
         if type(raw) is str:
+            if len(raw) <= _SHORT_DIGITS and raw.isdigit() and raw.isascii():
+                return int(raw)
             return to_int(raw)
         return to_int(attribute_value(name, raw))
 

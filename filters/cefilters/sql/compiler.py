@@ -108,6 +108,12 @@ class _Compiler:
         if function is None:
             return self._missing_function(node)
         args = [self.compile(arg) for arg in node.args]
+        cast_to = _CASTING_FUNCTIONS.get(function)
+        if cast_to is not None:
+            # INT(x), BOOL(x), STRING(x) are the implicit casts made explicit: reuse them, so
+            # INT(hop) fuses into the attribute read like any implicit cast does.
+            (arg,) = args
+            return finish(as_type(arg, cast_to), cast_to, arg.pure)
         evaluators = [as_type(arg, function.parameter_type(i)) for i, arg in enumerate(args)]
         call = _invoke(function, node, evaluators, root)
         return finish(call, function.returns, function.pure and all(arg.pure for arg in args))
@@ -126,6 +132,11 @@ class _Compiler:
 
 _NO_EVENT: Final[Event] = {}
 _BUILTIN_OVERLOADS: Final = frozenset(BUILTINS)
+_CASTING_FUNCTIONS: Final[dict[Function, Type]] = {
+    function: function.returns
+    for function in BUILTINS
+    if function.name in ("INT", "BOOL", "STRING") and function.parameters == (Type.ANY,)
+}
 
 
 def _like_evaluator(text: Callable[[Event], str], pattern: LikePattern, negated: bool) -> Evaluator:

@@ -7,8 +7,7 @@ turns it into a ``SqlError`` in ``Result.errors``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 from cefilters.errors import FilterError
 
@@ -69,8 +68,7 @@ class ParseError(FilterError):
         super().__init__("", message)
 
 
-@dataclass(frozen=True, slots=True)
-class SqlError:
+class SqlError(NamedTuple):
     """An error raised while evaluating an expression against one event (CESQL v1 §4)."""
 
     kind: ErrorKind
