@@ -1,0 +1,199 @@
+"""The ``cebroker`` command (issue 2, "CLI"): help texts, ``CEBROKER_*`` variables with flag >
+variable > default precedence, and ``cebroker serve`` as a real process that keeps its
+subscriptions across a restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cebroker.cli import build_parser, settings_from_args
+
+SERVE_VARIABLES = {
+    "--host": "CEBROKER_HOST",
+    "--port": "CEBROKER_PORT",
+    "--db": "CEBROKER_DB",
+    "--log-level": "CEBROKER_LOG_LEVEL",
+    "--base-url": "CEBROKER_BASE_URL",
+    "--max-subscription-body": "CEBROKER_MAX_SUBSCRIPTION_BODY",
+}
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cebroker", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def test_help_lists_commands() -> None:
+    result = run_cli("--help")
+    assert result.returncode == 0
+    assert "serve" in result.stdout
+
+
+def test_serve_help_documents_every_flag_and_variable() -> None:
+    result = run_cli("serve", "--help")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())  # argparse wraps lines
+    for flag, variable in SERVE_VARIABLES.items():
+        assert flag in text
+        assert variable in text
+    assert "(default: 127.0.0.1)" in text
+    assert "(default: cebroker.db)" in text
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in SERVE_VARIABLES.values():
+        monkeypatch.delenv(variable, raising=False)
+    settings = settings_from_args(build_parser().parse_args(["serve"]))
+    assert settings.host == "127.0.0.1"
+    assert settings.port == 8080
+    assert settings.db == Path("cebroker.db")
+    assert settings.log_level == "info"
+    assert settings.max_subscription_body == 65536
+
+
+def test_variable_beats_default_and_flag_beats_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CEBROKER_HOST", "0.0.0.0")
+    monkeypatch.setenv("CEBROKER_PORT", "7000")
+    monkeypatch.setenv("CEBROKER_DB", "/var/lib/x.db")
+    monkeypatch.setenv("CEBROKER_LOG_LEVEL", "DEBUG")
+    monkeypatch.setenv("CEBROKER_MAX_SUBSCRIPTION_BODY", "1000")
+    from_env = settings_from_args(build_parser().parse_args(["serve"]))
+    assert (from_env.host, from_env.port, from_env.db) == ("0.0.0.0", 7000, Path("/var/lib/x.db"))
+    assert from_env.log_level == "debug"
+    assert from_env.max_subscription_body == 1000
+    flags = ["serve", "--host", "::1", "--port", "9000", "--db", "b.db", "--log-level", "error"]
+    from_flags = settings_from_args(build_parser().parse_args([*flags, "--max-subscription-body", "5"]))
+    assert (from_flags.host, from_flags.port, from_flags.db) == ("::1", 9000, Path("b.db"))
+    assert from_flags.log_level == "error"
+    assert from_flags.max_subscription_body == 5
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "flag"),
+    [
+        ("CEBROKER_PORT", "http", "--port"),
+        ("CEBROKER_PORT", "70000", "--port"),
+        ("CEBROKER_LOG_LEVEL", "chatty", "--log-level"),
+        ("CEBROKER_MAX_SUBSCRIPTION_BODY", "0", "--max-subscription-body"),
+    ],
+)
+def test_bad_variable_is_a_usage_error(variable: str, value: str, flag: str) -> None:
+    result = run_cli("serve", env={variable: value})
+    assert result.returncode == 2
+    assert f"argument {flag}:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Broker:
+    """``cebroker serve`` as a child process on a free port; stopped by its own PID only."""
+
+    def __init__(self, db: Path, log: Path) -> None:
+        self.db = db
+        self.log = log
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "CEBROKER_PORT": str(self.port)}  # the port through the variable
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "cebroker", "serve", "--host", "127.0.0.1", "--db", str(self.db)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"broker exited early:\n{self.log.read_text()}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"broker not ready in 30 s:\n{self.log.read_text()}")
+
+    def stop(self) -> None:
+        """SIGTERM, then expect a graceful shutdown (uvicorn re-raises the signal once it is done)."""
+        assert self.proc is not None
+        shutdowns = self.log.read_text().count("Application shutdown complete")
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise
+        finally:
+            self.proc = None
+        assert code in (0, -signal.SIGTERM), code
+        assert self.log.read_text().count("Application shutdown complete") == shutdowns + 1
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(tmp_path / "data" / "broker.db", tmp_path / "broker.log")
+    yield b
+    if b.proc is not None and b.proc.poll() is None:
+        b.proc.kill()
+        b.proc.wait(timeout=10)
+
+
+def test_serve_over_tcp_survives_restart(broker: Broker) -> None:
+    """A real ``cebroker serve``: the database file is created on first start, subscriptions
+    are served over TCP, and after a restart they are all there with the same ETags."""
+    broker.start()
+    assert broker.db.exists()
+    created = []
+    with httpx.Client(base_url=broker.url, timeout=10) as http:
+        for i in range(3):
+            body = {
+                "protocol": "HTTP",
+                "sink": f"https://sink.example/{i}",
+                "types": [f"t{i}"],
+                "sinkcredential": {"credentialtype": "PLAIN", "identifier": "u", "secret": "restart-secret"},
+            }
+            r = http.post("/subscriptions", json=body)
+            assert r.status_code == 201, r.text
+            created.append((r.json(), r.headers["etag"]))
+        gone = created.pop(1)[0]["id"]
+        assert http.delete(f"/subscriptions/{gone}").status_code == 200
+    broker.stop()
+
+    broker.start()
+    with httpx.Client(base_url=broker.url, timeout=10) as http:
+        listed = http.get("/subscriptions").json()
+        assert listed == [doc for doc, _ in created]
+        for doc, etag in created:
+            r = http.get(f"/subscriptions/{doc['id']}")
+            assert r.status_code == 200
+            assert r.headers["etag"] == etag
+        assert http.get(f"/subscriptions/{gone}").status_code == 404
+        assert http.get("/subscriptions", params={"type": "t2"}).json() == [created[1][0]]
+    broker.stop()
+    assert "restart-secret" not in broker.log.read_text()
