@@ -9,10 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+from pipeline.conftest import Broker
 
 from cebroker.cli import main
 from cebroker.registry.sync import Replicator, follow, strip
-from pipeline.conftest import Broker
 from registry.support import SCENARIOS
 
 
@@ -61,8 +61,8 @@ def test_sync_reports_an_unreachable_source(make_broker: Callable[..., Broker], 
     assert "registry sync failed" in capsys.readouterr().err
 
 
-async def _until(check: Callable[[], Any], client: httpx.AsyncClient, timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
+async def _until(check: Callable[[], Any], client: httpx.AsyncClient, seconds: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
     while asyncio.get_running_loop().time() < deadline:
         if await check():
             return
