@@ -207,6 +207,7 @@ async def test_not_a_database_is_a_store_error(tmp_path: Path) -> None:
 async def test_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
     with sqlite3.connect(path) as raw:
-        raw.execute("PRAGMA user_version = 99")
+        raw.execute("CREATE TABLE schema_versions (component TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+        raw.execute("INSERT INTO schema_versions VALUES ('subscriptions', 99)")
     with pytest.raises(StoreError, match="newer"):
         await SqliteSubscriptionStore(path).open()

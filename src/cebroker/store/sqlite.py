@@ -164,22 +164,46 @@ class SqliteSubscriptionStore:
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT).
         conn = sqlite3.connect(self._path, isolation_level=None)
         try:
-            conn.execute("PRAGMA busy_timeout = 5000")
+            conn.execute("PRAGMA busy_timeout = 10000")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(f"{self._path}: cannot switch the database to WAL mode (got {mode})")
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self._path}: schema version {version} is newer than this broker ({SCHEMA_VERSION})"
-                )
-            conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+            self._migrate(conn)
         except BaseException:
             conn.close()
             raise
         self._conn = conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        # The file is shared with other parts (delivery log, registry), so the version is kept
+        # per component in a table rather than in the file-wide PRAGMA user_version.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_versions"
+                " (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+            )
+            row = conn.execute(
+                "SELECT version FROM schema_versions WHERE component = 'subscriptions'"
+            ).fetchone()
+            if row is not None and row[0] > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self._path}: subscriptions schema version {row[0]} is newer than this broker's"
+                    f" ({SCHEMA_VERSION})"
+                )
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT OR REPLACE INTO schema_versions (component, version) VALUES ('subscriptions', ?)",
+                (SCHEMA_VERSION,),
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def _close_sync(self) -> None:
         if self._conn is not None:
