@@ -15,6 +15,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from ceprotocols.errors import DeliveryError
 from ceprotocols.sender import Destination
@@ -88,7 +89,7 @@ class Dispatcher:
     def accept(
         self,
         items: Sequence[Incoming],
-        events: Sequence[dict[str, object]],
+        events: Sequence[dict[str, Any]],
         written: Sequence[Appended | None],
     ) -> None:
         """Take the deliveries of a committed ingest into their lanes."""
@@ -103,7 +104,7 @@ class Dispatcher:
                     self._wake.set()
                     continue
                 row = Pending(delivery_id, appended.seq, subscription, 0, appended.at, item.body)
-                lane.push(Item(row, dict(event)))
+                lane.push(Item(row, event))
                 self._spawn(lane)
         self._metrics.backlog.set(self.pending)
 

@@ -16,6 +16,8 @@ from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.validation import event_problems, normalize
 
 log = logging.getLogger("cebroker.pipeline")
+# Built once: json.dumps with non-default options builds a new encoder on every call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 class Pipeline:
@@ -68,15 +70,8 @@ class Pipeline:
         if not clean:
             return IngestResult(accepted=0, duplicates=0)
         match = self._matcher.match
-        items = [
-            Incoming(
-                json.dumps(event, separators=(",", ":"), ensure_ascii=False),
-                event["source"],
-                event["id"],
-                match(event),
-            )
-            for event in clean
-        ]
+        encode = _ENCODER.encode
+        items = [Incoming(encode(event), event["source"], event["id"], match(event)) for event in clean]
         written = await self._log.append(items)
         self._dispatcher.accept(items, clean, written)
         duplicates = sum(1 for w in written if w is None)

@@ -43,6 +43,8 @@ _BUMP = (
     "INSERT INTO pipeline_stats (subscription, {col}) VALUES (?, ?) "
     "ON CONFLICT (subscription) DO UPDATE SET {col} = {col} + excluded.{col}"
 )
+#: Ids per de-duplication lookup (well under SQLite's bound-parameter limit).
+_CHUNK = 900
 _GC_EVENT = (
     "DELETE FROM pipeline_events WHERE seq = ?1 "
     "AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries WHERE event_seq = ?1)"
@@ -135,18 +137,18 @@ class DeliveryLog:
         horizon = now - self.dedup_window
 
         def job(conn: sqlite3.Connection) -> list[Appended | None]:
+            recent = self._recent(conn, items, horizon)
             out: list[Appended | None] = []
+            seen: list[tuple[str, str, float]] = []
             events: list[tuple[int, str, float]] = []
             deliveries: list[tuple[int, int, str, float, float]] = []
             for item in items:
-                cur = conn.execute(
-                    "INSERT INTO pipeline_seen VALUES (?, ?, ?) ON CONFLICT (source, id) "
-                    "DO UPDATE SET at = excluded.at WHERE at < ?",
-                    (item.source, item.id, now, horizon),
-                )
-                if cur.rowcount == 0:
+                key = (item.source, item.id)
+                if key in recent:
                     out.append(None)
                     continue
+                recent.add(key)
+                seen.append((item.source, item.id, now))
                 pairs: list[tuple[int, str]] = []
                 seq = 0
                 if item.subscriptions:
@@ -159,11 +161,35 @@ class DeliveryLog:
                         deliveries.append((did, seq, sub, now, now))
                         pairs.append((did, sub))
                 out.append(Appended(seq, now, pairs))
+            conn.executemany(
+                "INSERT INTO pipeline_seen VALUES (?, ?, ?) "
+                "ON CONFLICT (source, id) DO UPDATE SET at = excluded.at",
+                seen,
+            )
             conn.executemany("INSERT INTO pipeline_events VALUES (?, ?, ?)", events)
             conn.executemany("INSERT INTO pipeline_deliveries VALUES (?, ?, ?, 0, ?, ?, NULL)", deliveries)
             return out
 
         return await self.writer.run(job, bounded=True)
+
+    @staticmethod
+    def _recent(conn: sqlite3.Connection, items: Sequence[Incoming], horizon: float) -> set[tuple[str, str]]:
+        """The keys among ``items`` seen after ``horizon``, looked up a chunk at a time (few
+        statements per batch rather than one per event: each statement is a GIL round trip)."""
+        by_source: dict[str, list[str]] = {}
+        for item in items:
+            by_source.setdefault(item.source, []).append(item.id)
+        recent: set[tuple[str, str]] = set()
+        for source, ids in by_source.items():
+            for start in range(0, len(ids), _CHUNK):
+                chunk = ids[start : start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    f"SELECT id FROM pipeline_seen WHERE source = ? AND at >= ? AND id IN ({marks})",
+                    (source, horizon, *chunk),
+                )
+                recent.update((source, row[0]) for row in rows)
+        return recent
 
     # -- dispatch ----------------------------------------------------------------------------
 

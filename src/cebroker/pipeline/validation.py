@@ -42,8 +42,51 @@ def _check_value(name: str, value: Any, pointer: str, problems: list[FieldProble
     problems.append(FieldProblem(pointer, "extension attribute must be a string, integer or boolean"))
 
 
+#: Attribute names already checked against the naming rule (bounded; they repeat a lot).
+_KNOWN_NAMES: set[str] = {
+    "specversion",
+    "id",
+    "source",
+    "type",
+    "time",
+    "subject",
+    "datacontenttype",
+    "dataschema",
+}
+_KNOWN_LIMIT = 4096
+
+
+def _looks_valid(event: Any) -> bool:
+    """A cheap check that passes for the common, valid event; anything else gets the full check."""
+    if type(event) is not dict or event.get("specversion") != "1.0":
+        return False
+    for name in _REQUIRED:
+        value = event.get(name)
+        if type(value) is not str or not value:
+            return False
+    for name, value in event.items():
+        if name in _PAYLOAD:
+            continue
+        if name not in _KNOWN_NAMES:
+            if type(name) is not str or not _NAME.fullmatch(name):
+                return False
+            if len(_KNOWN_NAMES) < _KNOWN_LIMIT:
+                _KNOWN_NAMES.add(name)
+        kind = type(value)
+        if kind is not str and (name in _STRING_ATTRIBUTES or (kind is not bool and kind is not int)):
+            return False
+        if kind is int and not _INT_MIN <= value <= _INT_MAX:
+            return False
+    time = event.get("time")
+    if time is not None and (type(time) is not str or not _RFC3339.fullmatch(time)):
+        return False
+    return "data_base64" not in event
+
+
 def event_problems(event: Any, prefix: str = "") -> list[FieldProblem]:
     """Every problem of one event; ``prefix`` is ``/<index>`` inside a batch, else empty."""
+    if _looks_valid(event):
+        return []
     if not isinstance(event, Mapping):
         return [FieldProblem(prefix or "/", "an event is a JSON object")]
     problems: list[FieldProblem] = []
@@ -86,5 +129,10 @@ def event_problems(event: Any, prefix: str = "") -> list[FieldProblem]:
 
 
 def normalize(event: Mapping[str, Any]) -> dict[str, Any]:
-    """The event with ``null`` attributes removed (they mean absent); ``"data": null`` stays."""
+    """The event with ``null`` attributes removed (they mean absent); ``"data": null`` stays.
+
+    Returns ``event`` itself when it has no null member (the common case; no copy).
+    """
+    if type(event) is dict and None not in event.values():
+        return event
     return {k: v for k, v in event.items() if v is not None or k == "data"}

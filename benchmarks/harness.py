@@ -1,0 +1,163 @@
+"""Shared pieces of the benchmark scripts: a lean HTTP/1.1 load generator, a counting sink
+process, the broker as a child process and small reporting helpers.
+
+The load generator speaks keep-alive HTTP/1.1 over raw asyncio streams, so that on a small
+machine the client costs far less CPU than the server it measures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def request_bytes(path: str, body: bytes, headers: dict[str, str], port: int) -> bytes:
+    """One serialized HTTP/1.1 POST request."""
+    head = [f"POST {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", f"Content-Length: {len(body)}"]
+    head += [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+@dataclass
+class LoadResult:
+    """What a load run measured."""
+
+    requests: int = 0
+    statuses: dict[int, int] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+
+async def _connection(
+    port: int, make: Callable[[int], bytes], deadline: float, result: LoadResult, counter: list[int]
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        while time.perf_counter() < deadline:
+            counter[0] += 1
+            payload = make(counter[0])
+            started = time.perf_counter()
+            writer.write(payload)
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head[9:12])
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            if length:
+                await reader.readexactly(length)
+            result.latencies.append(time.perf_counter() - started)
+            result.requests += 1
+            result.statuses[status] = result.statuses.get(status, 0) + 1
+    finally:
+        writer.close()
+
+
+async def load(port: int, make: Callable[[int], bytes], *, concurrency: int, seconds: float) -> LoadResult:
+    """Send requests from ``concurrency`` keep-alive connections for ``seconds``."""
+    result = LoadResult()
+    counter = [0]
+    started = time.perf_counter()
+    deadline = started + seconds
+    await asyncio.gather(*(_connection(port, make, deadline, result, counter) for _ in range(concurrency)))
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+class Child:
+    """A Python child process serving HTTP on ``port``; waits for ``ready_path`` to answer 200."""
+
+    def __init__(
+        self, args: list[str], port: int, ready_path: str, env: dict[str, str] | None = None
+    ) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + ready_path, timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"{args} did not start")
+
+    def rss_mib(self) -> float:
+        """Resident set size of the child, MiB."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def broker(db: Path, **flags: str) -> Child:
+    """``cebroker serve`` on a free port with ``db``; flags as ``--name value``."""
+    port = free_port()
+    args = ["-m", "cebroker", "serve", "--port", str(port), "--db", str(db), "--log-level", "warning"]
+    for name, value in flags.items():
+        args += [f"--{name.replace('_', '-')}", value]
+    return Child(args, port, "/readyz")
+
+
+def sink() -> Child:
+    """The counting sink of ``benchmarks/sink.py`` on a free port."""
+    port = free_port()
+    return Child([str(ROOT / "benchmarks" / "sink.py"), str(port)], port, "/count")
+
+
+def sink_stats(url: str) -> dict[str, float]:
+    """Count and latency figures the sink has gathered."""
+    return dict(json.loads(httpx.get(url + "/count").text))
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
