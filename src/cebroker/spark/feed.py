@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 FORMATS = ("json", "parquet", "csv")
+_RAISED = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Unavailable|Rejected): ")
 CORRUPT_COLUMN = "_corrupt_record"
 
 
@@ -148,7 +150,7 @@ def start_query(spark: SparkSession, config: FeedConfig) -> StreamingQuery:
 
 def run(config: FeedConfig, out: Callable[[str], None] = print) -> int:
     """Run the feed until it is done (``--once``), ``--duration`` passes, or Ctrl-C; exit code."""
-    from pyspark.errors import StreamingQueryException
+    from pyspark.errors import PySparkException, StreamingQueryException
 
     if config.once and config.rate is not None:
         raise FeedError("--once needs --input: the rate source never runs out of rows")
@@ -157,7 +159,10 @@ def run(config: FeedConfig, out: Callable[[str], None] = print) -> int:
     reporter = ProgressReporter(options.error_path, out)
     what = config.input or f"{config.rate} rows/s"
     out(f"feeding {what} into {config.url} (checkpoint {config.checkpoint_dir()})")
-    query = start_query(spark, config)
+    try:
+        query = start_query(spark, config)
+    except PySparkException as exc:
+        raise FeedError(f"the query did not start: {reason(exc)}") from None
     deadline = time.monotonic() + config.duration if config.duration else None
     try:
         while not query.awaitTermination(1):
@@ -166,7 +171,7 @@ def run(config: FeedConfig, out: Callable[[str], None] = print) -> int:
                 query.stop()
     except StreamingQueryException as exc:
         reporter.update(query.recentProgress)
-        out(f"query failed: {_first_line(exc)}")
+        out(f"query failed: {reason(exc)}")
         out("run the same command again: it resumes from the checkpoint and the broker drops replayed events")
         return 1
     except KeyboardInterrupt:
@@ -177,9 +182,12 @@ def run(config: FeedConfig, out: Callable[[str], None] = print) -> int:
     return 0
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    for line in text.splitlines():
-        if "Error" in line or "Exception" in line:
-            return line.strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def reason(exc: BaseException) -> str:
+    """The useful line of a Spark error: Spark wraps Python worker errors in a long message with
+    the worker's traceback, whose last ``module.Error: text`` line says what went wrong."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    raised = [line for line in lines if _RAISED.match(line)]
+    ours = [line for line in raised if line.startswith("cebroker.")]
+    if ours or raised:
+        return (ours or raised)[-1]
+    return lines[0] if lines else type(exc).__name__

@@ -1,0 +1,99 @@
+"""``cebroker spark-feed --once`` and the batch writer, against the real broker and sink."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from cebroker.cli import main
+from spark.conftest import LiveBroker
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def test_spark_feed_once_feeds_the_files_present_and_exits(
+    spark: SparkSession, broker: LiveBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--once`` (available-now trigger) returns 0 when every row is in the broker; the schema is
+    inferred, the source defaults to the input directory, a malformed line is counted as rejected
+    and the console shows progress and a summary."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    rows = [json.dumps({"id": f"cli-{i}", "data": {"i": i}}) for i in range(60)]
+    (inputs / "one.json").write_text("\n".join([*rows[:30], "not json at all", *rows[30:]]) + "\n")
+
+    code = main(
+        [
+            "spark-feed",
+            *("--input", str(inputs), "--format", "json", "--once"),
+            *("--url", broker.events_url, "--master", "local[2]"),
+            *("--checkpoint", str(tmp_path / "ck"), "--batch-size", "16", "--type", "com.example.cli"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    events = broker.sink.wait_for(60)
+    assert sorted(e["id"] for e in events) == sorted(f"cli-{i}" for i in range(60))
+    assert {e["source"] for e in events} == {f"file://{inputs.resolve()}"}
+    assert {e["type"] for e in events} == {"com.example.cli"}
+    assert "batch 0: 61 rows" in out
+    assert "done: 61 rows in 1 batches" in out
+    assert "1 rejected" in out
+    rejected = [
+        json.loads(line)
+        for f in (tmp_path / "ck" / "errors").rglob("*.jsonl")
+        for line in f.read_text().splitlines()
+    ]
+    assert [r["row"]["_corrupt_record"] for r in rejected] == ["not json at all"]
+
+
+def test_spark_feed_reports_a_bad_option_without_starting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad --option is refused with the option's name and exit code 2 before any Spark work."""
+    code = main(
+        ["spark-feed", "--input", str(tmp_path), "--url", "http://127.0.0.1:9/events", "--option", "nokey"]
+    )
+    assert code == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_batch_writer_carries_every_attribute_type(spark: SparkSession, broker: LiveBroker) -> None:
+    """``df.write.format("cloudevents")``: timestamp ``time`` as RFC 3339 (core spec 3.1.4),
+    binary data as ``data_base64`` (JSON format 3.1), integer, boolean and string extensions."""
+    when = dt.datetime(2024, 5, 1, 12, 0, 0, 500000, tzinfo=dt.UTC)
+    df = spark.createDataFrame(
+        [(f"b-{i}", "com.example.blob", when, bytes([i, 255]), i, i % 2 == 0, "eu") for i in range(5)],
+        "id STRING, type STRING, time TIMESTAMP, data BINARY, attempt INT, even BOOLEAN, region STRING",
+    )
+    df.write.format("cloudevents").mode("append").option("url", broker.events_url).option(
+        "source", "/blobs"
+    ).save()
+    events = {e["id"]: e for e in broker.sink.wait_for(5)}
+    assert events["b-3"] == {
+        "specversion": "1.0",
+        "id": "b-3",
+        "source": "/blobs",
+        "type": "com.example.blob",
+        "time": "2024-05-01T12:00:00.500000Z",
+        "data_base64": base64.b64encode(bytes([3, 255])).decode(),
+        "attempt": 3,
+        "even": False,
+        "region": "eu",
+    }
+    assert len(events) == 5
+
+
+def test_unmappable_column_fails_the_query_at_start(spark: SparkSession, tmp_path: Path) -> None:
+    """A column that is not a valid attribute name stops the write before any row is sent."""
+    df = spark.createDataFrame([("t", "Ann")], "type STRING, userName STRING")
+    with pytest.raises(Exception, match="userName"):
+        df.write.format("cloudevents").mode("append").option("url", "http://127.0.0.1:9/events").save()

@@ -1,0 +1,65 @@
+"""The spark-feed pieces that need no Spark: option assembly, progress lines, error reasons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cebroker.spark.feed import FeedConfig, reason
+from cebroker.spark.progress import ProgressReporter
+from cebroker.spark.rejects import streaming_scope
+
+
+def test_feed_options_defaults(tmp_path: Path) -> None:
+    """Rows without source get the input directory as a file URI; flags win over --option."""
+    config = FeedConfig(
+        url="http://b/events",
+        input=tmp_path,
+        checkpoint=tmp_path / "ck",
+        sink_options={"batchSize": "5", "x": "y"},
+    )
+    opts = config.options()
+    assert opts["source"] == f"file://{tmp_path.resolve()}"
+    assert opts["batchSize"] == "1000"
+    assert opts["x"] == "y"
+    assert opts["checkpointLocation"] == str(tmp_path / "ck")
+    assert "type" not in opts
+    rate = FeedConfig(url="http://b/events", rate=10)
+    assert rate.options()["type"] == "cebroker.spark.rate"
+    assert rate.checkpoint_dir() != FeedConfig(url="http://other/events", rate=10).checkpoint_dir()
+
+
+def test_progress_lines_count_rejects_per_batch(tmp_path: Path) -> None:
+    """One line per micro-batch with data, idle triggers skipped, rejects read from the error files."""
+    scope = tmp_path / streaming_scope("q1", 1)
+    scope.mkdir(parents=True)
+    (scope / "part-00000.jsonl").write_text('{"reason": "x"}\n{"reason": "y"}\n')
+    lines: list[str] = []
+    reporter = ProgressReporter(tmp_path, lines.append)
+    reports = [
+        {"id": "q1", "batchId": 0, "numInputRows": 1000, "durationMs": {"triggerExecution": 500}},
+        {"id": "q1", "batchId": 1, "numInputRows": 10, "durationMs": {"triggerExecution": 100}},
+        {"id": "q1", "batchId": 2, "numInputRows": 0, "durationMs": {"triggerExecution": 3}},
+    ]
+    reporter.update(reports)
+    reporter.update(reports)  # already seen: no new lines
+    assert lines == [
+        "batch 0: 1,000 rows in 0.50 s (2,000 rows/s), 0 rejected | total 1,000 rows, 1 batches, 0 rejected",
+        "batch 1: 10 rows in 0.10 s (100 rows/s), 2 rejected | total 1,010 rows, 2 batches, 2 rejected",
+    ]
+    assert reporter.summary().startswith("done: 1,010 rows in 2 batches, 1,683 rows/s while busy, 2 rejected")
+
+
+def test_reason_picks_our_error_out_of_a_spark_traceback() -> None:
+    """Spark wraps a worker failure in its traceback; the console shows the line that matters."""
+    wrapped = RuntimeError(
+        "[STREAM_FAILED] Query terminated with exception: Job aborted.\n"
+        'Traceback (most recent call last):\n  File "x.py", line 1\n'
+        "httpx.ConnectError: refused\n"
+        "cebroker.spark.client.IngestUnavailable: POST http://b/events: gave up after 3 attempts\n"
+        "\tat org.apache.spark.Foo(Foo.scala:1)"
+    )
+    assert (
+        reason(wrapped)
+        == "cebroker.spark.client.IngestUnavailable: POST http://b/events: gave up after 3 attempts"
+    )
+    assert reason(RuntimeError("plain failure\nmore")) == "plain failure"
