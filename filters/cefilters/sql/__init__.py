@@ -53,11 +53,6 @@ def compile(text: str, *, functions: FunctionTable = BUILTINS, strict_functions:
     whose ``kind`` is ``"missingFunction"``: such an expression can never evaluate without error,
     so a subscription filter should refuse it up front.
     """
-    # Imported here: the names "compile" and "parse" would otherwise shadow each other's modules.
-    from cefilters.sql.compiler import compile_tree
-    from cefilters.sql.parser import parse
-
     if not isinstance(text, str):
         raise TypeError(f"a CESQL expression is a str, not {type(text).__name__}")
-    compiled = compile_tree(text, parse(text), functions, strict_functions)
-    return Expression(text, compiled.evaluate, compiled.type)
+    return Expression(text, functions=functions, strict_functions=strict_functions)

@@ -7,7 +7,7 @@ turns it into a ``SqlError`` in ``Result.errors``.
 
 from __future__ import annotations
 
-from typing import Final, Literal, NamedTuple
+from typing import Final, Literal, NamedTuple, SupportsIndex
 
 from cefilters.errors import FilterError
 
@@ -66,6 +66,13 @@ class ParseError(FilterError):
         self.kind: ErrorKind = kind
         message = f"{reason} at position {position}\n{_caret_snippet(text, position)}"
         super().__init__("", message)
+
+    def __reduce_ex__(
+        self, protocol: SupportsIndex
+    ) -> tuple[type[ParseError], tuple[str, int, str, ErrorKind]]:
+        # Picklable with this constructor's own arguments (errors cross process boundaries);
+        # FilterError.__reduce__ would pass the two-argument (path, message) form.
+        return (type(self), (self.text, self.position, self.reason, self.kind))
 
 
 class SqlError(NamedTuple):

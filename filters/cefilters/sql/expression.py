@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from cefilters.sql.compiled import Evaluator
+from cefilters.sql.compiler import compile_tree
 from cefilters.sql.errors import EvaluationFailure, SqlError
-from cefilters.sql.types import Type, Value, zero_value
+from cefilters.sql.functions import BUILTINS, FunctionTable
+from cefilters.sql.parser import parse
+from cefilters.sql.types import Value, zero_value
 
 __all__ = ["Expression", "Result"]
 
@@ -29,15 +31,28 @@ class Expression:
     """A compiled CESQL expression. Evaluate it against any number of events; it never
     raises, whatever the event holds."""
 
-    __slots__ = ("_evaluate", "_zero", "text", "type")
+    __slots__ = ("_evaluate", "_functions", "_strict_functions", "_zero", "text", "type")
 
-    def __init__(self, text: str, evaluate: Evaluator, type_: Type) -> None:
+    def __init__(
+        self, text: str, *, functions: FunctionTable = BUILTINS, strict_functions: bool = False
+    ) -> None:
+        """Compile ``text``; raises ``ParseError``. ``cefilters.sql.compile`` documents the options."""
+        compiled = compile_tree(text, parse(text), functions, strict_functions)
         self.text = text
         """The source text."""
-        self.type = type_
+        self.type = compiled.type
         """The static result type (``Type.ANY`` for a bare attribute reference)."""
-        self._evaluate = evaluate
-        self._zero = zero_value(type_)
+        self._evaluate = compiled.evaluate
+        self._zero = zero_value(compiled.type)
+        self._functions = functions
+        self._strict_functions = strict_functions
+
+    def __reduce__(
+        self,
+    ) -> tuple[Callable[[str, FunctionTable, bool], Expression], tuple[str, FunctionTable, bool]]:
+        # Closures do not pickle, the text does: unpickling compiles again (Spark ships filters
+        # to executor processes). The built-in function table pickles by reference.
+        return (_recompile, (self.text, self._functions, self._strict_functions))
 
     def evaluate(self, event: Mapping[str, object]) -> Result:
         """The expression's value for ``event`` (a JSON-format attribute map), with the
@@ -59,3 +74,7 @@ class Expression:
 
     def __repr__(self) -> str:
         return f"Expression({self.text!r})"
+
+
+def _recompile(text: str, functions: FunctionTable, strict_functions: bool) -> Expression:
+    return Expression(text, functions=functions, strict_functions=strict_functions)

@@ -104,12 +104,28 @@ class FunctionTable:
         for overloads in self._overloads.values():
             yield from overloads
 
+    def __reduce__(self) -> tuple[type[FunctionTable], tuple[tuple[Function, ...]]]:
+        # Pickles when its implementations do (module-level functions, as the built-ins are).
+        return (FunctionTable, (tuple(self),))
+
 
 # Unicode White_Space: what TRIM strips. str.strip() would also strip U+001C..U+001F.
 _WHITE_SPACE: Final = (
     "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
     "\u2028\u2029\u202f\u205f\u3000"
 )
+
+
+def _concat(*parts: str) -> str:
+    return "".join(parts)
+
+
+def _concat_ws(separator: str, *parts: str) -> str:
+    return separator.join(parts)
+
+
+def _trim(text: str) -> str:
+    return text.strip(_WHITE_SPACE)
 
 
 def _left(text: str, count: int) -> str:
@@ -157,11 +173,11 @@ _S, _I, _B, _A = Type.STRING, Type.INTEGER, Type.BOOLEAN, Type.ANY
 BUILTINS: Final = FunctionTable(
     [
         Function("LENGTH", (_S,), _I, len, pure=True),
-        Function("CONCAT", (), _S, lambda *parts: "".join(parts), variadic=_S, pure=True),
-        Function("CONCAT_WS", (_S,), _S, lambda sep, *parts: sep.join(parts), variadic=_S, pure=True),
+        Function("CONCAT", (), _S, _concat, variadic=_S, pure=True),
+        Function("CONCAT_WS", (_S,), _S, _concat_ws, variadic=_S, pure=True),
         Function("LOWER", (_S,), _S, str.lower, pure=True),
         Function("UPPER", (_S,), _S, str.upper, pure=True),
-        Function("TRIM", (_S,), _S, lambda text: text.strip(_WHITE_SPACE), pure=True),
+        Function("TRIM", (_S,), _S, _trim, pure=True),
         Function("LEFT", (_S, _I), _S, _left, pure=True),
         Function("RIGHT", (_S, _I), _S, _right, pure=True),
         Function("SUBSTRING", (_S, _I), _S, _substring, pure=True),

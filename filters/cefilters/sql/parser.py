@@ -217,7 +217,7 @@ class _Parser:
         return Attribute(token.text.lower(), token.position)
 
     def _call(self, name: Token) -> _Parsed:
-        if not name.text.replace("_", "").isalpha():
+        if not (name.text[0].isalpha() and name.text.replace("_", "").isalpha()):
             raise self._error(name, f"invalid function name {name.text!r}")
         args, height = self._list(f"the arguments of {name.text.upper()}")
         return self._checked(Call(name.text.upper(), args, name.position), height + 1)
