@@ -239,11 +239,11 @@ class RegistryCore:
             if version is None:
                 raise XRegistryError("not_found", target.xid)
             view = View(tree, self.base, inline=Inline([]), doc=False)
-            attrs = view.flat(Node(version, "version", target.gtype, target.rtype))
             if target.level == "resource":
-                attrs = view.flat(Node(res, "resource", target.gtype, target.rtype))
+                attrs = view.render(Node(res, "resource", target.gtype, target.rtype), (), [()], "")
                 attrs["self"] = self.base + xid
             else:
+                attrs = view.flat(Node(version, "version", target.gtype, target.rtype))
                 attrs["self"] = self.base + version.xid
             assert target.rtype is not None
             url = version.attrs.get(target.rtype.singular + "url")

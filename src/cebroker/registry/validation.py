@@ -17,17 +17,20 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
+import jsonschema_rs
 
 from cebroker.pipeline.contracts import Event, EventValidator, Violation
 from cebroker.registry.basemessage import resolve
 from cebroker.registry.store import RegistryStore
 from cebroker.registry.versions import is_json_type
+
+log = logging.getLogger("cebroker.registry")
 
 _REQUIRED = ("id", "type", "source")
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
@@ -89,12 +92,22 @@ class Definition:
     metadata: dict[str, dict[str, Any]]
     schema: Any = None
     templates: dict[str, re.Pattern[str]] = field(default_factory=dict)
+    #: ``dataschemaformat`` names JSON Schema draft-07 (used when the schema has no ``$schema``)
+    draft7: bool = False
     _validator: Any = None
+    _broken: bool = False
 
     def data_validator(self) -> Any:
-        if self._validator is None and isinstance(self.schema, (dict, bool)):
-            cls = jsonschema.validators.validator_for(self.schema if isinstance(self.schema, dict) else {})
-            self._validator = cls(self.schema)
+        """The compiled JSON Schema of ``data`` (None without one, or when it does not compile)."""
+        if self._validator is None and isinstance(self.schema, (dict, bool)) and not self._broken:
+            try:
+                if isinstance(self.schema, dict) and "$schema" not in self.schema and self.draft7:
+                    self._validator = jsonschema_rs.Draft7Validator(self.schema)
+                else:
+                    self._validator = jsonschema_rs.validator_for(self.schema)
+            except ValueError as exc:  # jsonschema_rs.ValidationError: the schema itself is invalid
+                self._broken = True
+                log.warning("data schema of %s does not compile, data is not checked: %s", self.xid, exc)
         return self._validator
 
     def check(self, event: Event) -> list[Violation]:
@@ -142,10 +155,10 @@ class Definition:
 
     def _check_data(self, event: Event) -> list[Violation]:
         validator = self.data_validator()
-        if validator is None or "data" not in event:
+        if validator is None or "data" not in event or validator.is_valid(event["data"]):
             return []
         return [
-            Violation("/data" + "".join(f"/{p}" for p in err.absolute_path), err.message)
+            Violation("/data" + "".join(f"/{p}" for p in err.instance_path), err.message)
             for err in validator.iter_errors(event["data"])
         ]
 
@@ -221,7 +234,8 @@ class DefinitionIndex:
                 if isinstance(d.get("value"), str)
                 and (str(d.get("type", "")).lower() == "uritemplate" or _PLACEHOLDER.search(d["value"]))
             }
-            definition = Definition(res.xid, metadata, schema, templates)
+            fmt = str(msg.get("dataschemaformat", "")).lower()
+            definition = Definition(res.xid, metadata, schema, templates, draft7="draft-07" in fmt)
             keys = {res.eid}
             type_value = metadata.get("type", {}).get("value")
             if isinstance(type_value, str):

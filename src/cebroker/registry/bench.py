@@ -1,0 +1,99 @@
+"""Registry benchmark: import, export and event validation, with a baseline from the same run.
+
+Run ``python -m cebroker.registry.bench SAMPLES_DIR`` with the directory of ``*.xreg.json``
+documents. It prints:
+
+* the time to import every document (``POST /`` semantics, one transaction each) and to
+  render the export;
+* the cost of checking one event against its definition (required attributes, values, URI
+  templates, types and ``data`` against the JSON Schema), next to the cost of the ingress's
+  own structural check of the same event, measured in the same run, and their ratio.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from cebroker.pipeline.validation import event_problems
+from cebroker.registry.paths import Target
+from cebroker.registry.query import Inline
+from cebroker.registry.service import ReadOptions, RegistryCore
+from cebroker.registry.store import RegistryStore
+from cebroker.registry.validation import DefinitionIndex, RegistryValidator
+from cebroker.registry.writes import Writer
+
+BASE = "http://bench.local"
+
+
+def _event(n: int) -> dict[str, Any]:
+    return {
+        "specversion": "1.0",
+        "id": f"e-{n}",
+        "type": "Contoso.ERP.ReservationPlaced",
+        "source": "/erp/acme/orders",
+        "subject": f"res-{n}",
+        "time": "2026-01-01T10:00:00Z",
+        "datacontenttype": "application/json",
+        "data": {
+            "orderId": f"o-{n}",
+            "customerId": "c-1",
+            "total": 10.5,
+            "items": [{"productId": "p", "quantity": 1}],
+        },
+    }
+
+
+def _per_call(fn: Any, events: list[dict[str, Any]]) -> float:
+    start = time.perf_counter()
+    for e in events:
+        fn(e)
+    return (time.perf_counter() - start) / len(events) * 1e6
+
+
+def main(argv: list[str]) -> int:
+    """Run the benchmark over the documents in ``argv[0]``."""
+    samples = sorted(Path(argv[0]).glob("*.xreg.json")) if argv else []
+    if not samples:
+        print("usage: python -m cebroker.registry.bench DIR_WITH_XREG_JSON", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        core = RegistryCore(RegistryStore(Path(tmp) / "bench.db"), BASE)
+        core.open()
+        docs = [json.loads(p.read_text()) for p in samples]
+        start = time.perf_counter()
+        for doc in docs:
+
+            def load(writer: Writer, doc: dict[str, Any] = doc) -> None:
+                writer.import_groups(doc)
+
+            core.write(load)
+        imported = time.perf_counter() - start
+        start = time.perf_counter()
+        export = core.read(Target("registry"), ReadOptions(inline=Inline([("*",)]), doc=True))
+        exported = time.perf_counter() - start
+        start = time.perf_counter()
+        validator = RegistryValidator()
+        validator.index = DefinitionIndex.build(core.store, BASE)
+        indexed = time.perf_counter() - start
+        core.close()
+    size = len(json.dumps(export))
+    print(f"import {len(docs)} documents: {imported * 1e3:.1f} ms")
+    print(f"export ({size} bytes): {exported * 1e3:.1f} ms")
+    print(f"definition index build: {indexed * 1e3:.1f} ms")
+    events = [_event(n) for n in range(20_000)]
+    assert validator.validate(events[0]) == [], validator.validate(events[0])
+    _per_call(validator.validate, events[:2000])  # warm-up: JSON Schema validators compiled
+    baseline = _per_call(event_problems, events)
+    checked = _per_call(validator.validate, events)
+    print(f"ingress structural check (baseline): {baseline:.1f} us/event")
+    print(f"registry definition check:           {checked:.1f} us/event ({checked / baseline:.1f}x baseline)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
