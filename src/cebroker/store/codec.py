@@ -19,7 +19,7 @@ _CURSOR_PREFIX = "seq:"
 
 def dump_subscription(subscription: Subscription) -> str:
     """The stored JSON text of ``subscription``, secrets included."""
-    return json.dumps(subscription.to_json(include_secrets=True), ensure_ascii=False, sort_keys=True)
+    return json.dumps(subscription.to_json(include_secrets=True), ensure_ascii=False)
 
 
 def load_subscription(text: str, revision: int) -> Subscription:

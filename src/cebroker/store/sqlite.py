@@ -276,22 +276,27 @@ class SqliteSubscriptionStore:
         return self._transaction(work)
 
     def _query_sync(self, query: SubscriptionQuery, after: int) -> SubscriptionPage:
+        # With a type filter the (type, seq) primary key of the side table drives the scan in
+        # seq order; otherwise an index on (column, seq) or the table itself does.
+        source = "subscriptions s"
         clauses = ["s.seq > ?"]
         params: list[object] = [after]
+        if query.type is not None:
+            source = "subscription_types t JOIN subscriptions s ON s.seq = t.seq"
+            clauses = ["t.type = ?", "t.seq > ?"]
+            params = [query.type, after]
         for column in ("protocol", "source", "sink"):
             value = getattr(query, column)
             if value is not None:
                 clauses.append(f"s.{column} = ?")
                 params.append(value)
-        if query.type is not None:
-            clauses.append("EXISTS (SELECT 1 FROM subscription_types t WHERE t.type = ? AND t.seq = s.seq)")
-            params.append(query.type)
         params.append(query.limit + 1)  # one extra row tells whether another page follows
+        order = "t.seq" if query.type is not None else "s.seq"
         rows = (
             self._db()
             .execute(
-                f"SELECT s.seq, s.doc, s.revision FROM subscriptions s WHERE {' AND '.join(clauses)}"
-                " ORDER BY s.seq LIMIT ?",
+                f"SELECT s.seq, s.doc, s.revision FROM {source} WHERE {' AND '.join(clauses)}"
+                f" ORDER BY {order} LIMIT ?",
                 params,
             )
             .fetchall()
