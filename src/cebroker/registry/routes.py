@@ -125,7 +125,10 @@ class RegistryRoutes:
             return opt.response(self.link)
         http.check_specversion(request, "/export")
         opts = ReadOptions(inline=Inline([("*",), ("capabilities",), ("modelsource",)]), doc=True)
-        return http.json_response(await self.backend.read(Target("registry"), opts), 200, self.link)
+        body = await self.backend.read(Target("registry"), opts)
+        if "collections" in request.query_params:
+            body = _collections_only(body, Target("registry"))
+        return http.json_response(body, 200, self.link)
 
     async def schema_by_uri(self, request: Request) -> Response:
         """Schema Registry API: a schema version by its URI, as the raw document."""
@@ -166,7 +169,15 @@ class RegistryRoutes:
             doc = await self.backend.raw(target)
             return http.document_response(doc, 200, self.link, target.rid or "")
         opts = http.read_options(request, target.xid)
+        collections = "collections" in request.query_params
+        if collections:
+            if target.level not in ("registry", "group"):
+                raise XRegistryError("bad_flag", target.xid, flag="collections")
+            if not opts.inline.paths:
+                opts = ReadOptions(inline=Inline([("*",)]), doc=opts.doc, branches=opts.branches)
         body = await self.backend.read(target, opts)
+        if collections:
+            body = _collections_only(body, target)
         return http.json_response(body, 200, self.link)
 
     @staticmethod
@@ -240,6 +251,12 @@ class RegistryRoutes:
     def _child(target: Target, plural: str, eid: str) -> Target:
         base = "" if target.level == "registry" else target.xid
         return parse_path(f"{base}/{plural}/{eid}")
+
+
+def _collections_only(body: dict[str, Any], target: Target) -> dict[str, Any]:
+    """``?collections``: only the child collection maps, ready to ``POST`` to another registry."""
+    names = GROUP_TYPES if target.gtype is None else target.gtype.resources
+    return {name: body[name] for name in names if name in body}
 
 
 class _Options(Exception):

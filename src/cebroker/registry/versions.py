@@ -64,6 +64,8 @@ class VersionWriter:
         self.touched_groups: set[str] = set()
         #: resources written in this request
         self.touched_resources: set[str] = set()
+        #: resources created by this request (an epoch given for them is not checked)
+        self.created: set[str] = set()
         #: resources whose default version was set explicitly in this request
         self._explicit_default: set[str] = set()
 
@@ -217,7 +219,7 @@ class VersionWriter:
         """PUT/PATCH a resource's ``meta``: default version choice, stickiness, other attributes."""
         subject = res.xid + "/meta"
         self.refresh(res)
-        if not self.ignores("epoch"):
+        if not self.ignores("epoch") and res.xid not in self.created:
             check_epoch(body, int(res.attrs["epoch"]), subject)
         incoming = strip_computed(body, computed_keys(()), keep=[rtype.id_attr, "readonly"])
         if self.ignores("defaultversionid"):

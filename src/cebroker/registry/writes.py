@@ -175,6 +175,7 @@ class Writer(VersionWriter):
             meta = {"epoch": 1, "createdat": self.now, "modifiedat": self.now, "defaultversionsticky": False}
             res = self.store.put(Row(xid, group.xid, rtype.plural, "resource", rid, meta))
             self.bumped.add(xid)
+            self.created.add(xid)
             self.changes.record(xid, "resource", "created")
             self.bump(group.xid)
         versions = body.get("versions")
