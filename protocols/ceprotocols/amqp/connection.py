@@ -52,12 +52,14 @@ def to_proton(message: AmqpMessage) -> Message:
         name: amqp_timestamp(value.millis) if isinstance(value, Timestamp) else value
         for name, value in message.application_properties.items()
     }
-    return Message(
+    result = Message(
         body=message.body or b"",
         inferred=True,  # a bytes body goes out as a data section, not an amqp-value
-        content_type=message.content_type,
         properties=properties or None,
     )
+    if message.content_type is not None:
+        result.content_type = message.content_type
+    return result
 
 
 def from_proton(message: Message) -> AmqpMessage:
@@ -69,8 +71,10 @@ def from_proton(message: Message) -> AmqpMessage:
         body = body.encode()
     elif body is not None and not isinstance(body, bytes):
         raise DeliveryRejected("AMQP body is neither a data section nor a string", retryable=False)
+    # proton reports an absent content-type as the symbol "None"; no media type lacks a "/".
+    content_type = str(message.content_type) if message.content_type else None
     return AmqpMessage(
-        content_type=str(message.content_type) if message.content_type else None,
+        content_type=content_type if content_type and "/" in content_type else None,
         application_properties=dict(message.properties or {}),
         body=body or None,
     )

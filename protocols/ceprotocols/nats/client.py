@@ -36,15 +36,19 @@ async def connect(endpoint: Endpoint, credential: Credential | None, within: flo
     elif isinstance(credential, AccessToken):
         options["token"] = credential.token
     try:
-        return await nats.connect(
+        client = await nats.connect(
             servers=server_urls(endpoint),
             connect_timeout=max(1, int(within)),
             allow_reconnect=True,
-            max_reconnect_attempts=-1,
+            # nats-py applies this limit to the first connect too: "forever" would never fail an
+            # unreachable sink. Try once more, then, once connected, reconnect without limit.
+            max_reconnect_attempts=1,
             reconnect_time_wait=0.5,
             error_cb=_log_error,
             **options,
         )
+        client.options["max_reconnect_attempts"] = -1
+        return client
     except (NatsError, OSError, TimeoutError) as exc:
         text = f"NATS {','.join(server_urls(endpoint))}: {type(exc).__name__} {exc}"
         if "authorization" in str(exc).lower():

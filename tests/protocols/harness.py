@@ -1,0 +1,110 @@
+"""One description per protocol of how to reach its real test server, so that the sender
+contract suite (and the end-to-end tests) can be parametrized over protocols."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from consumers import AmqpConsumer, Consumer, KafkaConsumer, MqttConsumer, NatsConsumer
+from servers import MosquittoServer, NatsServer, RabbitMQServer, TansuServer, free_port
+
+
+@dataclass(frozen=True)
+class ProtocolCase:
+    """How to test one protocol against its server.
+
+    ``settings(name, mode)`` gives the protocol settings that target a fresh topic/queue/subject
+    called ``name``; ``consumer(server, name)`` reads from it; ``sink(server)`` is the sink URI.
+    """
+
+    protocol: str
+    fixture: str
+    modes: tuple[str, ...]
+    #: Whether attribute types survive binary mode (AMQP has native types; the others text).
+    native_types: bool
+    sink: Callable[[Any], str]
+    settings: Callable[[str, str], dict[str, Any]]
+    consumer: Callable[[Any, str], Awaitable[Consumer]]
+    unreachable_sink: Callable[[], str]
+
+
+async def _mqtt_consumer(server: MosquittoServer, name: str, *, v5: bool) -> Consumer:
+    return await MqttConsumer(server.host, server.port, name, v5=v5).ready()
+
+
+async def _nats_consumer(server: NatsServer, name: str) -> Consumer:
+    return await NatsConsumer().start(server.url, name)
+
+
+async def _amqp_consumer(server: RabbitMQServer, name: str) -> Consumer:
+    return await AmqpConsumer().start(server.url, f"/queue/{name}")
+
+
+async def _kafka_consumer(server: TansuServer, name: str) -> Consumer:
+    return await KafkaConsumer().start(server.bootstrap, name)
+
+
+def _mqtt_settings(name: str, mode: str) -> dict[str, Any]:
+    return {"topicname": name, "qos": 1, "contentmode": mode}
+
+
+CASES: dict[str, ProtocolCase] = {
+    "MQTT3": ProtocolCase(
+        protocol="MQTT3",
+        fixture="mosquitto",
+        modes=("structured",),
+        native_types=False,
+        sink=lambda s: s.url,
+        settings=_mqtt_settings,
+        consumer=lambda s, n: _mqtt_consumer(s, n, v5=False),
+        unreachable_sink=lambda: f"mqtt://127.0.0.1:{free_port()}",
+    ),
+    "MQTT5": ProtocolCase(
+        protocol="MQTT5",
+        fixture="mosquitto",
+        modes=("binary", "structured"),
+        native_types=False,
+        sink=lambda s: s.url,
+        settings=_mqtt_settings,
+        consumer=lambda s, n: _mqtt_consumer(s, n, v5=True),
+        unreachable_sink=lambda: f"mqtt://127.0.0.1:{free_port()}",
+    ),
+    "AMQP": ProtocolCase(
+        protocol="AMQP",
+        fixture="rabbitmq",
+        modes=("binary", "structured"),
+        native_types=True,
+        sink=lambda s: s.url,
+        settings=lambda name, mode: {"address": f"/queue/{name}", "contentmode": mode},
+        consumer=_amqp_consumer,
+        unreachable_sink=lambda: f"amqp://127.0.0.1:{free_port()}",
+    ),
+    "KAFKA": ProtocolCase(
+        protocol="KAFKA",
+        fixture="tansu",
+        modes=("binary", "structured"),
+        native_types=False,
+        sink=lambda s: s.url,
+        settings=lambda name, mode: {"topicname": name, "contentmode": mode},
+        consumer=_kafka_consumer,
+        unreachable_sink=lambda: f"kafka://127.0.0.1:{free_port()}",
+    ),
+    "NATS": ProtocolCase(
+        protocol="NATS",
+        fixture="nats_server",
+        modes=("binary", "structured"),
+        native_types=False,
+        sink=lambda s: s.url,
+        settings=lambda name, mode: {"subject": name, "contentmode": mode},
+        consumer=_nats_consumer,
+        unreachable_sink=lambda: f"nats://127.0.0.1:{free_port()}",
+    ),
+}
+
+
+def unique_name(prefix: str = "ce") -> str:
+    """A topic/queue/subject name no other test uses (valid in every protocol)."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
