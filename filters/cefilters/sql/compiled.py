@@ -22,6 +22,8 @@ __all__ = [
     "attribute",
     "constant",
     "finish",
+    "missing_attribute",
+    "SHORT_DIGITS",
 ]
 
 T = TypeVar("T", bound=Value)
@@ -74,11 +76,12 @@ def finish(evaluate: Evaluator, type_: Type, pure: bool) -> Compiled:
     return Compiled(evaluate, type_)
 
 
-def _missing(name: str) -> EvaluationFailure:
+def missing_attribute(name: str) -> EvaluationFailure:
+    """The error for reading an attribute the event does not have."""
     return EvaluationFailure("missingAttribute", f"the event has no attribute {name!r}")
 
 
-_SHORT_DIGITS: Final = 9  # any run of up to 9 ASCII digits is a valid 32-bit Integer
+SHORT_DIGITS: Final = 9  # any run of up to 9 ASCII digits is a valid 32-bit Integer
 
 
 def attribute(name: str) -> Compiled:
@@ -88,7 +91,7 @@ def attribute(name: str) -> Compiled:
         try:
             raw = event[name]
         except KeyError:
-            raise _missing(name) from None
+            raise missing_attribute(name) from None
         if type(raw) is str:
             return raw
         return attribute_value(name, raw)
@@ -101,7 +104,7 @@ def _read_string(name: str) -> Callable[[Event], str]:
         try:
             raw = event[name]
         except KeyError:
-            raise _missing(name) from None
+            raise missing_attribute(name) from None
         if type(raw) is str:
             return raw
         return to_str(attribute_value(name, raw))
@@ -114,11 +117,11 @@ def _read_integer(name: str) -> Callable[[Event], int]:
         try:
             raw = event[name]
         except KeyError:
-            raise _missing(name) from None
+            raise missing_attribute(name) from None
         if type(raw) is int and INT32_MIN <= raw <= INT32_MAX:
             return raw
         if type(raw) is str:
-            if len(raw) <= _SHORT_DIGITS and raw.isdigit() and raw.isascii():
+            if len(raw) <= SHORT_DIGITS and raw.isdigit() and raw.isascii():
                 return int(raw)
             return to_int(raw)
         return to_int(attribute_value(name, raw))
@@ -131,7 +134,7 @@ def _read_boolean(name: str) -> Callable[[Event], bool]:
         try:
             raw = event[name]
         except KeyError:
-            raise _missing(name) from None
+            raise missing_attribute(name) from None
         if raw is True or raw is False:
             return raw
         if type(raw) is str:

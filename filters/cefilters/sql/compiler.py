@@ -26,6 +26,7 @@ from cefilters.sql.compiled import (
 )
 from cefilters.sql.errors import EvaluationFailure, ParseError
 from cefilters.sql.functions import BUILTINS, Function, FunctionError, FunctionTable
+from cefilters.sql.fused import attribute_like
 from cefilters.sql.like import LikePattern, compile_like
 from cefilters.sql.operators import compile_chain, equals
 from cefilters.sql.types import INT32_MIN, Type, Value
@@ -80,7 +81,10 @@ class _Compiler:
 
     def _like(self, node: Like) -> Compiled:
         operand = self.compile(node.operand)
-        evaluate = _like_evaluator(as_string(operand), compile_like(node.pattern), node.negated)
+        pattern = compile_like(node.pattern)
+        if operand.attribute is not None:
+            return Compiled(attribute_like(operand.attribute, pattern, node.negated), Type.BOOLEAN)
+        evaluate = _like_evaluator(as_string(operand), pattern, node.negated)
         return finish(evaluate, Type.BOOLEAN, operand.pure)
 
     def _in(self, node: In) -> Compiled:

@@ -12,6 +12,7 @@ from typing import Final
 from cefilters.sql.ast import Chain
 from cefilters.sql.compiled import Compiled, Evaluator, Event, as_boolean, as_integer, as_type, finish
 from cefilters.sql.errors import EvaluationFailure
+from cefilters.sql.fused import ORDERING_TESTS, attribute_test
 from cefilters.sql.types import INT32_MAX, INT32_MIN, Type, Value, to_bool, to_int, to_str
 
 __all__ = ["compile_chain", "equals"]
@@ -102,6 +103,10 @@ def equals(left: Value, right: Value) -> bool:
 
 
 def _compare(operator: str, left: Compiled, right: Compiled) -> Evaluator:
+    if left.attribute is not None and right.value is not None:
+        fused = _fused_comparison(operator, left.attribute, right.value)
+        if fused is not None:
+            return fused
     if operator in _ORDERING:
         return _ordering(operator, as_integer(left), as_integer(right))
     negate = operator != "="
@@ -116,6 +121,17 @@ def _compare(operator: str, left: Compiled, right: Compiled) -> Evaluator:
     if negate:
         return lambda event: not equals(raw_left(event), raw_right(event))
     return lambda event: equals(raw_left(event), raw_right(event))
+
+
+def _fused_comparison(operator: str, name: str, constant: Value) -> Evaluator | None:
+    """``attribute OP constant`` as one closure, when the constant's type is settled."""
+    if operator in _ORDERING:
+        try:
+            constant = to_int(constant)
+        except EvaluationFailure:
+            return None  # the cast error must come after reading the attribute: no fusion
+    target = _RUNTIME_TYPES[type(constant)]
+    return attribute_test(name, target, getattr(constant, ORDERING_TESTS[operator]))
 
 
 def _ordering(operator: str, left: Callable[[Event], int], right: Callable[[Event], int]) -> Evaluator:

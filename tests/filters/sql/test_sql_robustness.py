@@ -114,3 +114,45 @@ def test_the_deepest_accepted_expression_fits_a_small_stack(name: str) -> None:
     finally:
         sys.setrecursionlimit(limit)
     assert result.errors == [], result.errors
+
+
+FUSED_PAIRS = [
+    # (fused: attribute OP constant, the same condition through an explicit cast, not fused)
+    ("x = 'abc'", "STRING(x) = 'abc'"),
+    ("x <> '10'", "STRING(x) <> '10'"),
+    ("x = 10", "INT(x) = 10"),
+    ("x != -3", "INT(x) != -3"),
+    ("x = TRUE", "BOOL(x) = TRUE"),
+    ("x < 5", "INT(x) < 5"),
+    ("x >= '5'", "INT(x) >= 5"),
+    ("x > 2147483647", "INT(x) > 2147483647"),
+    ("x LIKE 'a%'", "STRING(x) LIKE 'a%'"),
+    ("x NOT LIKE '%1'", "STRING(x) NOT LIKE '%1'"),
+    ("x LIKE 'true'", "STRING(x) LIKE 'true'"),
+    ("x LIKE '_b%'", "STRING(x) LIKE '_b%'"),
+]
+FUSED_VALUES = st.one_of(
+    st.sampled_from(["abc", "10", "5", "-3", "0005", "true", "TRUE", "a1", "", " 5", "ab", "1"]),
+    st.integers(min_value=-10, max_value=12),
+    st.integers(min_value=2**31 - 2, max_value=2**31 + 2),
+    st.booleans(),
+    st.none(),
+    VALUES,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=FUSED_VALUES)
+def test_fused_attribute_tests_agree_with_the_general_path(value: object) -> None:
+    """Property: the fused read-and-test closures for ``attribute OP constant`` give exactly what
+    the general operator closures give (value and error kind) for any attribute value."""
+    event: dict[str, object] = {"x": value}
+    for fused, general in FUSED_PAIRS:
+        expected = sql.compile(general).evaluate(event)
+        actual = sql.compile(fused).evaluate(event)
+        assert (actual.value, [e.kind for e in actual.errors]) == (
+            expected.value,
+            [e.kind for e in expected.errors],
+        ), (fused, value)
+    missing = sql.compile("x = 'abc'").evaluate({})
+    assert [e.kind for e in missing.errors] == ["missingAttribute"]
