@@ -8,6 +8,7 @@ the whole request is valid. Field rules follow the Subscriptions API spec, secti
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult
 
@@ -179,7 +180,7 @@ def _filters(body: dict[str, Any], problems: Problems) -> list[dict[str, Any]]:
     return _compile(value, lambda i: child("/filters", i), problems)
 
 
-def _compile(filters: list[Any], base: Any, problems: Problems) -> list[dict[str, Any]]:
+def _compile(filters: list[Any], base: Callable[[int], str], problems: Problems) -> list[dict[str, Any]]:
     # One compile per filter so that a problem in each of them is reported, not only the first.
     for i, expression in enumerate(filters):
         try:
