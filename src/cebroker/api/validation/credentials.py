@@ -76,7 +76,7 @@ def validate_credential(value: Any, problems: Problems) -> dict[str, Any] | None
     for given, item in value.items():
         if given == "credentialtype":
             continue
-        name: str = ALIASES.get(given, given)
+        name: str = ALIASES.get(given) or given
         if name != given and name in value:
             problems.add(child(POINTER, given), f"give either {name!r} or its alias {given!r}, not both")
             continue
