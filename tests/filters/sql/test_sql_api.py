@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import doctest
 import pickle
+from pathlib import Path
 
 import cefilters
 import pytest
@@ -66,3 +68,17 @@ def test_parse_errors_pickle_with_their_position() -> None:
     loaded = pickle.loads(pickle.dumps(raised.value))
     assert (loaded.position, loaded.reason, loaded.kind) == (7, "unexpected end of expression", "parse")
     assert str(loaded) == str(raised.value)
+
+
+DOCS = Path(__file__).resolve().parents[3] / "docs/filters-cesql.md"
+
+
+def test_the_documentation_examples_run() -> None:
+    """Every ``>>>`` example in docs/filters-cesql.md and in the package docstring gives the
+    output shown."""
+    failures, attempted = doctest.testfile(str(DOCS), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert attempted >= 10
+    assert failures == 0
+    failures, attempted = doctest.testmod(sql, optionflags=doctest.ELLIPSIS)
+    assert attempted >= 2
+    assert failures == 0
