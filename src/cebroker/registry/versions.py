@@ -1,9 +1,10 @@
-"""Versions, documents and the default version of a resource (the lower half of a write).
+"""Versions and their documents (the lowest layer of a write).
 
 Rules kept here: new version ids are ``1``, ``2``, ... per resource; a new version's
-``ancestorid`` is the newest existing version (a root version points at itself); the default
-version is the newest (creation order) unless ``meta.defaultversionsticky`` pins
-``meta.defaultversionid``; ``maxversions`` prunes the oldest non-default versions.
+``ancestorid`` is the newest existing version (a root version points at itself); a document
+arrives as raw bytes, or inline in JSON as ``<singular>`` (a JSON value, or a string for
+non-JSON media types) or ``<singular>base64``. Epoch bookkeeping shared by every layer lives
+here too: an entity's epoch moves at most once per request.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from cebroker.registry.entities import (
 from cebroker.registry.errors import XRegistryError
 from cebroker.registry.model import MESSAGES, ResourceType
 from cebroker.registry.paths import check_id
-from cebroker.registry.store import Kind, RegistryStore, Row
+from cebroker.registry.store import RegistryStore, Row
 
 JSON_TYPES = ("application/json", "text/json")
 
@@ -109,7 +110,7 @@ class VersionWriter:
         row.attrs = attrs
         self.store.put(row)
         self.bumped.add(row.xid)
-        self.changes.record(row.xid, _kind(row), "updated", changed)
+        self.changes.record(row.xid, row.kind, "updated", changed)
 
     # ---- versions -----------------------------------------------------------------------
 
@@ -212,101 +213,3 @@ class VersionWriter:
             json.dumps(value, ensure_ascii=False).encode("utf-8"),
             attrs.get("contenttype") or "application/json",
         )
-
-    # ---- meta and default version -------------------------------------------------------
-
-    def write_meta(self, res: Row, rtype: ResourceType, body: Mapping[str, Any], *, patch: bool) -> None:
-        """PUT/PATCH a resource's ``meta``: default version choice, stickiness, other attributes."""
-        subject = res.xid + "/meta"
-        self.refresh(res)
-        if not self.ignores("epoch") and res.xid not in self.created:
-            check_epoch(body, int(res.attrs["epoch"]), subject)
-        incoming = strip_computed(body, computed_keys(()), keep=[rtype.id_attr, "readonly"])
-        if self.ignores("defaultversionid"):
-            incoming.pop("defaultversionid", None)
-        if self.ignores("defaultversionsticky"):
-            incoming.pop("defaultversionsticky", None)
-        sticky = incoming.pop("defaultversionsticky", None if patch else False)
-        if sticky is not None and not isinstance(sticky, bool):
-            raise XRegistryError(
-                "invalid_attribute", subject, name="defaultversionsticky", error_detail="boolean"
-            )
-        has_vid = "defaultversionid" in incoming
-        vid = incoming.pop("defaultversionid", None)
-        if vid is not None and not isinstance(vid, str):
-            raise XRegistryError("invalid_attribute", subject, name="defaultversionid", error_detail="string")
-        attrs = merge_attrs(res.attrs, incoming, patch=True, now=self.now)
-        if not patch:
-            for key in list(attrs):
-                if key not in incoming and key not in (
-                    "epoch",
-                    "createdat",
-                    "modifiedat",
-                    "defaultversionid",
-                ):
-                    attrs.pop(key)
-        if has_vid and vid is None:
-            sticky = False if sticky is None else sticky
-        elif vid is not None and sticky is not False:
-            sticky = True
-            attrs["defaultversionid"] = vid
-            self._explicit_default.add(res.xid)
-        if sticky is not None:
-            attrs["defaultversionsticky"] = sticky
-        if attrs.get("compatibility", "none") != "none":
-            raise XRegistryError(
-                "invalid_attribute", subject, name="compatibility", error_detail="only 'none' is supported"
-            )
-        check_common(attrs, subject)
-        self._put_updated(res, attrs)
-
-    def set_default(self, res: Row, written: str | None, value: str) -> None:
-        """``?setdefaultversionid=<vid>|request|null``."""
-        self.refresh(res)
-        if value == "null":
-            res.attrs["defaultversionsticky"] = False
-        elif value == "request":
-            if written is None:
-                raise XRegistryError("bad_flag", res.xid, flag="setdefaultversionid=request")
-            res.attrs["defaultversionid"] = written.rsplit("/", 1)[1]
-            res.attrs["defaultversionsticky"] = True
-            self._explicit_default.add(res.xid)
-        else:
-            res.attrs["defaultversionid"] = value
-            res.attrs["defaultversionsticky"] = True
-            self._explicit_default.add(res.xid)
-        self.store.put(res)
-
-    def finalize(self, res: Row, rtype: ResourceType) -> None:
-        """After a resource's writes: prune to ``maxversions``, settle the default version."""
-        self.refresh(res)
-        versions = self.versions_of(res)
-        if not versions:
-            self.changes.record(res.xid, "resource", "deleted")
-            self.store.delete_subtree(res.xid)
-            self.bump(res.parent)
-            return
-        sticky = bool(res.attrs.get("defaultversionsticky"))
-        ids = {v.eid for v in versions}
-        if sticky and res.attrs.get("defaultversionid") not in ids:
-            if res.xid in self._explicit_default:
-                raise XRegistryError(
-                    "unknown_id", res.xid + "/meta", singular="version", id=res.attrs.get("defaultversionid")
-                )
-            sticky = False  # the pinned version went away: back to "newest"
-            res.attrs["defaultversionsticky"] = False
-        default = res.attrs["defaultversionid"] if sticky else versions[-1].eid
-        while rtype.maxversions and len(versions) > rtype.maxversions:
-            victim = next((v for v in versions if v.eid != default), None)
-            if victim is None:
-                raise XRegistryError("too_many_versions", res.xid, limit=rtype.maxversions)
-            self.store.delete_subtree(victim.xid)
-            self.changes.record(victim.xid, "version", "deleted")
-            versions.remove(victim)
-        res.attrs["defaultversionid"] = default
-        self.store.put(res)
-        self.touched_resources.add(res.xid)
-
-
-def _kind(row: Row) -> Kind:
-    return row.kind

@@ -22,10 +22,11 @@ from cebroker.registry.entities import (
     strip_computed,
 )
 from cebroker.registry.errors import XRegistryError
+from cebroker.registry.meta import MetaWriter
 from cebroker.registry.model import GROUP_TYPES, SPEC_VERSION, GroupType, ResourceType
 from cebroker.registry.paths import check_id
 from cebroker.registry.store import RegistryStore, Row
-from cebroker.registry.versions import DocInput, VersionWriter
+from cebroker.registry.versions import DocInput
 
 #: ``?ignore=`` values honoured on writes
 IGNORABLE = frozenset({"epoch", "defaultversionid", "defaultversionsticky", "readonly", "id"})
@@ -39,7 +40,7 @@ def as_map(value: object, subject: str, what: str) -> dict[str, Any]:
     return value
 
 
-class Writer(VersionWriter):
+class Writer(MetaWriter):
     """Applies one request's writes; every method may raise :class:`XRegistryError`."""
 
     def __init__(self, store: RegistryStore, now: str, ignore: frozenset[str] = frozenset()) -> None:
