@@ -142,9 +142,15 @@ class _Parser:
         chain = Chain((node, right), (operator.text,), (operator.position,))
         return self._checked(chain, max(height, right_height) + 1)
 
+    def _negatable_keyword(self) -> tuple[bool, Token]:
+        """Consume ``[NOT] LIKE`` or ``[NOT] IN``: whether NOT was there, and the keyword."""
+        first = self._next()
+        if first.text == "NOT":
+            return True, self._next()
+        return False, first
+
     def _like(self, left: _Parsed) -> _Parsed:
-        negated = self._next().text == "NOT"
-        keyword = self._next() if negated else self._tokens[self._index - 1]
+        negated, keyword = self._negatable_keyword()
         pattern = self._next()
         if pattern.kind != "string":
             raise self._error(pattern, f"LIKE needs a string literal pattern, found {_describe(pattern)}")
@@ -152,8 +158,7 @@ class _Parser:
         return self._checked(Like(node, pattern.text, negated, keyword.position), height + 1)
 
     def _in(self, left: _Parsed) -> _Parsed:
-        negated = self._next().text == "NOT"
-        keyword = self._next() if negated else self._tokens[self._index - 1]
+        negated, keyword = self._negatable_keyword()
         items, items_height = self._list("IN")
         if not items:
             raise self._error(keyword, "IN needs at least one value")
