@@ -94,6 +94,27 @@ def test_chain_resolution_with_dangling_reference_and_cycle() -> None:
     assert (cyc["x"], cyc["y"]) == ("a", "b")
 
 
+def test_message_lookup_is_materialized(client: TestClient) -> None:
+    """``/messagedefinition?uri=`` (Message Catalog 4.4.3) returns the definition complete."""
+    client.put(
+        "/messagegroups/g/messages/base",
+        json={"envelope": "CloudEvents/1.0", "envelopemetadata": {"subject": {"required": True}}},
+    )
+    client.put(
+        "/messagegroups/g/messages/child",
+        json={
+            "envelope": "CloudEvents/1.0",
+            "basemessage": "/messagegroups/g/messages/base",
+            "envelopemetadata": {"type": {"value": "child"}},
+        },
+    )
+    got = client.get("/messagedefinition", params={"uri": "/messagegroups/g/messages/child"}).json()
+    assert got["envelopemetadata"] == {"subject": {"required": True}, "type": {"value": "child"}}
+    assert got["messageid"] == "child"
+    plain = client.get("/messagegroups/g/messages/child").json()
+    assert plain["envelopemetadata"] == {"type": {"value": "child"}}  # GET shows what was stored
+
+
 def test_base_messages_used_for_validation(client: TestClient, component: Any) -> None:
     """A message extending a base is checked against the merged definition."""
     client.put(

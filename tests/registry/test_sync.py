@@ -61,7 +61,7 @@ def test_sync_reports_an_unreachable_source(make_broker: Callable[..., Broker], 
     assert "registry sync failed" in capsys.readouterr().err
 
 
-async def _until(check: Callable[[], Any], client: httpx.AsyncClient, seconds: float = 20.0) -> None:
+async def _until(check: Callable[[], Any], seconds: float = 20.0) -> None:
     deadline = asyncio.get_running_loop().time() + seconds
     while asyncio.get_running_loop().time() < deadline:
         if await check():
@@ -84,20 +84,20 @@ async def test_follow_applies_changes(make_broker: Callable[..., Broker]) -> Non
             status = (await client.get(f"{target.url}{path}")).status_code
             return status == 200 if present else status == 404
 
-        await _until(lambda: target_has("/messagegroups/before"), client)
+        await _until(lambda: target_has("/messagegroups/before"))
         subs = (await client.get(f"{source.url}/subscriptions")).json()
         assert len(subs) == 1
         await client.put(f"{source.url}/messagegroups/g/messages/m", json={"description": "v1"})
-        await _until(lambda: target_has("/messagegroups/g/messages/m"), client)
+        await _until(lambda: target_has("/messagegroups/g/messages/m"))
         await client.patch(f"{source.url}/messagegroups/g/messages/m", json={"description": "v2"})
 
         async def updated() -> bool:
             r = await client.get(f"{target.url}/messagegroups/g/messages/m")
             return r.status_code == 200 and r.json().get("description") == "v2"
 
-        await _until(updated, client)
+        await _until(updated)
         await client.delete(f"{source.url}/messagegroups/g/messages/m")
-        await _until(lambda: target_has("/messagegroups/g/messages/m", present=False), client)
+        await _until(lambda: target_has("/messagegroups/g/messages/m", present=False))
         stop.set()
         await asyncio.wait_for(task, 20)
         assert (await client.get(f"{source.url}/subscriptions")).json() == []  # unsubscribed on stop

@@ -95,6 +95,10 @@ class RegistryComponent:
         """Resolve a schema/message URI to a target."""
         return await self._run(self.core.find_by_uri, uri, plural)
 
+    async def materialized(self, target: Target) -> Any:
+        """A message definition with its ``basemessage`` chain merged in."""
+        return await self._run(self.core.materialized, target)
+
     async def check_body(self, document: Any) -> None:
         """Validate an imported document against the configured document schema."""
         await self._run(self.core.check_body, document)

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cebroker.registry.errors import XRegistryError
-from cebroker.registry.model import GroupType
 
 #: Attributes the server computes; present in bodies copied from a GET, ignored on input.
 _ALWAYS_COMPUTED = frozenset(
@@ -39,11 +38,6 @@ def computed_keys(child_collections: Iterable[str]) -> frozenset[str]:
         names.add(coll + "url")
         names.add(coll + "count")
     return frozenset(names)
-
-
-def group_children(gtype: GroupType) -> list[str]:
-    """The resource collection names of a group type."""
-    return list(gtype.resources)
 
 
 def strip_computed(

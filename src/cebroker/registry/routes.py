@@ -51,6 +51,10 @@ class Backend(Protocol):
         """Validate an imported document against the configured document schema."""
         ...
 
+    async def materialized(self, target: Target) -> Any:
+        """A message definition with its ``basemessage`` chain merged in."""
+        ...
+
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -137,9 +141,10 @@ class RegistryRoutes:
         return http.document_response(doc, 200, self.link, target.rid or "")
 
     async def message_by_uri(self, request: Request) -> Response:
-        """Message Catalog API: a message definition by its URI."""
+        """Message Catalog API: a message definition by its URI, complete: the older API has no
+        ``basemessage``, so the chain is merged in."""
         target = await self._by_uri(request, "/messagedefinition", "messages")
-        return http.json_response(await self.backend.read(target, ReadOptions()), 200, self.link)
+        return http.json_response(await self.backend.materialized(target), 200, self.link)
 
     async def _by_uri(self, request: Request, subject: str, plural: str) -> Target:
         self._read_only(request, subject)

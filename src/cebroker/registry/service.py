@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cebroker.errors import FieldProblem
+from cebroker.registry.basemessage import resolve
 from cebroker.registry.changes import ChangeLog
 from cebroker.registry.documents import DocumentSchema, check_endpoint, check_message, check_schema_version
 from cebroker.registry.entities import now_rfc3339
 from cebroker.registry.errors import XRegistryError
-from cebroker.registry.model import GROUP_TYPES, MESSAGES, SCHEMAS, SPEC_VERSION, model_document
+from cebroker.registry.model import MESSAGES, SCHEMAS, SPEC_VERSION, model_document
 from cebroker.registry.paths import Target
 from cebroker.registry.query import Branch, Inline
 from cebroker.registry.store import RegistryStore, Row
-from cebroker.registry.versions import DocInput
 from cebroker.registry.views import Node, Tree, View
 from cebroker.registry.writes import Writer
 
@@ -251,6 +251,23 @@ class RegistryCore:
 
     # ---- lookups the older APIs have ----------------------------------------------------
 
+    def materialized(self, target: Target) -> dict[str, Any]:
+        """A message definition as ``GET`` shows it, with its ``basemessage`` chain merged in."""
+        with self.store.snapshot():
+            message = self._read(target, ReadOptions())
+
+            def lookup(ref: str) -> dict[str, Any] | None:
+                path = ref[len(self.base) :] if ref.startswith(self.base + "/") else ref
+                row = self.store.get(path)
+                if row is not None and row.kind == "resource":
+                    versions = self.store.children(row.xid, "versions")
+                    pinned = row.attrs.get("defaultversionid")
+                    row = next((v for v in versions if v.eid == pinned), versions[-1] if versions else None)
+                return dict(row.attrs) if row is not None and row.kind == "version" else None
+
+            xid = target.resource_xid if target.level == "resource" else target.xid
+            return resolve(message, lookup, xid)
+
     def find_by_uri(self, uri: str, rtype_plural: str) -> Target:
         """The schema version / message addressed by ``uri`` (absolute URL here, or an xid)."""
         from cebroker.registry.paths import xid_to_target
@@ -270,18 +287,3 @@ class RegistryCore:
                 "not_found", target.xid, detail=f"{uri} names no {rtype_plural[:-1]} version"
             )
         return target
-
-
-def raw_document_input(data: bytes, contenttype: str | None) -> DocInput:
-    """The document of a raw (non-``$details``) write."""
-    return DocInput(data, contenttype)
-
-
-__all__ = [
-    "GROUP_TYPES",
-    "RawDocument",
-    "ReadOptions",
-    "RegistryCore",
-    "WriteResult",
-    "capabilities_document",
-]
