@@ -15,8 +15,6 @@ __all__ = [
     "Type",
     "Value",
     "attribute_value",
-    "cast",
-    "check_int32",
     "to_bool",
     "to_int",
     "to_str",
@@ -45,13 +43,6 @@ _ZERO: Final[dict[Type, Value]] = {Type.BOOLEAN: False, Type.INTEGER: 0, Type.ST
 def zero_value(type_: Type) -> Value:
     """The fail-fast value of a type; an untyped (attribute) expression yields ``false``."""
     return _ZERO[type_]
-
-
-def check_int32(value: int, what: str) -> int:
-    """``value`` if it fits a signed 32-bit Integer, else a math error."""
-    if INT32_MIN <= value <= INT32_MAX:
-        return value
-    raise EvaluationFailure("math", f"integer overflow in {what}: {value} is outside the 32-bit range")
 
 
 def to_int(value: Value) -> int:
@@ -95,17 +86,6 @@ def to_str(value: Value) -> str:
     return str(value)
 
 
-def cast(value: Value, target: Type) -> Value:
-    """Cast ``value`` to ``target`` (``ANY`` leaves it as is)."""
-    if target is Type.STRING:
-        return to_str(value)
-    if target is Type.INTEGER:
-        return to_int(value)
-    if target is Type.BOOLEAN:
-        return to_bool(value)
-    return value
-
-
 def _show(value: str) -> str:
     """A string value for an error message, shortened: events may carry huge strings."""
     return repr(value) if len(value) <= 40 else repr(value[:37] + "...")
@@ -116,8 +96,9 @@ def attribute_value(name: str, raw: object) -> Value:
 
     Strings (URI, URI-reference, timestamp text), booleans and 32-bit integers keep their type.
     Objects a JSON decoder or an SDK may hand us instead get their canonical string form:
-    ``datetime`` as RFC 3339, ``bytes`` (Binary) as base64. An integral float within range is an
-    Integer. Anything else cannot be a CloudEvents attribute value and is a generic error.
+    ``datetime`` as RFC 3339 (a naive one taken as UTC), ``bytes`` (Binary) as base64. An
+    integral float within range is an Integer. Anything else cannot be a CloudEvents attribute
+    value and is a generic error.
     """
     if isinstance(raw, str):
         return str(raw)
@@ -133,6 +114,8 @@ def attribute_value(name: str, raw: object) -> Value:
     if isinstance(raw, float) and raw.is_integer() and INT32_MIN <= raw <= INT32_MAX:
         return int(raw)
     if isinstance(raw, datetime.datetime):
+        if raw.tzinfo is None:  # RFC 3339 needs an offset; a naive time is taken as UTC
+            raw = raw.replace(tzinfo=datetime.UTC)
         return raw.isoformat().replace("+00:00", "Z")
     if isinstance(raw, bytes | bytearray | memoryview):
         return base64.b64encode(bytes(raw)).decode("ascii")

@@ -141,6 +141,7 @@ def test_attributes_keep_their_type_and_a_missing_one_fails_its_expression(
         (-5, -5, None),
         (3.0, 3, None),
         (datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC), "2024-05-01T12:00:00Z", None),
+        (datetime.datetime(2024, 5, 1, 12, 0, 0, 5000), "2024-05-01T12:00:00.005000Z", None),
         (b"\x00\x01", "AAE=", None),
         (None, False, "missingAttribute"),
         (2**31, False, "generic"),
