@@ -53,15 +53,17 @@ def build_components(settings: Settings) -> list[Component]:
     # The one subscription store; parts that read or follow subscriptions get this instance.
     store = SqliteSubscriptionStore(settings.db)
     components: list[Component] = [StoreComponent(store), SubscriptionsComponent(store, settings)]
-    # The event pipeline follows the store's change feed, so it starts after the store is open.
+    # The registry checks incoming events for the pipeline (its validator) and announces its
+    # own changes through the pipeline (its ingestor): the two are wired to each other.
     registry = RegistryComponent(
         settings.db, settings.public_url, document_schema=settings.registry_document_schema
     )
+    # The event pipeline follows the store's change feed, so it starts after the store is open.
     pipeline = PipelineComponent(settings, store, validator=registry.validator)
     components.append(pipeline)
-    # The registry serves `/` and `/<group>/...`, so its routes come after every other part's;
-    # its change events enter through the pipeline, so it starts after it.
     registry.ingestor = pipeline.pipeline
+    # The registry serves `/` and `/<group>/...`, so its routes come after every other part's;
+    # it announces its changes through the pipeline, so it starts after it.
     components.append(registry)
     # Ops comes last: it reports ready once every part before it has started.
     components.append(OpsComponent())
