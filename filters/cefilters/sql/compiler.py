@@ -46,6 +46,8 @@ class _Compiler:
         if isinstance(node, Literal):
             return constant(node.value)
         if isinstance(node, Attribute):
+            if node.name in _PAYLOAD_MEMBERS:
+                return _payload_reference(node.name)
             return attribute(node.name)
         if isinstance(node, Exists):
             return self._exists(node)
@@ -61,6 +63,8 @@ class _Compiler:
 
     def _exists(self, node: Exists) -> Compiled:
         name = node.name
+        if name in _PAYLOAD_MEMBERS:
+            return constant(False)
         # A null attribute counts as absent, as everywhere else.
         return Compiled(lambda event: event.get(name) is not None, Type.BOOLEAN)
 
@@ -135,12 +139,24 @@ class _Compiler:
 
 
 _NO_EVENT: Final[Event] = {}
+# The JSON event format carries the payload in these members; CESQL only sees context
+# attributes (CESQL v1 §1: the data is not addressable), so they always read as absent.
+_PAYLOAD_MEMBERS: Final = frozenset({"data"})
 _BUILTIN_OVERLOADS: Final = frozenset(BUILTINS)
 _CASTING_FUNCTIONS: Final[dict[Function, Type]] = {
     function: function.returns
     for function in BUILTINS
     if function.name in ("INT", "BOOL", "STRING") and function.parameters == (Type.ANY,)
 }
+
+
+def _payload_reference(name: str) -> Compiled:
+    message = f"{name!r} is the event payload, which CESQL cannot address"
+
+    def payload(event: Event) -> Value:
+        raise EvaluationFailure("missingAttribute", message)
+
+    return Compiled(payload, Type.ANY)
 
 
 def _like_evaluator(text: Callable[[Event], str], pattern: LikePattern, negated: bool) -> Evaluator:

@@ -249,3 +249,15 @@ def test_precedence_of_prefix_and_postfix_operators() -> None:
     assert evaluate("1 + 2 * 3").value == 7
     assert evaluate("1 + 2 LIKE '2'").value == 2  # 1 + (2 LIKE '2') = 1 + TRUE
     assert evaluate("2 * 6 IN (6)").value == 2  # 2 * (6 IN (6)) = 2 * TRUE
+
+
+def test_the_payload_is_not_addressable() -> None:
+    """CESQL v1 §1: only context attributes are visible; the JSON format's ``data`` member is the
+    payload, so it reads as absent even when the event carries it (``data_base64`` cannot even
+    be written: attribute names have no underscore)."""
+    event = {**EVENT, "data": "secret", "data_base64": "c2VjcmV0"}
+    assert [e.kind for e in evaluate("data = 'secret'", event).errors] == ["missingAttribute"]
+    assert evaluate("EXISTS data", event).value is False
+    assert not sql.compile("data LIKE '%'").matches(event)
+    with pytest.raises(sql.ParseError):
+        sql.compile("data_base64 = 'c2VjcmV0'")
