@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from cebroker.registry import http
-from cebroker.registry.dispatch import not_supported, write_op
+from cebroker.registry.dispatch import ALLOWED, not_supported, write_op
 from cebroker.registry.errors import XRegistryError, render_error
 from cebroker.registry.model import GROUP_TYPES, model_document
 from cebroker.registry.paths import Target, parse_path
@@ -160,12 +160,10 @@ class RegistryRoutes:
         target = parse_path(request.url.path)
         method = request.method
         if method == "OPTIONS":
-            from cebroker.registry.dispatch import ALLOWED
-
             return _Options(", ".join([*ALLOWED[target.level], "HEAD", "OPTIONS"])).response(self.link)
         if method in ("GET", "HEAD"):
             return await self._get(request, target)
-        if target.level == "registry" and method == "DELETE" or target.level == "meta" and method == "DELETE":
+        if method == "DELETE" and target.level in ("registry", "meta"):
             raise not_supported(method, target)
         return await self._write(request, target)
 
