@@ -16,10 +16,28 @@ from cebroker.store.base import SubscriptionQuery
 
 
 def test_parse_json_accepts_objects_and_rejects_the_rest() -> None:
-    assert parse_json(b' {"a": [1, 2.5, null]} ') == {"a": [1, 2.5, None]}
-    for bad in (b"[" * 100_000, b'{"a": Infinity}', b'{"a": 1, "a": 1}', b"{,}", b"\x80"):
-        with pytest.raises(ValidationError):
-            parse_json(bad)
+    assert parse_json(b' {"a": [1, 2.5, null, "\\u00e9\\ud83d\\ude00"]} ') == {
+        "a": [1, 2.5, None, "\u00e9\U0001f600"]
+    }
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[" * 100_000,  # nested beyond the recursion limit
+        b'{"a": Infinity}',
+        b'{"a": 1e400}',  # parses as inf: no JSON answer could carry it
+        b'{"a": "\\ud800"}',  # a lone surrogate: not storable, not encodable
+        b'{"a": ' + b"9" * 5000 + b"}",  # beyond Python's int conversion limit
+        b'{"a": 1, "a": 1}',
+        b"{,}",
+        b"\x80",
+    ],
+    ids=["deep", "infinity", "overflow", "surrogate", "huge-int", "duplicate", "syntax", "not-utf8"],
+)
+def test_parse_json_rejects(raw: bytes) -> None:
+    with pytest.raises(ValidationError):
+        parse_json(raw)
 
 
 def test_realize_survives_pathological_nesting() -> None:

@@ -433,8 +433,21 @@ async def test_secret_values_are_not_echoed_in_errors(client: httpx.AsyncClient)
         b'{"a": 1, "a": 2}',
         b'{"x": NaN}',
         b"\xff\xfe{}",
+        b'{"protocol": "HTTP", "sink": "http://h/", "config": {"a": "\\ud800"}}',
+        b'{"protocol": "HTTP", "sink": "http://h/", "config": {"a": 1e400}}',
     ],
-    ids=["truncated", "array", "string", "null", "empty", "duplicate", "nan", "not-utf8"],
+    ids=[
+        "truncated",
+        "array",
+        "string",
+        "null",
+        "empty",
+        "duplicate",
+        "nan",
+        "not-utf8",
+        "surrogate",
+        "overflow",
+    ],
 )
 async def test_malformed_or_non_object_body_is_400(
     client: httpx.AsyncClient, settings: Settings, body: bytes

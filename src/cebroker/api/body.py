@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from cebroker.errors import FieldProblem, PayloadTooLarge, UnsupportedMediaType, ValidationError
 
@@ -36,10 +37,13 @@ async def read_limited(request: Request, limit: int) -> bytes:
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the body is {declared} bytes; the limit is {limit} bytes")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
+    except ClientDisconnect as exc:  # nobody will read the answer; keep it out of the error log
+        raise _malformed("the client disconnected before the body was complete") from exc
     return bytes(body)
 
 
@@ -56,6 +60,13 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 parses as inf, which no JSON answer could carry
+        raise ValueError(f"the number {text[:32]} is out of range")
+    return value
+
+
 def parse_json(raw: bytes) -> Any:
     """Parse ``raw`` as strict JSON (no duplicate members, no NaN/Infinity); 400 if it is not."""
     if not raw.strip():
@@ -65,7 +76,15 @@ def parse_json(raw: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise _malformed(f"the body is not valid UTF-8 (byte {exc.start})") from exc
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        value = json.loads(
+            text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_float=_finite
+        )
+        # A \ud800 escape yields a lone surrogate: not text, and neither SQLite nor a UTF-8
+        # answer could hold it.
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return value
+    except UnicodeEncodeError as exc:
+        raise _malformed("the JSON contains a \\u escape of an unpaired surrogate") from exc
     except json.JSONDecodeError as exc:
         raise _malformed(f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     except RecursionError as exc:
