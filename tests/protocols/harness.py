@@ -108,3 +108,52 @@ CASES: dict[str, ProtocolCase] = {
 def unique_name(prefix: str = "ce") -> str:
     """A topic/queue/subject name no other test uses (valid in every protocol)."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def source_url(case: ProtocolCase, server: Any, name: str) -> str:
+    """An ingress source URL that consumes what ``case.settings(name, ...)`` targets."""
+    if case.protocol == "MQTT3":
+        return f"{server.url}/{name}?version=3"
+    if case.protocol == "MQTT5":
+        return f"{server.url}/{name}?qos=1"
+    if case.protocol == "AMQP":
+        return f"{server.url}/queue/{name}"
+    if case.protocol == "KAFKA":
+        return f"{server.url}/{name}?group=g-{name}&session_timeout_ms=2000"
+    return f"{server.url}/{name}"
+
+
+async def publish_raw(case: ProtocolCase, server: Any, name: str, payload: bytes) -> None:
+    """Publish bytes that are not a CloudEvent where ``case.settings(name, ...)`` points."""
+    import asyncio
+
+    if case.protocol.startswith("MQTT"):
+        import paho.mqtt.publish as publish
+
+        await asyncio.to_thread(publish.single, name, payload, qos=1, hostname=server.host, port=server.port)
+    elif case.protocol == "NATS":
+        import nats
+
+        client = await nats.connect(server.url)
+        await client.publish(name, payload)
+        await client.flush()
+        await client.close()
+    elif case.protocol == "AMQP":
+        from proton import Message
+        from proton.utils import BlockingConnection
+
+        def send() -> None:
+            connection = BlockingConnection(server.url, timeout=10)
+            connection.create_sender(f"/queue/{name}").send(Message(body=payload, inferred=True))
+            connection.close()
+
+        await asyncio.to_thread(send)
+    else:
+        from confluent_kafka import Producer
+
+        def produce() -> None:
+            producer = Producer({"bootstrap.servers": server.bootstrap})
+            producer.produce(name, payload)
+            producer.flush(10)
+
+        await asyncio.to_thread(produce)

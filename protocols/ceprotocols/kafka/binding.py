@@ -87,6 +87,9 @@ def from_message(record: KafkaRecord) -> dict[str, Any]:
         raise BindingError(f"not a CloudEvent in Kafka binding: {exc}") from exc
 
 
-def headers_from_client(headers: Sequence[tuple[str, bytes | None]] | None) -> Headers:
-    """Normalise a client's header list (values may be ``None``) into :data:`Headers`."""
-    return tuple((name, value or b"") for name, value in headers or ())
+def headers_from_client(
+    headers: Sequence[tuple[str, str | bytes | None]] | Mapping[str, str | bytes | None] | None,
+) -> Headers:
+    """Normalise a client's headers (a list or dict; values may be ``None`` or text) into :data:`Headers`."""
+    items = headers.items() if isinstance(headers, Mapping) else headers or ()
+    return tuple((name, value.encode() if isinstance(value, str) else value or b"") for name, value in items)

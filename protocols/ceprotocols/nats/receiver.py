@@ -1,0 +1,119 @@
+"""NATS ingress: a core subscription, or a JetStream pull consumer with ack after storing.
+
+Source: ``nats://host[:4222]/<subject>`` (``>`` and ``*`` wildcards allowed), optional
+``?queue=<group>`` for a core queue group, or ``?stream=<name>&durable=<name>`` for JetStream:
+each message is acknowledged after the callback stored it, and an invalid one is terminated
+(``term``: never redelivered). Core NATS has no acknowledgement at all: a message that arrives
+while the callback is failing is retried in process, but is lost if the broker stops first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
+from nats.errors import TimeoutError as NatsTimeout
+
+from ceprotocols.endpoint import Endpoint
+from ceprotocols.errors import DeliveryError, SettingsError
+from ceprotocols.nats import binding
+from ceprotocols.nats.client import connect
+from ceprotocols.receiver import RETRY_PAUSE, Handover, OnEvents, ReceiverStats, decode
+
+log = logging.getLogger("ceprotocols.nats")
+BATCH = 100
+
+
+def to_message(msg: Msg) -> binding.NatsMessage:
+    """The binding's view of a received message."""
+    return binding.NatsMessage(payload=msg.data, headers=msg.headers)
+
+
+class NatsReceiver:
+    """Consumes one NATS subject (core or JetStream)."""
+
+    def __init__(self, source: str, endpoint: Endpoint) -> None:
+        self.source = source
+        self.endpoint = endpoint
+        self.subject = endpoint.path.strip("/")
+        if not self.subject:
+            raise SettingsError("source", f"{source}: the path must be the subject")
+        self.queue = endpoint.option("queue") or ""
+        self.stream = endpoint.option("stream")
+        self.durable = endpoint.option("durable") or "cebroker"
+        self.stats = ReceiverStats()
+        self._client: Client | None = None
+        self._closed = False
+
+    async def run(self, on_events: OnEvents) -> None:
+        """Consume until closed; the client reconnects by itself once connected."""
+        handover = Handover(self.source, self.stats)
+        while not self._closed and self._client is None:
+            try:
+                self._client = await connect(self.endpoint, None, 5.0)
+            except DeliveryError as exc:
+                log.warning("source %s: %s; retrying", self.source, exc)
+                self.stats.reconnects += 1
+                await asyncio.sleep(RETRY_PAUSE)
+        if self._client is None:
+            return
+        if self.stream:
+            await self._run_jetstream(self._client, handover, on_events)
+        else:
+            await self._run_core(self._client, handover, on_events)
+
+    async def _run_core(self, client: Client, handover: Handover, on_events: OnEvents) -> None:
+        subscription = await client.subscribe(self.subject, queue=self.queue)
+        await client.flush()
+        self.stats.subscribed = True
+        while not self._closed:
+            try:
+                messages = [await subscription.next_msg(timeout=0.5)]
+            except (NatsTimeout, TimeoutError):
+                continue
+            except NatsError as exc:
+                log.warning("source %s: %s", self.source, exc)
+                await asyncio.sleep(RETRY_PAUSE)
+                continue
+            while len(messages) < BATCH and subscription.pending_msgs:
+                messages.append(await subscription.next_msg(timeout=0.1))
+            await handover([decode(binding.from_message, to_message(m)) for m in messages], on_events)
+
+    async def _run_jetstream(self, client: Client, handover: Handover, on_events: OnEvents) -> None:
+        subscription: Any = None
+        while not self._closed:
+            try:
+                if subscription is None:
+                    subscription = await client.jetstream().pull_subscribe(
+                        self.subject, durable=self.durable, stream=self.stream
+                    )
+                    self.stats.subscribed = True
+                messages: list[Msg] = await subscription.fetch(BATCH, timeout=1.0)
+            except (NatsTimeout, TimeoutError):
+                continue
+            except NatsError as exc:
+                log.warning("source %s: %s", self.source, exc)
+                await asyncio.sleep(RETRY_PAUSE)
+                continue
+            outcomes = await handover(
+                [decode(binding.from_message, to_message(m)) for m in messages], on_events
+            )
+            for message, reason in zip(messages, outcomes, strict=True):
+                try:
+                    await (message.ack() if reason is None else message.term())
+                except NatsError as exc:  # the server redelivers what it did not get an ack for
+                    log.warning("source %s: ack failed: %s", self.source, exc)
+
+    async def aclose(self) -> None:
+        """Stop consuming and close the connection."""
+        self._closed = True
+        client, self._client = self._client, None
+        if client is not None and not client.is_closed:
+            try:
+                await client.close()
+            except NatsError:
+                log.debug("source %s: closing a broken connection failed", self.source)
