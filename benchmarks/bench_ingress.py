@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -37,11 +38,11 @@ def _event(n: int, run: str) -> dict[str, object]:
     }
 
 
-def _single(port: int, run: str):  # type: ignore[no-untyped-def]
+def _single(port: int, run: str) -> Callable[[int], bytes]:
     return lambda n: request_bytes("/events", json.dumps(_event(n, run)).encode(), STRUCTURED, port)
 
 
-def _batch(port: int, size: int):  # type: ignore[no-untyped-def]
+def _batch(port: int, size: int) -> Callable[[int], bytes]:
     def make(n: int) -> bytes:
         body = json.dumps([_event(n * size + k, "batch") for k in range(size)]).encode()
         return request_bytes("/events", body, BATCH, port)

@@ -10,16 +10,21 @@ import json
 import sys
 import time
 
-state: dict[str, list[float] | int] = {"count": 0, "latencies": []}
+
+class State:
+    """What the sink has seen since start or the last reset."""
+
+    count = 0
+    latencies: list[float] = []
 
 
 def _figures() -> bytes:
-    latencies = sorted(state["latencies"])  # type: ignore[arg-type]
+    latencies = sorted(State.latencies)
 
     def q(p: float) -> float:
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else -1.0
 
-    return json.dumps({"count": state["count"], "p50": q(0.5), "p99": q(0.99), "max": q(1.0)}).encode()
+    return json.dumps({"count": State.count, "p50": q(0.5), "p99": q(0.99), "max": q(1.0)}).encode()
 
 
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -44,13 +49,13 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                     % (len(body), body)
                 )
             elif head.startswith(b"GET /reset"):
-                state["count"] = 0
-                state["latencies"] = []
+                State.count = 0
+                State.latencies = []
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
             else:
-                state["count"] += 1  # type: ignore[operator]
+                State.count += 1
                 if sent is not None:
-                    state["latencies"].append((time.time_ns() - sent) / 1e9)  # type: ignore[union-attr]
+                    State.latencies.append((time.time_ns() - sent) / 1e9)
                 writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):

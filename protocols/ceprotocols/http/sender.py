@@ -1,6 +1,7 @@
 """HTTP push delivery: the :class:`ceprotocols.sender.Sender` for ``protocol: HTTP``.
 
-One pooled ``httpx.AsyncClient`` (keep-alive) serves every subscription. Protocol settings:
+Deliveries go over :class:`HttpTransport` (keep-alive connections pooled per origin, shared
+by every subscription); token refreshes and validation handshakes use ``httpx``. Protocol settings:
 ``method`` (default ``POST``), ``headers`` (copied into every request) and ``contentmode``
 (``binary``, the default, or ``structured``). A 2xx confirms; 5xx, 408 and 429 are retryable
 rejections carrying ``Retry-After``; other statuses (redirects are never followed) are final.
@@ -19,6 +20,7 @@ import httpx
 from ceprotocols.errors import BindingError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
 from ceprotocols.http.binding import to_binary, to_structured
 from ceprotocols.http.credentials import CredentialResolver
+from ceprotocols.http.transport import HttpResponse, HttpTransport, HttpTransportError
 from ceprotocols.http.webhook import WebhookGate
 from ceprotocols.sender import Destination, Event
 
@@ -49,7 +51,7 @@ class HttpSender:
     Args:
         validate_webhooks: run the abuse-protection handshake before the first delivery to an origin.
         webhook_origin: the ``WebHook-Request-Origin`` this broker announces (its DNS name).
-        max_connections: size of the connection pool shared by every sink.
+        max_idle: idle keep-alive connections kept per sink origin.
     """
 
     def __init__(
@@ -57,11 +59,10 @@ class HttpSender:
         *,
         validate_webhooks: bool = True,
         webhook_origin: str | None = None,
-        max_connections: int = 200,
-        transport: httpx.AsyncBaseTransport | None = None,
+        max_idle: int = 64,
     ) -> None:
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._client = httpx.AsyncClient(limits=limits, follow_redirects=False, transport=transport)
+        self._transport = HttpTransport(max_idle=max_idle)
+        self._client = httpx.AsyncClient(follow_redirects=False)
         self._credentials = CredentialResolver(self._client)
         origin = webhook_origin or socket.getfqdn()
         self._gate = WebhookGate(self._client, origin) if validate_webhooks else None
@@ -80,32 +81,35 @@ class HttpSender:
             headers["WebHook-Request-Origin"] = self._gate.origin
         method = str(settings.get("method") or "POST").upper()
         response = await self._send(method, destination, headers, message.body)
-        if response.status_code == 401 and self._credentials.invalidate(destination.credential):
+        if response.status == 401 and self._credentials.invalidate(destination.credential):
             response = await self._send(method, destination, headers, message.body)
         self._check(response)
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
+        """Close every connection."""
+        await self._transport.aclose()
         await self._client.aclose()
 
     async def _send(
         self, method: str, destination: Destination, headers: dict[str, str], body: bytes
-    ) -> httpx.Response:
+    ) -> HttpResponse:
         auth = await self._credentials.authorization(destination.credential)
         if auth is not None:
             headers["Authorization"] = auth
         try:
-            return await self._client.request(
-                method, destination.sink, headers=headers, content=body, timeout=destination.timeout
+            return await self._transport.request(
+                method, destination.sink, headers, body, deadline=destination.timeout
             )
-        except httpx.TimeoutException as exc:
-            raise DeliveryTimeout(f"no answer from {destination.sink} within {destination.timeout}s") from exc
-        except httpx.HTTPError as exc:
-            raise TargetUnreachable(f"cannot reach {destination.sink}: {exc!r}") from exc
+        except HttpTransportError as exc:
+            if exc.timeout:
+                raise DeliveryTimeout(
+                    f"no answer from {destination.sink} within {destination.timeout}s"
+                ) from exc
+            raise TargetUnreachable(f"cannot reach {destination.sink}: {exc}") from exc
 
     @staticmethod
-    def _check(response: httpx.Response) -> None:
-        status = response.status_code
+    def _check(response: HttpResponse) -> None:
+        status = response.status
         if 200 <= status < 300:
             return
         retryable = status >= 500 or status in _RETRYABLE

@@ -1,0 +1,197 @@
+"""Spark into the broker: events/s of a Spark job next to the broker's own batch-ingest rate.
+
+A ``cebroker serve`` process per measurement (fresh SQLite file, one subscription whose deliveries are
+rate-limited so that delivery does not compete for the CPU, as in ``bench_ingress.py``) takes:
+
+1. baseline: a plain client posting the same kind of events, pre-encoded, in batches of
+   ``--batch-size`` over ``--partitions`` keep-alive connections (the broker's batch-ingest rate);
+2. spark: a ``spark-feed``-style query (parquet files -> ``cloudevents`` sink, available-now
+   trigger, ``local[<partitions>]``), timed from start to termination, so Spark's planning,
+   reading, Arrow transfer, row conversion and validation are all included.
+
+Every event gets its own id, so nothing is de-duplicated. Prints both rates, the ratio (target
+>= 0.8) and where the Spark job's time went. Usage:
+``python benchmarks/spark_bench.py [--events 300000] [--partitions 2] [--batch-size 1000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+BATCH = {"Content-Type": "application/cloudevents-batch+json"}
+PAYLOAD = "x" * 100
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_broker(db: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    args = ["-m", "cebroker", "serve", "--port", str(port), "--db", str(db), "--log-level", "warning"]
+    proc = subprocess.Popen(
+        [sys.executable, *args, "--webhook-validation", "off"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the broker did not start")
+
+
+@contextlib.contextmanager
+def running_broker(db: Path) -> Iterator[str]:
+    """A broker with one subscription (deliveries rate-limited to 1/s, so they do not compete
+    for the CPU; the events still get their delivery rows)."""
+    proc, url = start_broker(db)
+    try:
+        sub = {"protocol": "HTTP", "sink": "http://127.0.0.1:9/none", "config": {"ratelimit": "1"}}
+        created = httpx.post(f"{url}/subscriptions", json=sub, timeout=10)
+        if created.status_code != 201:
+            raise RuntimeError(f"subscription refused: {created.text}")
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def event(n: int, run: str) -> dict[str, object]:
+    return {
+        "specversion": "1.0",
+        "id": f"{run}-{n}",
+        "source": "/bench",
+        "type": "com.example.bench",
+        "time": "2024-05-01T10:00:00Z",
+        "data": {"n": n, "payload": PAYLOAD},
+    }
+
+
+def baseline(url: str, events: int, batch: int, connections: int) -> float:
+    """Events/s of pre-encoded batches posted over ``connections`` keep-alive connections."""
+    bodies = [
+        json.dumps([event(start + k, "plain") for k in range(min(batch, events - start))]).encode()
+        for start in range(0, events, batch)
+    ]
+    failures: list[str] = []
+
+    def worker(mine: list[bytes]) -> None:
+        with httpx.Client(headers=BATCH, timeout=60) as client:
+            for body in mine:
+                response = client.post(f"{url}/events", content=body)
+                if response.status_code != 202:
+                    failures.append(f"{response.status_code} {response.text[:200]}")
+
+    threads = [threading.Thread(target=worker, args=(bodies[i::connections],)) for i in range(connections)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if failures:
+        raise RuntimeError(f"baseline: {len(failures)} batches refused, first: {failures[0]}")
+    return events / elapsed
+
+
+def spark_job(url: str, events: int, batch: int, partitions: int, work: Path) -> tuple[float, dict[str, int]]:
+    """Events/s of the available-now query, and Spark's own split of the time."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import functions as F
+
+    from cebroker.spark.feed import build_session
+
+    spark = build_session(f"local[{partitions}]", app_name="cebroker-spark-bench")
+    inputs = work / "in"
+    (
+        spark.range(0, events, numPartitions=partitions)
+        .select(
+            F.concat(F.lit("spark-"), F.col("id").cast("string")).alias("id"),
+            F.lit("/bench").alias("source"),
+            F.lit("com.example.bench").alias("type"),
+            F.lit("2024-05-01T10:00:00Z").alias("time"),
+            F.struct(F.col("id").alias("n"), F.lit(PAYLOAD).alias("payload")).alias("data"),
+        )
+        .write.parquet(str(inputs))
+    )
+    schema = spark.read.parquet(str(inputs)).schema
+    started = time.perf_counter()
+    query = (
+        spark.readStream.schema(schema)
+        .parquet(str(inputs))
+        .writeStream.format("cloudevents")
+        .option("url", f"{url}/events")
+        .option("batchSize", batch)
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    elapsed = time.perf_counter() - started
+    progress = query.lastProgress or {}
+    rows = sum(int(p["numInputRows"]) for p in query.recentProgress)
+    spark.stop()
+    if rows != events:
+        raise RuntimeError(f"the query read {rows} rows, expected {events}")
+    return events / elapsed, dict(progress.get("durationMs", {}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=1000)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        # Each measurement gets a fresh broker and database, so neither pays for the other's rows.
+        with running_broker(work / "plain.db") as url:
+            plain = baseline(url, args.events, args.batch_size, args.partitions)
+        with running_broker(work / "spark.db") as url:
+            spark_rate, split = spark_job(url, args.events, args.batch_size, args.partitions, work)
+
+    print(
+        f"Spark -> broker, {args.events:,} events, batches of {args.batch_size}, {args.partitions} partitions"
+    )
+    print(f"   broker batch ingest, plain client : {plain:9,.0f} ev/s")
+    print(f"   Spark job (cloudevents sink)      : {spark_rate:9,.0f} ev/s")
+    print(f"   ratio spark / plain                : {spark_rate / plain:9.2f}   (target >= 0.8)")
+    print(f"   absolute target 50,000 ev/s        : {'met' if spark_rate >= 50_000 else 'NOT met'}")
+    if split:
+        print(
+            "   Spark's split of the query (ms): " + ", ".join(f"{k} {v}" for k, v in sorted(split.items()))
+        )
+
+
+if __name__ == "__main__":
+    main()
