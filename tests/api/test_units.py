@@ -92,3 +92,16 @@ def test_parse_query_and_next_link_round_trip() -> None:
     url = link[1 : link.index(">")]
     again = parse_query(QueryParams(url.split("?", 1)[1]))
     assert again == SubscriptionQuery(protocol="HTTP", type="com.a b", limit=5, cursor="CUR")
+
+
+def test_a_failing_registered_check_is_a_problem_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checks registered by other parts are guarded: a bug in one names the field (400)."""
+    from cebroker.api.validation import subscription
+
+    def broken(value: Any, pointer: str, problems: Any) -> None:
+        raise TypeError("bug")
+
+    monkeypatch.setitem(subscription.CONFIG_KEYS, "broken", broken)
+    with pytest.raises(ValidationError) as info:
+        realize({"protocol": "HTTP", "sink": "http://h/", "config": {"broken": 1}}, subscription_id="x")
+    assert [p.pointer for p in info.value.problems] == ["/config/broken"]

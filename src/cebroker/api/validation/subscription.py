@@ -132,7 +132,7 @@ def _settings(
     for name, item in value.items():
         at = child(pointer, name)
         if name in rules.settings:
-            rules.settings[name](item, at, problems)
+            _guarded(rules.settings[name], item, at, problems)
         elif name in rules.refused:
             problems.add(at, rules.refused[name])
         else:
@@ -143,6 +143,16 @@ def _settings(
     for cross_check in rules.cross_checks:
         cross_check(value, sink, pointer, problems)
     return {**rules.defaults, **value}
+
+
+def _guarded(check: Check, value: Any, pointer: str, problems: Problems) -> None:
+    """Run a check that may come from another part of the broker: a bug in it is logged and
+    reported as a problem with the field, never a 500."""
+    try:
+        check(value, pointer, problems)
+    except Exception:
+        log.exception("the check of %s failed", pointer)
+        problems.add(pointer, "could not be checked")
 
 
 def _types(value: Any, problems: Problems) -> None:
@@ -163,7 +173,7 @@ def _config(value: Any, problems: Problems) -> None:
         if not key:
             problems.add(child("/config", key), "keys must not be empty")
         elif key in CONFIG_KEYS:
-            CONFIG_KEYS[key](item, child("/config", key), problems)
+            _guarded(CONFIG_KEYS[key], item, child("/config", key), problems)
 
 
 def _filters(body: dict[str, Any], problems: Problems) -> list[dict[str, Any]]:
