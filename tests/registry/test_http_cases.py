@@ -143,6 +143,9 @@ def test_error_types(client: TestClient) -> None:
     _problem(client.get("/messagegroups/g1$details"), 400, HTTP + "bad_details")
     _problem(client.get("/?specversion=0.1"), 400, CORE + "unsupported_specversion")
     _problem(client.get("/messagegroups?inline=nope.*.x"), 400, CORE + "bad_inline")
+    _problem(client.get("/messagegroups?inline=schemas"), 400, CORE + "bad_inline")  # not below messagegroups
+    assert client.get("/messagegroups?inline=messages.versions").status_code == 200
+    assert client.get("/?inline=schemagroups.schemas.versions.schema,model").status_code == 200
     _problem(client.get("/messagegroups?filter=a=b,"), 400, CORE + "bad_filter")
     _problem(client.get("/messagegroups/g1/nothing"), 404, CORE + "not_found")
 

@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from cebroker.registry.errors import XRegistryError
 from cebroker.registry.model import SPEC_VERSION
+from cebroker.registry.paths import Target, inlinable
 from cebroker.registry.query import Inline, parse_filters
 from cebroker.registry.service import RawDocument, ReadOptions
 from cebroker.registry.writes import IGNORABLE
@@ -33,11 +34,13 @@ def json_response(body: Any, status: int, headers: Mapping[str, str]) -> Respons
     return Response(data, status_code=status, media_type=JSON_MEDIA, headers=dict(headers))
 
 
-def read_options(request: Request, subject: str) -> ReadOptions:
-    """The ``inline``, ``filter`` and ``doc`` flags of a request."""
+def read_options(request: Request, target: Target) -> ReadOptions:
+    """The ``inline``, ``filter`` and ``doc`` flags of a request (``bad_inline`` for a path that
+    names nothing inlinable at ``target``)."""
     q = request.query_params
-    check_specversion(request, subject)
+    check_specversion(request, target.xid)
     inline = Inline.parse(q.getlist("inline")) if "inline" in q else Inline([])
+    inline.validate(inlinable(target))
     return ReadOptions(inline=inline, doc="doc" in q, branches=parse_filters(q.getlist("filter")))
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cebroker.registry.errors import XRegistryError
-from cebroker.registry.model import GroupType, ResourceType, group_type
+from cebroker.registry.model import GROUP_TYPES, GroupType, ResourceType, group_type
 
 Level = Literal["registry", "groups", "group", "resources", "resource", "meta", "versions", "version"]
 
@@ -126,6 +126,38 @@ def parse_path(path: str) -> Target:
 def _no_details(details: bool, subject: str) -> None:
     if details:
         raise XRegistryError("bad_details", subject)
+
+
+def _resource_paths(rtype: ResourceType, prefix: tuple[str, ...]) -> set[tuple[str, ...]]:
+    paths = {(*prefix, "meta"), (*prefix, "versions")}
+    if rtype.hasdocument:
+        paths |= {(*prefix, rtype.singular), (*prefix, "versions", rtype.singular)}
+    return paths
+
+
+def _group_paths(gtype: GroupType, prefix: tuple[str, ...]) -> set[tuple[str, ...]]:
+    paths: set[tuple[str, ...]] = set()
+    for plural, rtype in gtype.resources.items():
+        paths.add((*prefix, plural))
+        paths |= _resource_paths(rtype, (*prefix, plural))
+    return paths
+
+
+def inlinable(target: Target) -> set[tuple[str, ...]]:
+    """Every path ``?inline`` may name when reading ``target`` (relative to its entities)."""
+    if target.level == "registry":
+        paths: set[tuple[str, ...]] = {("capabilities",), ("model",), ("modelsource",)}
+        for plural, gtype in GROUP_TYPES.items():
+            paths.add((plural,))
+            paths |= _group_paths(gtype, (plural,))
+        return paths
+    if target.level in ("groups", "group") and target.gtype is not None:
+        return _group_paths(target.gtype, ())
+    if target.level in ("resources", "resource") and target.rtype is not None:
+        return _resource_paths(target.rtype, ())
+    if target.level in ("versions", "version") and target.rtype is not None and target.rtype.hasdocument:
+        return {(target.rtype.singular,)}
+    return set()
 
 
 def xid_to_target(xid: str) -> Target | None:

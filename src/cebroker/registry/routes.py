@@ -171,7 +171,7 @@ class RegistryRoutes:
         if self._is_document(target) and not target.details:
             doc = await self.backend.raw(target)
             return http.document_response(doc, 200, self.link, target.rid or "")
-        opts = http.read_options(request, target.xid)
+        opts = http.read_options(request, target)
         collections = "collections" in request.query_params
         if collections:
             if target.level not in ("registry", "group"):
@@ -223,7 +223,7 @@ class RegistryRoutes:
         headers = dict(self.link)
         if result.status == 204:
             return Response(status_code=204, headers=headers)
-        opts = http.read_options(request, target.xid)
+        opts = http.read_options(request, target)
         if result.body_override is not None:
             body = {
                 plural: {i: await self.backend.read(self._child(target, plural, i), opts) for i in ids}
