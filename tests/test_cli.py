@@ -121,7 +121,18 @@ class Broker:
         env = {**os.environ, "CEBROKER_PORT": str(self.port)}  # the port through the variable
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "cebroker", "serve", "--host", "127.0.0.1", "--db", str(self.db)],
+                [
+                    sys.executable,
+                    "-m",
+                    "cebroker",
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--db",
+                    str(self.db),
+                    "--log-level",
+                    "debug",
+                ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -196,4 +207,6 @@ def test_serve_over_tcp_survives_restart(broker: Broker) -> None:
         assert http.get(f"/subscriptions/{gone}").status_code == 404
         assert http.get("/subscriptions", params={"type": "t2"}).json() == [created[1][0]]
     broker.stop()
-    assert "restart-secret" not in broker.log.read_text()
+    log = broker.log.read_text()
+    assert "created (protocol HTTP)" in log  # the debug log did record the writes...
+    assert "restart-secret" not in log  # ...but never the credential's secret
