@@ -4,12 +4,15 @@ placeholders), in process against the real app and a SQLite file."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
 from api_helpers import VALID, create, http_sub
 from starlette.applications import Starlette
 
+from cebroker.app import create_app
+from cebroker.settings import Settings
 from cebroker.store.base import ChangeKind, SubscriptionChange
 
 
@@ -318,3 +321,18 @@ async def test_changes_reach_the_store_feed_before_the_answer(
     assert seen[-1].subscription.types == ("x",)
     await client.delete(f"/subscriptions/{doc['id']}")
     assert seen[-1].kind is ChangeKind.DELETED
+
+
+async def test_base_url_makes_location_and_link_absolute(tmp_path: Path) -> None:
+    """With --base-url, Location and Link name the public URL of the broker."""
+    app = create_app(Settings(db=tmp_path / "b.db", base_url="https://broker.example/api/"))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://internal") as c:
+            first = await c.post("/subscriptions", json=http_sub())
+            assert (
+                first.headers["location"] == f"https://broker.example/api/subscriptions/{first.json()['id']}"
+            )
+            await c.post("/subscriptions", json=http_sub())
+            link = (await c.get("/subscriptions?limit=1")).headers["link"]
+            assert link.startswith("<https://broker.example/api/subscriptions?limit=1&cursor=")

@@ -1,7 +1,7 @@
 """The Subscriptions API over HTTP: ``/subscriptions`` and ``/subscriptions/{id}``.
 
-Create, query, retrieve, replace and delete (Subscriptions API spec, section 4 "Subscription
-manager operations" and its HTTP placeholders), with ETags and ``If-Match``, OPTIONS and 405
+Create, query, retrieve, replace and delete (Subscriptions API spec, section 3.2.5 "API
+Operations" and its HTTP placeholders), with ETags and ``If-Match``, OPTIONS and 405
 with ``Allow``. Only the exact paths below are routed here, so sub-resources such as
 ``/subscriptions/{id}/status`` remain free for other parts of the broker.
 """
@@ -99,15 +99,15 @@ class SubscriptionsComponent:
     async def stop(self) -> None:
         """Nothing to stop."""
 
-    def _location(self, subscription_id: str) -> str:
-        # Relative unless a public base URL is configured: correct behind any Host header.
-        base = self.settings.base_url.rstrip("/") if self.settings.base_url else ""
-        return f"{base}/subscriptions/{subscription_id}"
+    @property
+    def _base(self) -> str:
+        # Links are relative unless a public base URL is configured: right behind any Host header.
+        return self.settings.base_url.rstrip("/") if self.settings.base_url else ""
 
     def _one(self, subscription: Subscription, status: int = 200, head: bool = False) -> Response:
         headers = {"ETag": subscription.etag}
         if status == 201:
-            headers["Location"] = self._location(subscription.id)
+            headers["Location"] = f"{self._base}/subscriptions/{subscription.id}"
         response = _json(subscription.to_json(), status, headers)
         if head:
             response.body = b""  # HEAD: the headers of the GET response (Content-Length included)
@@ -124,8 +124,7 @@ class SubscriptionsComponent:
             raise request_error("parameter", "cursor", str(exc)) from exc
         headers = {}
         if page.next_cursor is not None:
-            base = self.settings.base_url.rstrip("/") if self.settings.base_url else ""
-            headers["Link"] = next_link(base, query, page.next_cursor)
+            headers["Link"] = next_link(self._base, query, page.next_cursor)
         response = _json([s.to_json() for s in page.items], headers=headers)
         if request.method == "HEAD":
             response.body = b""

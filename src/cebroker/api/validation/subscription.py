@@ -1,8 +1,8 @@
 """Turning a proposed subscription (parsed JSON) into a realized :class:`Subscription`.
 
 Every problem in the request is collected and reported at once; nothing is realized unless
-the whole request is valid. Field rules follow the Subscriptions API spec, section 3.1
-(subscription object), 3.2.2 (protocol settings), 3.2.3 (sink credential) and 3.3 (filters).
+the whole request is valid. Field rules follow the Subscriptions API spec, sections 3.2.1
+(subscription object), 3.2.2 (protocol settings), 3.2.3 (sink credentials) and 3.2.4 (filters).
 """
 
 from __future__ import annotations
