@@ -61,6 +61,11 @@ def build_components(settings: Settings) -> list[Component]:
     # The event pipeline follows the store's change feed, so it starts after the store is open.
     pipeline = PipelineComponent(settings, store, validator=registry.validator)
     components.append(pipeline)
+    if settings.sources:
+        from cebroker.sources import SourcesComponent
+
+        # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it.
+        components.append(SourcesComponent(settings.sources, pipeline.pipeline))
     registry.ingestor = pipeline.pipeline
     # The registry serves `/` and `/<group>/...`, so its routes come after every other part's;
     # it announces its changes through the pipeline, so it starts after it.

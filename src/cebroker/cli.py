@@ -123,6 +123,15 @@ def _add_pipeline(p: argparse.ArgumentParser, defaults: Settings) -> None:
         default=_env("REGISTRY_DOCUMENT_SCHEMA", "") or None,
         help="JSON Schema applied to registry imports [CEBROKER_REGISTRY_DOCUMENT_SCHEMA]",
     )
+    p.add_argument(
+        "--source",
+        dest="sources",
+        action="append",
+        metavar="URL",
+        help="consume CloudEvents from this URL, repeatable: mqtt://host:1883/topic/#, "
+        "kafka://host:9092/topic?group=g, nats://host:4222/subject, amqp://host:5672/queue/name "
+        "[CEBROKER_SOURCES, space-separated]",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,6 +163,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         webhook_validation=args.webhook_validation == "on",
         event_validation=args.event_validation,
         registry_document_schema=args.registry_document_schema,
+        sources=tuple(args.sources if args.sources is not None else _env("SOURCES", "").split()),
     )
 
 

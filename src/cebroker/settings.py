@@ -33,6 +33,9 @@ class Settings:
     #: JSON Schema of registry documents (e.g. the spec's CloudEvents registry document schema)
     #: applied to imports; the registry's built-in rules apply either way.
     registry_document_schema: Path | None = None
+    #: Protocol ingress: URLs consumed continuously into the ingest path (``mqtt://``, ``kafka://``,
+    #: ``nats://``, ``amqp://``; see the protocols documentation).
+    sources: tuple[str, ...] = ()
 
     @property
     def public_url(self) -> str:
