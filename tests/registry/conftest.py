@@ -9,13 +9,13 @@ from typing import Any
 import httpx
 import pytest
 from pipeline.conftest import Broker
-from pipeline.servers import ServerThread, Sink
+from pipeline.servers import ServerThread
 from starlette.testclient import TestClient
 
 from cebroker.app import create_app
 from cebroker.registry.component import RegistryComponent
 from cebroker.settings import Settings
-from registry.support import BASE, DOCUMENT_SCHEMA, RecordingIngestor, make_client
+from registry.support import BASE, DOCUMENT_SCHEMA, RecordingIngestor, UrlSink, make_client
 
 
 @pytest.fixture
@@ -36,11 +36,11 @@ def client(component: RegistryComponent) -> Iterator[TestClient]:
 
 
 @pytest.fixture
-def sink() -> Iterator[Sink]:
+def sink() -> Iterator[UrlSink]:
     """A recording HTTP sink on a free port."""
-    recorder = Sink()
+    recorder = UrlSink()
     with ServerThread(recorder) as server:
-        recorder.url = server.url  # type: ignore[attr-defined]
+        recorder.url = server.url
         yield recorder
 
 

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.servers import Sink
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
@@ -18,6 +19,12 @@ SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 SAMPLES = SHARED / "conformance" / "xregistry-samples" / "xregistry-spec"
 SCENARIOS = SAMPLES / "cloudevents" / "samples" / "scenarios"
 DOCUMENT_SCHEMA = SAMPLES / "schemas" / "cloudevents-document-schema.json"
+
+
+class UrlSink(Sink):
+    """A recording HTTP sink that knows its base URL."""
+
+    url = ""
 
 
 class RecordingIngestor:

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from pipeline.conftest import Broker
-from pipeline.servers import Received, Sink
+from pipeline.servers import Received
 
-from registry.support import SCENARIOS
+from registry.support import SCENARIOS, UrlSink
 
 BROKER_URL = "http://broker.test"
 
@@ -42,17 +42,17 @@ def registry_broker(make_broker: Callable[..., Broker]) -> Callable[..., Broker]
     return make
 
 
-def test_change_events_reach_a_subscription(registry_broker: Callable[..., Broker], sink: Sink) -> None:
+def test_change_events_reach_a_subscription(registry_broker: Callable[..., Broker], sink: UrlSink) -> None:
     """Registry writes become CloudEvents on the broker's own path; a prefix filter on subject
     follows one group, a types filter selects the Message Catalog's older event type."""
     broker = registry_broker()
     broker.subscribe(
-        f"{sink.url}/xreg",  # type: ignore[attr-defined]
+        f"{sink.url}/xreg",
         filters=[
             {"all": [{"prefix": {"subject": "/messagegroups/g1"}}, {"prefix": {"type": "io.xregistry."}}]}
         ],
     )
-    broker.subscribe(f"{sink.url}/legacy", types=["io.cloudevents.messagecatalog.deleted.v1"])  # type: ignore[attr-defined]
+    broker.subscribe(f"{sink.url}/legacy", types=["io.cloudevents.messagecatalog.deleted.v1"])
     assert broker.http.put("/messagegroups/g1", json={"envelope": "CloudEvents/1.0"}).status_code == 201
     r = broker.http.put(
         "/messagegroups/g1/messages/m1",

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from typing import Any
 
+import httpx
 from starlette.testclient import TestClient
 
 from registry.support import BASE, SCENARIOS
@@ -20,13 +22,13 @@ def _ts(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def _problem(resp: object, status: int, type_uri: str) -> dict[str, object]:
-    assert resp.status_code == status, resp.text  # type: ignore[attr-defined]
-    assert resp.headers["content-type"].startswith("application/problem+json")  # type: ignore[attr-defined]
-    body = resp.json()  # type: ignore[attr-defined]
+def _problem(resp: httpx.Response, status: int, type_uri: str) -> dict[str, Any]:
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = resp.json()
     assert body["type"] == type_uri, body
-    assert resp.headers["link"] == LINK  # type: ignore[attr-defined]
-    return body  # type: ignore[no-any-return]
+    assert resp.headers["link"] == LINK
+    return body
 
 
 def test_root_document(client: TestClient) -> None:

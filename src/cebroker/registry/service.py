@@ -22,7 +22,7 @@ from cebroker.registry.model import MESSAGES, SCHEMAS, SPEC_VERSION, model_docum
 from cebroker.registry.paths import Target
 from cebroker.registry.query import Branch, Inline
 from cebroker.registry.store import RegistryStore, Row
-from cebroker.registry.views import Node, Tree, View
+from cebroker.registry.views import Node, NodeKind, Tree, View
 from cebroker.registry.writes import Writer
 
 #: request flags this server implements (advertised in ``capabilities.flags``)
@@ -83,6 +83,14 @@ class WriteResult:
 
 #: A hook run inside each write transaction after the request's own writes.
 WriteHook = Callable[[Writer], None]
+
+
+_NODE_KINDS: dict[str, NodeKind] = {
+    "group": "group",
+    "resource": "resource",
+    "meta": "meta",
+    "version": "version",
+}
 
 
 class RegistryCore:
@@ -205,8 +213,7 @@ class RegistryCore:
                 [Node(r, "version", target.gtype, target.rtype) for r in rows], opts.branches
             )
         row = self._require(tree, target.resource_xid if level == "meta" else target.xid)
-        kind = {"group": "group", "resource": "resource", "meta": "meta", "version": "version"}[level]
-        node = Node(row, kind, target.gtype, target.rtype)  # type: ignore[arg-type]  # keys are NodeKind
+        node = Node(row, _NODE_KINDS[level], target.gtype, target.rtype)
         passed = view.passing(node, opts.branches)
         if not passed:
             raise XRegistryError("not_found", target.xid)
