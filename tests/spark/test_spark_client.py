@@ -105,9 +105,9 @@ def test_400_naming_events_moves_them_aside_and_resends_the_rest() -> None:
     }
     script, sleeps = Script(lambda _: httpx.Response(400, json=problem), 202), []
     with client_for(script, sleeps) as client:
-        client.send(events(4))
+        refused = client.send(events(4))
     assert [e["id"] for e in script.batches[1]] == ["0", "2"]
-    refusals = [(r.event["id"], r.pointer, r.reason) for r in client.stats.refusals]
+    refusals = [(r.event["id"], r.pointer, r.reason) for r in refused]
     assert refusals == [
         ("1", "/type", "refused by the broker: must not be empty"),
         ("3", None, "refused by the broker: bad"),
@@ -132,9 +132,9 @@ def test_413_splits_the_batch_and_refuses_a_lone_oversize_event() -> None:
 
     script, sleeps = Script(answer), []
     with client_for(script, sleeps) as client:
-        client.send(events(4))
+        refused = client.send(events(4))
     assert client.stats.accepted == 3
-    assert [r.event["id"] for r in client.stats.refusals] == ["3"]
+    assert [r.event["id"] for r in refused] == ["3"]
 
 
 def test_401_fails_at_once() -> None:

@@ -166,3 +166,12 @@ def test_null_struct_fields_are_left_out_of_data_like_to_json() -> None:
     assert kept.events[0]["data"] == {"seq": 3, "tags": [None, "x"]}
     plan = plan_columns([ColumnSpec("data", J)], "_corrupt_record", ignore_null_fields=False)
     assert plan[0].convert is None
+
+
+def test_flat_struct_data_drops_only_null_fields() -> None:
+    """The flat-struct fast path gives the same JSON as the general conversion."""
+    out = build(
+        [("type", S), ("data", ValueKind.FLAT_STRUCT)],
+        [("t", {"a": 1, "b": None}), ("t", {"a": 2, "b": "x"})],
+    )
+    assert [e["data"] for e in out.events] == [{"a": 1}, {"a": 2, "b": "x"}]

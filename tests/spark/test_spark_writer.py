@@ -53,7 +53,9 @@ class Broker:
 def test_events_go_in_batches_of_batch_size_and_rejects_to_the_error_location(tmp_path: Path) -> None:
     """5 valid rows with batchSize 2 -> 3 requests; the invalid row is in the error file."""
     broker = Broker()
-    options = SinkOptions(url="http://b/events", batch_size=2, default_source="/s", error_path=tmp_path)
+    options = SinkOptions(
+        url="http://b/events", batch_size=2, in_flight=1, default_source="/s", error_path=tmp_path
+    )
     batches = [arrow(["a", "b", "c"], [None, "bad time", None]), arrow(["d", "e", "f"], [None, None, None])]
     stats = write_partition(batches, plan=PLAN, options=options, task=TASK, client_factory=broker.factory)
     assert [len(b) for b in broker.batches] == [2, 2, 1]

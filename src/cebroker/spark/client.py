@@ -1,8 +1,8 @@
 """POST batches of CloudEvents to the broker, retrying what is worth retrying.
 
 One :class:`BatchClient` per Spark task holds one pooled ``httpx.Client``, so every batch of a
-partition reuses the same keep-alive connection. Errors are translated here into the
-:class:`IngestError` tree; no httpx exception leaves this module::
+partition reuses the same keep-alive connections (one per request in flight). Errors are
+translated here into the :class:`IngestError` tree; no httpx exception leaves this module::
 
     IngestError (RuntimeError)
     ├── IngestRejected     the broker refused the batch for good (401, 403, 404, 415, ...)
@@ -15,9 +15,10 @@ import email.utils
 import json
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -59,7 +60,6 @@ class SendStats:
     duplicates: int = 0
     requests: int = 0
     retries: int = 0
-    refusals: list[Refusal] = field(default_factory=list)
 
 
 class BatchClient:
@@ -83,10 +83,15 @@ class BatchClient:
         self._http = httpx.Client(
             headers=headers,
             timeout=httpx.Timeout(options.request_timeout, connect=options.connect_timeout),
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            # Plain http needs no TLS context (loading the CA bundle costs each task ~0.1-0.5 s).
+            verify=options.url.startswith("https:"),
+            limits=httpx.Limits(
+                max_connections=options.in_flight, max_keepalive_connections=options.in_flight
+            ),
             transport=transport,
         )
         self.stats = SendStats()
+        self._lock = threading.Lock()
 
     def __enter__(self) -> BatchClient:
         return self
@@ -98,47 +103,52 @@ class BatchClient:
         """Close the pooled connection."""
         self._http.close()
 
-    def send(self, events: Sequence[dict[str, Any]]) -> None:
+    def send(self, events: Sequence[dict[str, Any]]) -> list[Refusal]:
         """Deliver ``events`` durably to the broker (a 202 for each of them), or raise.
 
         Events the broker refuses individually (a 400 naming their index, or a 413 for a single
-        event) are recorded in ``stats.refusals`` and the rest of the batch is sent again.
+        event) are returned, and the rest of the batch is sent again. Safe to call from several
+        threads at once (up to the connection limit given at construction).
         """
         if not events:
-            return
+            return []
         response = self._post(events)
         status = response.status_code
         if 200 <= status < 300:
-            self.stats.accepted += len(events)
-            self.stats.duplicates += _duplicates(response)
-        elif status == 413 and len(events) > 1:
+            self._count(accepted=len(events), duplicates=_duplicates(response))
+            return []
+        if status == 413 and len(events) > 1:
             half = len(events) // 2
-            self.send(events[:half])
-            self.send(events[half:])
-        elif status == 413:
-            self.stats.refusals.append(
+            return self.send(events[:half]) + self.send(events[half:])
+        if status == 413:
+            return [
                 Refusal(events[0], None, f"the broker refused the event as too large: {_detail(response)}")
-            )
-        elif status == 400:
-            self._resend_valid(events, response)
-        else:
-            raise IngestRejected(f"POST {self._url} answered {status}: {_detail(response)}")
+            ]
+        if status == 400:
+            return self._resend_valid(events, response)
+        raise IngestRejected(f"POST {self._url} answered {status}: {_detail(response)}")
 
-    def _resend_valid(self, events: Sequence[dict[str, Any]], response: httpx.Response) -> None:
+    def _resend_valid(self, events: Sequence[dict[str, Any]], response: httpx.Response) -> list[Refusal]:
         bad = _indexed_problems(response, len(events))
         if not bad:
             raise IngestRejected(f"POST {self._url} answered 400 without naming events: {_detail(response)}")
-        for index, (pointer, reason) in sorted(bad.items()):
-            self.stats.refusals.append(Refusal(events[index], pointer, f"refused by the broker: {reason}"))
-        rest = [event for index, event in enumerate(events) if index not in bad]
-        self.send(rest)
+        refused = [
+            Refusal(events[index], pointer, f"refused by the broker: {reason}")
+            for index, (pointer, reason) in sorted(bad.items())
+        ]
+        return refused + self.send([event for index, event in enumerate(events) if index not in bad])
+
+    def _count(self, **increments: int) -> None:
+        with self._lock:
+            for name, value in increments.items():
+                setattr(self.stats, name, getattr(self.stats, name) + value)
 
     def _post(self, events: Sequence[dict[str, Any]]) -> httpx.Response:
         body = json.dumps(events, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
         started = self._clock()
         attempt = 0
         while True:
-            self.stats.requests += 1
+            self._count(requests=1)
             retry_after: float | None = None
             try:
                 response = self._http.post(self._url, content=body)
@@ -157,7 +167,7 @@ class BatchClient:
                     f"POST {self._url}: gave up after {attempt} attempts in {elapsed:.1f} s "
                     f"(retry budget {self._retry.max_time:g} s); last answer: {last}"
                 )
-            self.stats.retries += 1
+            self._count(retries=1)
             self._sleep(delay)
 
     def _backoff(self, attempt: int) -> float:

@@ -39,6 +39,8 @@ class ValueKind(enum.Enum):
     TIMESTAMP = "timestamp"
     DATE = "date"
     BINARY = "binary"
+    #: struct whose fields are all strings, integers or booleans (the common payload shape)
+    FLAT_STRUCT = "flat-struct"
     #: struct, array or map whose leaves are all JSON-native (strings, integers, booleans)
     NESTED_JSON = "nested-json"
     #: struct, array or map with leaves that need conversion (timestamps, binary, decimals, maps)
@@ -132,6 +134,8 @@ def _plan_data(spec: ColumnSpec, ignore_null_fields: bool) -> PlannedColumn:
     nested = kind in (ValueKind.NESTED, ValueKind.NESTED_JSON)
     if kind is ValueKind.BINARY:
         return PlannedColumn("data", "data_base64", _b64)
+    if kind is ValueKind.FLAT_STRUCT:
+        return PlannedColumn("data", "data", _without_null_fields if ignore_null_fields else None)
     if nested and ignore_null_fields:
         return PlannedColumn("data", "data", _json_without_null_fields)
     if kind in (ValueKind.STRING, ValueKind.INTEGER, ValueKind.BOOLEAN, ValueKind.NESTED_JSON):
@@ -152,6 +156,12 @@ def _reject_corrupt(value: Any) -> Any:
 
 def _b64(value: bytes) -> str:
     return base64.b64encode(value).decode("ascii")
+
+
+def _without_null_fields(value: dict[str, Any]) -> dict[str, Any]:
+    if None in value.values():
+        return {k: v for k, v in value.items() if v is not None}
+    return value
 
 
 def _json_without_null_fields(value: Any) -> Any:

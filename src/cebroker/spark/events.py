@@ -75,12 +75,18 @@ class EventBuilder:
         events: list[Event] = []
         positions: list[int] = []
         rejected: list[RejectedRow] = []
+        # When the row has a value in every column and the columns cover the required
+        # attributes, there is nothing to complete: the common bulk case stays a plain dict build.
+        covered = {"id", "source", "type"} <= set(targets) and not {"data", "data_base64"} <= set(targets)
         for index, row in enumerate(zip(*values, strict=True) if values else ((),) * rows):
-            problem = problems.get(index)
+            problem = problems.get(index) if problems else None
             if problem is None:
-                event: Event = {"specversion": ce.SPECVERSION}
-                event.update((t, v) for t, v in zip(targets, row, strict=True) if v is not None)
-                problem = self._complete(event, start + index)
+                full = None not in row
+                pairs = zip(targets, row, strict=True)
+                event: Event = dict(pairs) if full else {t: v for t, v in pairs if v is not None}
+                event["specversion"] = ce.SPECVERSION
+                if not (full and covered):
+                    problem = self._complete(event, start + index)
                 if problem is None:
                     events.append(event)
                     positions.append(start + index)

@@ -47,6 +47,8 @@ class SinkOptions:
 
     url: str
     batch_size: int = DEFAULT_BATCH_SIZE
+    #: Batches of one partition posted concurrently; 1 keeps the partition's order at the broker.
+    in_flight: int = 2
     connect_timeout: float = 5.0
     request_timeout: float = 30.0
     default_source: str | None = None
@@ -72,6 +74,7 @@ class SinkOptions:
         return cls(
             url=url,
             batch_size=_int(opts, "batchSize", DEFAULT_BATCH_SIZE, 1, MAX_BATCH_SIZE),
+            in_flight=_int(opts, "maxInFlight", 2, 1, 16),
             connect_timeout=_seconds(opts, "connectTimeout", 5.0),
             request_timeout=_seconds(opts, "requestTimeout", 30.0),
             default_source=_non_empty(opts, "source"),

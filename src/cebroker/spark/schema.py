@@ -39,6 +39,10 @@ def kind_of(data_type: T.DataType) -> ValueKind:
     simple = _SIMPLE.get(type(data_type))
     if simple is not None:
         return simple
+    if isinstance(data_type, T.StructType) and all(
+        _SIMPLE.get(type(f.dataType)) in _JSON_NATIVE for f in data_type.fields
+    ):
+        return ValueKind.FLAT_STRUCT
     if isinstance(data_type, T.StructType | T.ArrayType | T.MapType):
         leaves = _leaf_kinds(data_type)
         if isinstance(data_type, T.MapType) or _has_map(data_type) or not leaves <= _JSON_NATIVE:

@@ -8,11 +8,13 @@ task or the micro-batch, and the deterministic event ids make the broker drop wh
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cebroker.spark.client import BatchClient
+from cebroker.spark.client import BatchClient, Refusal
 from cebroker.spark.columns import PlannedColumn
 from cebroker.spark.events import EventBuilder, RejectedRow
 from cebroker.spark.options import SinkOptions
@@ -67,7 +69,7 @@ def write_partition(
     pending: list[dict[str, Any]] = []
     positions: list[int] = []
     try:
-        with client_factory(options) as client:
+        with client_factory(options) as client, _Sender(client, rejects, options.in_flight) as sender:
             for batch in batches:
                 names = batch.schema.names
                 columns = [column.to_pylist() for column in batch.columns]
@@ -77,10 +79,11 @@ def write_partition(
                 pending.extend(converted.events)
                 positions.extend(converted.positions)
                 while len(pending) >= options.batch_size:
-                    _send(client, pending[: options.batch_size], positions, rejects)
+                    sender.submit(pending[: options.batch_size], positions[: options.batch_size])
                     del pending[: options.batch_size]
                     del positions[: options.batch_size]
-            _send(client, pending, positions, rejects)
+            sender.submit(pending, positions)
+            sender.drain()
             stats = client.stats
     except BaseException:
         rejects.discard()
@@ -91,14 +94,45 @@ def write_partition(
     )
 
 
-def _send(
-    client: BatchClient, events: list[dict[str, Any]], positions: list[int], rejects: RejectFile
-) -> None:
-    """Send one batch; events the broker refused individually go to the error location."""
-    refused_before = len(client.stats.refusals)
-    client.send(events)
-    refusals = client.stats.refusals[refused_before:]
-    if refusals:
-        position_of = {id(event): position for event, position in zip(events, positions, strict=False)}
-        rows = [RejectedRow(position_of.get(id(r.event), -1), r.pointer, r.reason, r.event) for r in refusals]
-        rejects.add(rows, "broker")
+class _Sender:
+    """Posts batches on background threads, up to ``in_flight`` at once, while the task converts
+    the next rows (the HTTP wait releases the GIL). Results are taken in submission order on the
+    task's thread, which alone writes the reject file."""
+
+    def __init__(self, client: BatchClient, rejects: RejectFile, in_flight: int) -> None:
+        self._client = client
+        self._rejects = rejects
+        self._limit = in_flight
+        self._pool = ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="cloudevents-send")
+        self._in_flight: deque[tuple[Future[list[Refusal]], list[dict[str, Any]], list[int]]] = deque()
+
+    def __enter__(self) -> _Sender:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        # On failure, sends already running finish (an HTTP request cannot be recalled); queued
+        # ones are dropped: the task fails and Spark sends the whole partition again.
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, events: list[dict[str, Any]], positions: list[int]) -> None:
+        """Queue one batch; blocks while ``in_flight`` batches are outstanding."""
+        if not events:
+            return
+        while len(self._in_flight) >= self._limit:
+            self._finish_oldest()
+        self._in_flight.append((self._pool.submit(self._client.send, events), events, positions))
+
+    def drain(self) -> None:
+        """Wait for every queued batch; raises the first failure."""
+        while self._in_flight:
+            self._finish_oldest()
+
+    def _finish_oldest(self) -> None:
+        future, events, positions = self._in_flight.popleft()
+        refusals = future.result()
+        if refusals:
+            position_of = {id(event): position for event, position in zip(events, positions, strict=True)}
+            rows = [
+                RejectedRow(position_of.get(id(r.event), -1), r.pointer, r.reason, r.event) for r in refusals
+            ]
+            self._rejects.add(rows, "broker")
