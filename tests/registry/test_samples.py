@@ -144,6 +144,27 @@ def test_document_schema_violations_refused(client: TestClient) -> None:
     assert "schema" in r.json()["detail"]
 
 
+def test_invalid_group_attributes_refused(client: TestClient) -> None:
+    """Group extension attributes have their model types (envelope, protocol, format are strings)."""
+    errors = _errors(client.put("/messagegroups/g", json={"envelope": 1, "protocol": ["x"]}))
+    assert set(errors) == {"/messagegroups/g/envelope", "/messagegroups/g/protocol"}
+    assert "/schemagroups/s/format" in _errors(client.put("/schemagroups/s", json={"format": {}}))
+
+
+def test_registry_shares_the_broker_database(tmp_path: Path, client: TestClient) -> None:
+    """The registry lives in the broker's SQLite file, in its own table, in WAL mode."""
+    import sqlite3
+
+    client.put("/messagegroups/g", json={})
+    conn = sqlite3.connect(tmp_path / "cebroker.db")
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        rows = conn.execute("SELECT xid FROM xreg_entity WHERE kind = 'group'").fetchall()
+    finally:
+        conn.close()
+    assert ("/messagegroups/g",) in rows
+
+
 def test_invalid_endpoint_refused(client: TestClient) -> None:
     """Endpoint extension: usage is required, one value except subscriber+consumer for MQTT/AMQP/NATS."""
     errors = _errors(client.put("/endpoints/e", json={"protocol": "HTTP"}))

@@ -96,6 +96,15 @@ def _check_ce_metadata(meta: Mapping[str, Any], pointer: str, out: list[FieldPro
             _p(out, f"{where}/value", "specversion is fixed to '1.0'")
 
 
+def check_group(group: Mapping[str, Any], pointer: str) -> list[FieldProblem]:
+    """Problems of a message or schema group's own attributes (their names are strings)."""
+    out: list[FieldProblem] = []
+    for name in ("envelope", "protocol", "format"):
+        if name in group and not isinstance(group[name], str):
+            _p(out, f"{pointer}/{name}", "must be a string")
+    return out
+
+
 def check_endpoint(ep: Mapping[str, Any], pointer: str) -> list[FieldProblem]:
     """Problems of one endpoint's attributes."""
     out: list[FieldProblem] = []

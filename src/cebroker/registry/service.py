@@ -15,7 +15,13 @@ from typing import Any
 from cebroker.errors import FieldProblem
 from cebroker.registry.basemessage import resolve
 from cebroker.registry.changes import ChangeLog
-from cebroker.registry.documents import DocumentSchema, check_endpoint, check_message, check_schema_version
+from cebroker.registry.documents import (
+    DocumentSchema,
+    check_endpoint,
+    check_group,
+    check_message,
+    check_schema_version,
+)
 from cebroker.registry.entities import now_rfc3339
 from cebroker.registry.errors import XRegistryError
 from cebroker.registry.model import MESSAGES, SCHEMAS, SPEC_VERSION, model_document
@@ -149,6 +155,8 @@ class RegistryCore:
             row = self.store.get(xid)
             if row is not None and row.coll == "endpoints":
                 problems += check_endpoint(row.attrs, xid)
+            elif row is not None:
+                problems += check_group(row.attrs, xid)
         for xid in sorted(writer.touched_resources):
             res = self.store.get(xid)
             if res is None:
