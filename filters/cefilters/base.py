@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import datetime
 from collections.abc import Mapping
 from typing import Final, Protocol, runtime_checkable
 
@@ -44,9 +46,12 @@ MATCH_ALL: Final = MatchAll()
 def canonical_string(value: object) -> str | None:
     """The string form an attribute value is compared by, or ``None`` if it has none.
 
-    Strings compare as themselves; booleans as ``true``/``false`` and integers in decimal, their
-    canonical CloudEvents string encodings. Anything else (a float, bytes, a nested object from a
-    malformed event) has no canonical form and therefore never matches.
+    These are the CloudEvents canonical string encodings, the same forms CloudEvents SQL gives an
+    attribute it casts to String, so every dialect and the index agree: strings as themselves,
+    booleans as ``true``/``false``, integers in decimal (an integral float, as some JSON decoders
+    produce, is an integer), timestamps given as ``datetime`` in RFC 3339 and binary values in
+    base64. Anything else (a fractional float, a nested object from a malformed event) has no
+    canonical form and therefore never matches.
     """
     if type(value) is str:
         return value
@@ -61,4 +66,10 @@ def canonical_string(value: object) -> str | None:
             return None
     if isinstance(value, str):
         return str.__str__(value)  # a str subclass compares by its characters, not its __str__
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 2**63 else None
+    if isinstance(value, datetime.datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import cefilters
@@ -17,6 +18,9 @@ EVENT: dict[str, object] = {
     "flag": True,
     "off": False,
     "ratio": 0.5,
+    "count": 2.0,
+    "blob": b"ab",
+    "when": datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC),
 }
 
 
@@ -63,11 +67,15 @@ def test_attribute_dialects(expression: dict[str, Any], expected: bool) -> None:
         ({"exact": {"off": "false"}}, True),
         ({"prefix": {"off": "fal"}}, True),
         ({"exact": {"ratio": "0.5"}}, False),
+        ({"exact": {"count": "2"}}, True),
+        ({"exact": {"blob": "YWI="}}, True),
+        ({"exact": {"when": "2026-01-02T03:04:05Z"}}, True),
     ],
 )
 def test_non_string_values_compare_by_canonical_string(expression: dict[str, Any], expected: bool) -> None:
-    """Integer and boolean extensions compare by their canonical string form (decimal, true/false);
-    values with no CloudEvents canonical form (a float) never match."""
+    """Non-string values compare by their CloudEvents canonical string (core spec, "Type System"):
+    decimal Integers (an integral float is one), true/false, base64 Binary, RFC 3339 Timestamps;
+    a value with no canonical form (a fractional float) never matches."""
     assert matches([expression]) is expected
 
 

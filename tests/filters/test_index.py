@@ -118,3 +118,38 @@ def test_plan_without_anything_indexable_checks_every_event() -> None:
     chosen = plan(cefilters.compile([{"not": {"exact": {"type": "a"}}}]), None, None, lambda a: 1.0)
     assert chosen.anchors == ()
     assert chosen.residual is not None
+
+
+@pytest.mark.parametrize(
+    ("expression", "event"),
+    [
+        ("'01' = seq", {"seq": 1}),  # the literal is cast to Integer: 1 = 1
+        ("seq IN ('+1', 'x')", {"seq": 1}),
+        ("'TRUE' = flag", {"flag": True}),  # cast to Boolean, case-insensitively
+        ("flag IN ('False')", {"flag": False}),
+        ("seq = '2'", {"seq": 2.0}),  # an integral float is an Integer
+        ("bin = 'YWI='", {"bin": b"ab"}),  # Binary compares as base64
+        ("subject LIKE '42%'", {"subject": 42}),
+        ("(type = 'a') OR (seq > 0)", {"type": "b", "seq": 1}),
+        ("(type = 'a') XOR (seq > 0)", {"type": "b", "seq": 1}),
+        ("type = 'a' AND subject LIKE 'x_z%'", {"type": "a", "subject": "xyz!"}),
+    ],
+)
+def test_sql_subscriptions_are_indexed_without_losing_matches(
+    expression: str, event: dict[str, object]
+) -> None:
+    """A sql filter is anchored on the attribute conditions it implies; casts that make a literal
+    equal to a non-string (CESQL v1 section 3.7 implicit casts) must not make the index miss."""
+    assert cefilters.sql.compile(expression).matches(event)
+    index: SubscriptionIndex[int] = cefilters.SubscriptionIndex()
+    index.add(1, [{"sql": expression}])
+    assert index.match(event) == {1}
+
+
+def test_sql_with_an_attribute_condition_is_anchored() -> None:
+    """``type = '...' AND ...`` is stored under its type, not checked on every event."""
+    chosen = plan(cefilters.compile([{"sql": "type = 'a' AND priority > 5"}]), None, None, lambda a: 1.0)
+    assert chosen.anchors == (("exact", "type", "a"),)
+    assert repr(chosen.residual) == "SqlFilter(\"type = 'a' AND priority > 5\")"
+    unanchored = plan(cefilters.compile([{"sql": "'01' = seq OR priority > 5"}]), None, None, lambda a: 1.0)
+    assert unanchored.anchors == ()

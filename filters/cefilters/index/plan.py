@@ -4,7 +4,8 @@ A subscription's constraints (``source``, ``types`` and the top-level ``filters`
 ``all``) are flattened into a conjunction. For each conjunct we derive *anchors*: attribute
 predicates (``exact``/``prefix``/``suffix`` on one attribute) such that the conjunct can only hold
 when at least one anchor holds. ``all`` contributes its best child's anchors, ``any`` the union of
-every branch's (only if each branch has some). ``not``, ``sql`` and ``cel`` have none.
+every branch's (only if each branch has some), ``sql`` those of the attribute conditions its
+expression implies (:mod:`.sql_implied`). ``not`` and ``cel`` have none.
 
 The index stores the subscription under the anchors of its best conjunct, so an event reaches it
 only through a hash lookup that proves an anchor true. When the anchors are also *sufficient* (the
@@ -22,7 +23,9 @@ from ..base import Event, Filter, MatchAll, canonical_string
 from ..dialects.exact import ExactFilter
 from ..dialects.logical import AllFilter, AnyFilter
 from ..dialects.prefix import PrefixFilter
+from ..dialects.sql import SqlFilter
 from ..dialects.suffix import SuffixFilter
+from .sql_implied import implied_filter
 
 __all__ = ["Anchor", "Kind", "Plan", "TypesFilter", "plan"]
 
@@ -139,6 +142,10 @@ def _anchors(filter_: Filter, cost: Cost) -> _Anchors | None:
             return None
         best = min(found, key=lambda a: a.cost)
         return _Anchors(best.anchors, best.sufficient and len(filter_.children) == 1, best.cost)
+    if isinstance(filter_, SqlFilter):
+        implied = implied_filter(filter_.text)
+        derived = None if implied is None else _anchors(implied, cost)
+        return None if derived is None else _Anchors(derived.anchors, False, derived.cost)
     if isinstance(filter_, AnyFilter):
         branches = [_anchors(child, cost) for child in filter_.children]
         if any(b is None for b in branches):
