@@ -8,14 +8,13 @@ from typing import Any
 
 import httpx
 import pytest
-from pipeline.conftest import Broker
 from pipeline.servers import ServerThread
 from starlette.testclient import TestClient
 
 from cebroker.app import create_app
 from cebroker.registry.component import RegistryComponent
 from cebroker.settings import Settings
-from registry.support import BASE, DOCUMENT_SCHEMA, RecordingIngestor, UrlSink, make_client
+from registry.support import BASE, DOCUMENT_SCHEMA, Broker, RecordingIngestor, UrlSink, make_client
 
 
 @pytest.fixture
@@ -57,7 +56,7 @@ def make_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
         server = ServerThread(app).__enter__()
         client = httpx.Client(base_url=server.url, timeout=30)
         stack.append((server, client))
-        return Broker(server, client, app)
+        return Broker(server, client)
 
     yield make
     for server, client in reversed(stack):

@@ -13,10 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pipeline.conftest import Broker
 from pipeline.servers import Received
 
-from registry.support import SCENARIOS, UrlSink
+from registry.support import SCENARIOS, Broker, UrlSink
 
 BROKER_URL = "http://broker.test"
 

@@ -9,11 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from pipeline.conftest import Broker
 
 from cebroker.cli import main
 from cebroker.registry.sync import Replicator, follow, strip
-from registry.support import SCENARIOS
+from registry.support import SCENARIOS, Broker
 
 
 def _definitions(export: dict[str, Any]) -> dict[str, Any]:
