@@ -214,7 +214,7 @@ class DeliveryLog:
             ).fetchone()
             return items, later
 
-        return await self.writer.run(job)
+        return await self.writer.run(job, durable=False)
 
     async def backlog(self) -> dict[str, tuple[int, float]]:
         """Per subscription with pending deliveries: their count and the earliest due time."""
@@ -225,7 +225,7 @@ class DeliveryLog:
             )
             return {r[0]: (r[1], r[2]) for r in rows}
 
-        return await self.writer.run(job)
+        return await self.writer.run(job, durable=False)
 
     async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
         """Remove confirmed deliveries ``(delivery id, event seq, subscription)``."""
@@ -238,7 +238,7 @@ class DeliveryLog:
                 counts[sub] = counts.get(sub, 0) + 1
             conn.executemany(_BUMP.format(col="delivered"), list(counts.items()))
 
-        await self.writer.run(job)
+        await self.writer.run(job, durable=False)
 
     async def drop(self, done: Sequence[tuple[int, int]]) -> int:
         """Remove deliveries ``(delivery id, event seq)`` whose subscription no longer exists;
@@ -250,7 +250,7 @@ class DeliveryLog:
             conn.executemany(_GC_EVENT, [(d[1],) for d in done])
             return removed
 
-        return await self.writer.run(job)
+        return await self.writer.run(job, durable=False)
 
     async def reschedule(self, item: Pending, attempts: int, next_at: float, error: str) -> None:
         """Record a failed attempt and when to try again."""
@@ -262,7 +262,7 @@ class DeliveryLog:
             )
             self._failed(conn, item.subscription, error)
 
-        await self.writer.run(job)
+        await self.writer.run(job, durable=False)
 
     async def dead_letter(
         self, item: Pending, attempts: int, error: str, status: str | None, body: str | None
@@ -281,7 +281,7 @@ class DeliveryLog:
             self._failed(conn, item.subscription, error)
             conn.execute(_BUMP.format(col="deadlettered"), (item.subscription, 1))
 
-        await self.writer.run(job)
+        await self.writer.run(job, durable=False)
 
     @staticmethod
     def _failed(conn: sqlite3.Connection, subscription: str, error: str) -> None:
@@ -304,7 +304,7 @@ class DeliveryLog:
             ).fetchall()
             return [DeadLetter(r[0], r[1], json.loads(r[2]), *r[3:]) for r in rows]
 
-        return await self.writer.run(job)
+        return await self.writer.run(job, durable=False)
 
     async def redrive(self, subscription: str, ids: Sequence[int] | None) -> int:
         """Turn dead letters (all of the subscription's, or those ``ids``) back into deliveries."""
@@ -357,7 +357,7 @@ class DeliveryLog:
                 "lastErrorAt": row[4],
             }
 
-        return await self.writer.run(job)
+        return await self.writer.run(job, durable=False)
 
     async def forget(self, subscription: str) -> int:
         """Delete everything kept for a deleted subscription; returns the pending count removed."""
@@ -381,4 +381,4 @@ class DeliveryLog:
         def job(conn: sqlite3.Connection) -> int:
             return conn.execute("DELETE FROM pipeline_seen WHERE at < ?", (horizon,)).rowcount
 
-        return await self.writer.run(job)
+        return await self.writer.run(job, durable=False)

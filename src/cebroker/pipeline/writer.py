@@ -31,6 +31,7 @@ class _Pending:
     fn: Job
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
+    durable: bool
 
 
 def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -51,6 +52,7 @@ class SqliteWriter:
         self._max_queue = max_queue
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._durable = True  # the connection's current synchronous mode (writer thread only)
 
     def start(self, init: Job) -> None:
         """Open the connection, run ``init`` (schema) in the thread and start serving jobs."""
@@ -83,10 +85,16 @@ class SqliteWriter:
         """Jobs waiting for the writer."""
         return self._queue.qsize()
 
-    async def run(self, fn: Callable[[sqlite3.Connection], T], *, bounded: bool = False) -> T:
+    async def run(
+        self, fn: Callable[[sqlite3.Connection], T], *, bounded: bool = False, durable: bool = True
+    ) -> T:
         """Run ``fn`` in the writer's next transaction and return its result once committed.
 
         With ``bounded``, refuse (:class:`Overloaded`) when too many jobs are already waiting.
+        A transaction holding only jobs that are not ``durable`` commits with
+        ``synchronous=NORMAL``: in WAL mode that survives a process crash (the write is in the
+        OS) but not a power cut, and skips the fsync. It suits bookkeeping whose loss only
+        repeats work (a delivery confirmed but not yet deleted is delivered again).
         """
         if self._thread is None:
             raise RuntimeError("the log writer is not running")
@@ -94,7 +102,7 @@ class SqliteWriter:
             raise Overloaded("the event log is busy; retry shortly", retry_after=1.0)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put(_Pending(fn, future, loop))
+        self._queue.put(_Pending(fn, future, loop, durable))
         return await future
 
     def stop(self) -> None:
@@ -125,6 +133,10 @@ class SqliteWriter:
 
     def _commit(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
         outcomes: list[tuple[Any, BaseException | None]] = []
+        durable = any(job.durable for job in group)
+        if durable != self._durable:
+            conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
+            self._durable = durable
         try:
             conn.execute("BEGIN IMMEDIATE")
             for job in group:
