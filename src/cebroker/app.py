@@ -61,6 +61,10 @@ def build_components(settings: Settings) -> list[Component]:
     # The event pipeline follows the store's change feed, so it starts after the store is open.
     pipeline = PipelineComponent(settings, store, validator=registry.validator)
     components.append(pipeline)
+    from cebroker.sources.rules import register_protocol_rules
+
+    # Delivery settings of the protocol bridge (content mode, Kafka key attribute).
+    register_protocol_rules()
     if settings.sources:
         from cebroker.sources import SourcesComponent
 
