@@ -210,3 +210,23 @@ def test_serve_over_tcp_survives_restart(broker: Broker) -> None:
     log = broker.log.read_text()
     assert "created (protocol HTTP)" in log  # the debug log did record the writes...
     assert "restart-secret" not in log  # ...but never the credential's secret
+
+
+def test_created_subscription_survives_sigkill(broker: Broker) -> None:
+    """A 201 means committed: after SIGKILL (no shutdown at all) the subscription is there."""
+    broker.start()
+    with httpx.Client(base_url=broker.url, timeout=10) as http:
+        r = http.post(
+            "/subscriptions",
+            json={"protocol": "NATS", "sink": "nats://n:4222", "protocolsettings": {"subject": "a.b"}},
+        )
+        assert r.status_code == 201
+        created = r.json()
+    assert broker.proc is not None
+    broker.proc.kill()
+    broker.proc.wait(timeout=10)
+    broker.proc = None
+    broker.start()
+    with httpx.Client(base_url=broker.url, timeout=10) as http:
+        assert http.get(f"/subscriptions/{created['id']}").json() == created
+    broker.stop()
