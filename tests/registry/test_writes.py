@@ -218,3 +218,31 @@ def test_events_of_one_request_share_a_correlation_id() -> None:
     update = next(e for e in events if e["type"] == "io.xregistry.group.updated")
     assert update["data"] == {"changed": ["description"]}
     assert len({e["id"] for e in events}) == len(events) == 4
+
+
+def test_document_headers_round_trip(client: TestClient) -> None:
+    """The xRegistry-* headers of a document GET can be sent back with a PUT (computed ones ignored)."""
+    headers = {
+        "content-type": "application/json",
+        "xRegistry-format": "JsonSchema/draft-07",
+        "xRegistry-labels-team": "a",
+    }
+    client.put("/schemagroups/s/schemas/o", content=b"{}", headers=headers)
+    got = client.get("/schemagroups/s/schemas/o")
+    assert got.headers["xregistry-labels-team"] == "a"
+    back = {k: v for k, v in got.headers.items() if k.startswith("xregistry-")}
+    back["xregistry-description"] = "with%20a%20space"
+    r = client.put(
+        "/schemagroups/s/schemas/o", content=b'{"a": 1}', headers={**back, "content-type": "application/json"}
+    )
+    assert r.status_code == 200, r.text
+    assert r.headers["xregistry-description"] == "with%20a%20space"
+    details = client.get("/schemagroups/s/schemas/o$details").json()
+    assert details["description"] == "with a space"
+    assert details["labels"] == {"team": "a"}
+    assert details["epoch"] == 2
+    stale = client.put("/schemagroups/s/schemas/o", content=b"{}", headers=back)
+    assert stale.json()["type"] == CORE + "mismatched_epoch"
+    # headers are patch-like: a PUT of the document alone keeps the attributes
+    r = client.put("/schemagroups/s/schemas/o", content=b"[]", headers={"content-type": "application/json"})
+    assert (r.headers["xregistry-format"], r.headers["xregistry-labels-team"]) == ("JsonSchema/draft-07", "a")

@@ -48,7 +48,8 @@ def write_op(
     """The operation for a write request; ``body`` is the parsed JSON (or header attributes)."""
     if method not in ALLOWED[target.level] or method == "GET":
         raise not_supported(method, target)
-    patch = method == "PATCH"
+    # xRegistry-* headers next to a raw document update only the attributes they name
+    patch = method == "PATCH" or doc is not None
     level = target.level
     if method == "DELETE":
         return _delete_op(target, body, epoch)
