@@ -336,3 +336,21 @@ async def test_base_url_makes_location_and_link_absolute(tmp_path: Path) -> None
             await c.post("/subscriptions", json=http_sub())
             link = (await c.get("/subscriptions?limit=1")).headers["link"]
             assert link.startswith("<https://broker.example/api/subscriptions?limit=1&cursor=")
+
+
+async def test_store_failure_is_503_problem(
+    client: httpx.AsyncClient, app: Starlette, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failing store answers 503 problem+json (documented), never a 500 or a traceback."""
+    import sqlite3
+
+    store = app.state.components[0].store
+
+    def broken(*args: object) -> None:
+        raise sqlite3.OperationalError("database disk image is malformed")
+
+    monkeypatch.setattr(store, "_get_sync", broken)
+    r = await client.get("/subscriptions/x")
+    assert r.status_code == 503
+    assert r.headers["content-type"] == "application/problem+json"
+    assert r.json()["type"] == "https://cebroker.dev/problems/store-unavailable"

@@ -211,3 +211,38 @@ async def test_newer_schema_is_refused(tmp_path: Path) -> None:
         raw.execute("INSERT INTO schema_versions VALUES ('subscriptions', 99)")
     with pytest.raises(StoreError, match="newer"):
         await SqliteSubscriptionStore(path).open()
+
+
+async def test_pages_stay_consistent_under_concurrent_deletes(store: SqliteSubscriptionStore) -> None:
+    """The cursor is a position in creation order: deleting rows between pages neither repeats
+    nor skips the rows that remain."""
+    for i in range(6):
+        await store.create(make(f"s{i}"))
+    first = await store.query(SubscriptionQuery(limit=2))
+    assert [s.id for s in first.items] == ["s0", "s1"]
+    await store.delete("s1")  # already seen
+    await store.delete("s2")  # not yet seen
+    await store.create(make("s6"))
+    rest = await store.query(SubscriptionQuery(limit=10, cursor=first.next_cursor))
+    assert [s.id for s in rest.items] == ["s3", "s4", "s5", "s6"]
+
+
+async def test_limit_below_one_is_refused(store: SqliteSubscriptionStore) -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        await store.query(SubscriptionQuery(limit=0))
+
+
+async def test_sqlite_errors_become_store_errors(
+    store: SqliteSubscriptionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sqlite3 exceptions are translated at the store's boundary; a failed write publishes nothing."""
+    seen: list[SubscriptionChange] = []
+    store.changes.subscribe(seen.append)
+
+    def disk_failure(subscription: Subscription) -> Subscription:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store, "_create_sync", disk_failure)
+    with pytest.raises(StoreError, match="disk I/O error"):
+        await store.create(make("a"))
+    assert seen == []

@@ -134,6 +134,8 @@ class SqliteSubscriptionStore:
 
     async def query(self, query: SubscriptionQuery) -> SubscriptionPage:
         """One page of the subscriptions matching every given filter, in creation order."""
+        if query.limit < 1:
+            raise ValueError(f"a page holds at least one subscription, not {query.limit}")
         after = decode_cursor(query.cursor) if query.cursor is not None else 0
         return await self._run(self._query_sync, query, after)
 
