@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -24,6 +25,13 @@ from cebroker.pipeline.log import DeliveryLog
 from cebroker.store.base import SubscriptionStore
 
 MAX_PAGE = 500
+
+
+def _timestamp(epoch: float | None) -> str | None:
+    """RFC 3339 UTC with milliseconds, as the rest of the API writes times."""
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
@@ -61,6 +69,7 @@ class DeliveriesApi:
         """Delivery counts and the last error."""
         subscription_id = await self._subscription(request)
         doc = await self._log.status(subscription_id)
+        doc["lastErrorAt"] = _timestamp(doc["lastErrorAt"])
         return JSONResponse({"id": subscription_id, **doc})
 
     async def dead_letters(self, request: Request) -> Response:
@@ -77,8 +86,8 @@ class DeliveriesApi:
                 "body": d.body,
                 "attempts": d.attempts,
                 "lastError": d.last_error,
-                "firstAttemptAt": d.first_at,
-                "failedAt": d.failed_at,
+                "acceptedAt": _timestamp(d.first_at),
+                "failedAt": _timestamp(d.failed_at),
             }
             for d in page
         ]
