@@ -133,6 +133,10 @@ def test_filters(client: TestClient) -> None:
     assert ids("filter=messages.versions.versionid=1") == {"a"}
     assert ids("filter=messages.description=x,labels.tier=gold") == {"a"}
     assert ids("filter=messages.description=y") == set()
+    root = client.get("/?inline=messagegroups&filter=messagegroups.messagegroupid=b").json()
+    assert (list(root["messagegroups"]), root["messagegroupscount"]) == (["b"], 1)
+    root = client.get("/?inline=messagegroups&filter=messagegroups.messagegroupid=zzz").json()
+    assert (root["messagegroups"], root["messagegroupscount"]) == ({}, 0)
 
 
 def test_data_survives_restart(tmp_path: Path) -> None:

@@ -203,8 +203,9 @@ class RegistryCore:
             if reg is None:
                 raise XRegistryError("not_found", "/")
             node = Node(reg, "registry")
-            passed = view.passing(node, opts.branches)
-            return view.render(node, (), passed or [()], "")
+            # the root is always shown; the filter prunes its collections
+            passed = view.passing(node, opts.branches) or opts.branches
+            return view.render(node, (), passed, "")
         if level == "groups":
             assert target.gtype is not None
             rows = tree.children("/", target.gtype.plural)

@@ -9,6 +9,7 @@ change in a :class:`~cebroker.registry.changes.ChangeLog`. Version-level rules l
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,7 +35,7 @@ _REGISTRY_KEYS = frozenset({"specversion", "registryid", "capabilities", "model"
 
 
 def as_map(value: object, subject: str, what: str) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else ``invalid_attribute``/``bad_request``."""
+    """``value`` if it is a JSON object, else ``bad_request`` naming what was expected."""
     if not isinstance(value, dict):
         raise XRegistryError("bad_request", subject, error_detail=f"{what} must be a JSON object")
     return value
@@ -52,8 +53,6 @@ class Writer(MetaWriter):
         """The registry root row, created on first use."""
         row = self.store.get("/")
         if row is None:
-            import uuid
-
             attrs = {"registryid": f"cebroker-{uuid.uuid4().hex[:12]}", "epoch": 1}
             attrs |= {"createdat": self.now, "modifiedat": self.now}
             row = self.store.put(Row("/", "", "", "registry", "", attrs))
