@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cefilters.dialects import DIALECTS
+from ceprotocols import SENDERS
 from starlette.testclient import TestClient
 
 from cebroker.registry.component import RegistryComponent
@@ -185,7 +187,9 @@ def test_broker_endpoints_advertised(client: TestClient) -> None:
     assert sub["usage"] == ["subscriber"]
     assert sub["protocol"] == "HTTP"
     assert sub["protocoloptions"]["endpoints"] == [{"uri": "http://testserver/subscriptions"}]
+    assert sub["subscriptiondialects"] == list(DIALECTS)  # what the broker's filter compiler accepts
     assert {"exact", "prefix", "suffix", "all", "any", "not", "sql"} <= set(sub["subscriptiondialects"])
+    assert sub["subscriptionprotocols"] == list(SENDERS)  # what a subscription's protocol may be
     assert "HTTP" in sub["subscriptionprotocols"]
     assert sub["messagegroups"] == ["/messagegroups/g1"]
     ingress = client.get("/endpoints/cebroker.events").json()

@@ -18,13 +18,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cefilters.dialects import DIALECTS
+from ceprotocols import SENDERS
+
 from cebroker.registry.model import GROUP_TYPES
 from cebroker.registry.writes import Writer
 
-#: The Subscriptions API filter dialects the broker implements.
-DEFAULT_DIALECTS = ("exact", "prefix", "suffix", "all", "any", "not", "sql", "cel")
-#: Protocols a subscription can deliver with.
-DEFAULT_PROTOCOLS = ("HTTP", "MQTT/3.1.1", "MQTT/5.0", "AMQP/1.0", "KAFKA", "NATS")
+#: The Subscriptions API filter dialects the broker implements (the filter library's registry).
+DEFAULT_DIALECTS = tuple(DIALECTS)
+#: Subscription ``protocol`` values the broker delivers with (the sender registry).
+DEFAULT_PROTOCOLS = tuple(SENDERS)
 
 
 @dataclass(frozen=True, slots=True)
