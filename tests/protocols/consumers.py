@@ -52,13 +52,24 @@ class Consumer:
 
 
 class MqttConsumer(Consumer):
-    def __init__(self, host: str, port: int, topic: str, *, v5: bool) -> None:
+    """With ``session`` (MQTT 3.1.1 only), a persistent session under that client id: the broker
+    queues QoS 1 messages while the consumer is away, and paho reconnects by itself."""
+
+    def __init__(self, host: str, port: int, topic: str, *, v5: bool, session: str | None = None) -> None:
         super().__init__()
         import paho.mqtt.client as paho
         from paho.mqtt.enums import CallbackAPIVersion
 
         self._subscribed = threading.Event()
-        self._client = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5 if v5 else paho.MQTTv311)
+        if session:
+            self._client = paho.Client(
+                CallbackAPIVersion.VERSION2, client_id=session, clean_session=False, protocol=paho.MQTTv311
+            )
+            self._client.reconnect_delay_set(1, 1)
+        else:
+            self._client = paho.Client(
+                CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5 if v5 else paho.MQTTv311
+            )
         self._client.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, qos=1)
         self._client.on_subscribe = lambda c, u, mid, rcs, p: self._subscribed.set()
         self._client.on_message = self._on_message
@@ -117,13 +128,15 @@ class AmqpConsumer(Consumer):
         self._thread.start()
 
     def _run(self) -> None:
-        from proton import Timeout
+        from proton import ProtonException, Timeout
 
         while not self._stop.is_set():
             try:
                 msg = self._receiver.receive(timeout=0.2)
             except Timeout:
                 continue
+            except ProtonException:  # the server went away: this consumer is done
+                return
             message = from_proton(msg)
             self._receiver.accept()
             self.put_threadsafe(Received(raw=message, event=amqp_binding.from_message(message)))

@@ -9,18 +9,26 @@ from servers.base import ServerProcess, require_binary
 
 
 class MosquittoServer(ServerProcess):
-    """mosquitto with one listener on 127.0.0.1, no persistence; with ``users`` it requires a
-    username and password (a mosquitto password file) instead of allowing anonymous clients."""
+    """mosquitto with one listener on 127.0.0.1; with ``users`` it requires a username and
+    password (a mosquitto password file) instead of allowing anonymous clients; with
+    ``persistent`` it saves sessions and queued messages in its directory on shutdown, so they
+    survive a restart."""
 
     name = "mosquitto"
 
-    def __init__(self, workdir: Path, *, users: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, workdir: Path, *, users: dict[str, str] | None = None, persistent: bool = False
+    ) -> None:
         super().__init__(workdir)
         self.binary = require_binary("mosquitto", "/usr/sbin/mosquitto")
         self.users = dict(users or {})
         # ``user root`` stops mosquitto (started as root) from switching to its own user, who could
         # not read the private temporary directory; it is ignored when not started as root.
-        lines = [f"listener {self.port} 127.0.0.1", "persistence false", "log_dest stdout", "user root"]
+        lines = [f"listener {self.port} 127.0.0.1", "log_dest stdout", "user root"]
+        if persistent:
+            lines += ["persistence true", f"persistence_location {self.workdir}/"]
+        else:
+            lines.append("persistence false")
         if self.users:
             passwd = self.workdir / "passwd"
             tool = require_binary("mosquitto_passwd", "/usr/bin/mosquitto_passwd")

@@ -1,0 +1,185 @@
+"""Resilience per protocol: the sink's server is stopped while events keep arriving at the
+broker; when it restarts on the same port, every event is delivered (accepted means durable;
+at-least-once delivery with retries). Each test runs its own server, so stopping it disturbs
+no other test."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from ce_samples import make_event
+from ceprotocols.nats import binding as nats_binding
+from consumers import AmqpConsumer, Consumer, KafkaConsumer, MqttConsumer
+from harness import unique_name
+from pipeline.servers import ServerThread
+from servers import MosquittoServer, NatsServer, RabbitMQServer, ServerProcess, TansuServer
+
+from cebroker.app import create_app
+from cebroker.settings import Settings
+
+pytestmark = pytest.mark.slow
+STRUCTURED = {"content-type": "application/cloudevents+json"}
+#: Retry quickly so the test does not wait out production backoffs.
+FAST_RETRY = {"backoff": "linear", "initialdelay": "0.3", "maxdelay": "1", "timeout": "3"}
+
+
+@pytest.fixture
+def broker_url(tmp_path: Path) -> Iterator[str]:
+    with ServerThread(create_app(Settings(db=tmp_path / "broker.db", webhook_validation=False))) as server:
+        yield server.url
+
+
+class NatsStreamReader(Consumer):
+    """Reads a JetStream stream from its start (it is stored in the server's directory)."""
+
+    async def read_all(self, url: str, stream: str, subject: str, count: int) -> set[str]:
+        import nats
+
+        client = await nats.connect(url)
+        try:
+            js = client.jetstream()
+            sub = await js.pull_subscribe(subject, stream=stream)
+            ids: set[str] = set()
+            async with asyncio.timeout(30):
+                while len(ids) < count:
+                    try:
+                        for msg in await sub.fetch(count, timeout=1):
+                            message = nats_binding.NatsMessage(payload=msg.data, headers=msg.headers)
+                            ids.add(nats_binding.from_message(message)["id"])
+                            await msg.ack()
+                    except nats.errors.TimeoutError:
+                        continue
+            return ids
+        finally:
+            await client.close()
+
+    async def close(self) -> None:
+        return None
+
+
+async def _post(http: httpx.AsyncClient, events: list[dict[str, Any]]) -> None:
+    for event in events:
+        response = await http.post("/events", json=event, headers=STRUCTURED)
+        assert response.status_code == 202, response.text
+
+
+async def _ids(consumer: Consumer, count: int) -> set[str]:
+    return {r.event["id"] for r in await consumer.receive(count, within=60)}
+
+
+async def _scenario(
+    server: ServerProcess,
+    broker_url: str,
+    subscription: dict[str, Any],
+    open_consumer: Callable[[], Any],
+    *,
+    reopen_after_restart: bool,
+) -> tuple[set[str], set[str]]:
+    """Deliver 5 events, stop the server, post 5 more, restart it; returns (sent ids, seen ids)."""
+    before = [make_event() for _ in range(5)]
+    during = [make_event() for _ in range(5)]
+    consumer: Consumer = await open_consumer()
+    seen: set[str] = set()
+    async with httpx.AsyncClient(base_url=broker_url, timeout=30) as http:
+        response = await http.post("/subscriptions", json={**subscription, "config": FAST_RETRY})
+        assert response.status_code == 201, response.text
+        await _post(http, before)
+        seen |= await _ids(consumer, 5)
+        await asyncio.to_thread(server.stop)
+        await _post(http, during)
+        await asyncio.sleep(2)  # deliveries fail and are retried meanwhile
+        if reopen_after_restart:
+            await consumer.close()
+        await asyncio.to_thread(server.start)
+        if reopen_after_restart:
+            consumer = await open_consumer()
+        seen |= await _ids(consumer, 5)
+    await consumer.close()
+    return {e["id"] for e in before + during}, seen
+
+
+@pytest.mark.mqtt
+@pytest.mark.parametrize("protocol", ["MQTT3", "MQTT5"])
+async def test_mqtt_sink_restart(protocol: str, server_factory: Callable[..., Any], broker_url: str) -> None:
+    """mosquitto restarts with its persisted sessions; the consumer's session queued the rest."""
+    server: MosquittoServer = server_factory(MosquittoServer, persistent=True)
+    topic = unique_name()
+    session = unique_name("session")
+
+    async def consumer() -> Consumer:
+        return await MqttConsumer(server.host, server.port, topic, v5=False, session=session).ready()
+
+    sent, seen = await _scenario(
+        server,
+        broker_url,
+        {
+            "protocol": protocol,
+            "sink": server.url,
+            "protocolsettings": {"topicname": topic, "contentmode": "structured"},
+        },
+        consumer,
+        reopen_after_restart=False,
+    )
+    assert seen == sent
+
+
+@pytest.mark.kafka
+async def test_kafka_sink_restart(server_factory: Callable[..., Any], broker_url: str) -> None:
+    """tansu (in-memory) restarts empty; the events that failed meanwhile are produced again."""
+    server: TansuServer = server_factory(TansuServer)
+    topic = unique_name()
+    sent, seen = await _scenario(
+        server,
+        broker_url,
+        {"protocol": "KAFKA", "sink": server.url, "protocolsettings": {"topicname": topic}},
+        lambda: KafkaConsumer().start(server.bootstrap, topic),
+        reopen_after_restart=True,
+    )
+    assert seen == sent
+
+
+@pytest.mark.amqp
+async def test_amqp_sink_restart(server_factory: Callable[..., Any], broker_url: str) -> None:
+    """RabbitMQ restarts; the sender reconnects and the queue receives what failed meanwhile."""
+    server: RabbitMQServer = server_factory(RabbitMQServer)
+    queue = unique_name()
+    sent, seen = await _scenario(
+        server,
+        broker_url,
+        {"protocol": "AMQP", "sink": server.url, "protocolsettings": {"address": f"/queue/{queue}"}},
+        lambda: AmqpConsumer().start(server.url, f"/queue/{queue}"),
+        reopen_after_restart=True,
+    )
+    assert seen == sent
+
+
+@pytest.mark.nats
+async def test_nats_jetstream_sink_restart(server_factory: Callable[..., Any], broker_url: str) -> None:
+    """nats-server restarts with its JetStream store; every event ends up in the stream."""
+    import nats
+
+    server: NatsServer = server_factory(NatsServer)
+    subject = f"{unique_name()}.events"
+    stream = unique_name("S").replace("-", "_")
+    client = await nats.connect(server.url)
+    await client.jetstream().add_stream(name=stream, subjects=[subject])
+    await client.close()
+    events = [make_event() for _ in range(10)]
+    async with httpx.AsyncClient(base_url=broker_url, timeout=30) as http:
+        subscription = {"protocol": "NATS", "sink": server.url, "protocolsettings": {"subject": subject}}
+        response = await http.post("/subscriptions", json={**subscription, "config": FAST_RETRY})
+        assert response.status_code == 201, response.text
+        await _post(http, events[:5])
+        assert await NatsStreamReader().read_all(server.url, stream, subject, 5) == {
+            e["id"] for e in events[:5]
+        }
+        await asyncio.to_thread(server.stop)
+        await _post(http, events[5:])
+        await asyncio.sleep(2)
+        await asyncio.to_thread(server.start)
+        assert await NatsStreamReader().read_all(server.url, stream, subject, 10) == {e["id"] for e in events}
