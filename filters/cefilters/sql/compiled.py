@@ -22,7 +22,6 @@ __all__ = [
     "attribute",
     "constant",
     "finish",
-    "missing_attribute",
     "SHORT_DIGITS",
 ]
 
@@ -76,22 +75,19 @@ def finish(evaluate: Evaluator, type_: Type, pure: bool) -> Compiled:
     return Compiled(evaluate, type_)
 
 
-def missing_attribute(name: str) -> EvaluationFailure:
-    """The error for reading an attribute the event does not have."""
-    return EvaluationFailure("missingAttribute", f"the event has no attribute {name!r}")
-
-
 SHORT_DIGITS: Final = 9  # any run of up to 9 ASCII digits is a valid 32-bit Integer
 
 
 def attribute(name: str) -> Compiled:
-    """Read an attribute with its own type (Boolean, Integer or String)."""
+    """Read an attribute with its own type (Boolean, Integer or String).
+
+    All attribute reads use ``event.get(name)``: an absent attribute and a null one (absent in
+    the JSON format) both come back as ``None``, which ``attribute_value`` turns into the
+    missingAttribute error, off the fast path and without a KeyError to catch.
+    """
 
     def read(event: Event) -> Value:
-        try:
-            raw = event[name]
-        except KeyError:
-            raise missing_attribute(name) from None
+        raw = event.get(name)
         if type(raw) is str:
             return raw
         return attribute_value(name, raw)
@@ -101,10 +97,7 @@ def attribute(name: str) -> Compiled:
 
 def _read_string(name: str) -> Callable[[Event], str]:
     def read_string(event: Event) -> str:
-        try:
-            raw = event[name]
-        except KeyError:
-            raise missing_attribute(name) from None
+        raw = event.get(name)
         if type(raw) is str:
             return raw
         return to_str(attribute_value(name, raw))
@@ -114,10 +107,7 @@ def _read_string(name: str) -> Callable[[Event], str]:
 
 def _read_integer(name: str) -> Callable[[Event], int]:
     def read_integer(event: Event) -> int:
-        try:
-            raw = event[name]
-        except KeyError:
-            raise missing_attribute(name) from None
+        raw = event.get(name)
         if type(raw) is int and INT32_MIN <= raw <= INT32_MAX:
             return raw
         if type(raw) is str:
@@ -131,10 +121,7 @@ def _read_integer(name: str) -> Callable[[Event], int]:
 
 def _read_boolean(name: str) -> Callable[[Event], bool]:
     def read_boolean(event: Event) -> bool:
-        try:
-            raw = event[name]
-        except KeyError:
-            raise missing_attribute(name) from None
+        raw = event.get(name)
         if raw is True or raw is False:
             return raw
         if type(raw) is str:

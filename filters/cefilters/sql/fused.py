@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from cefilters.sql.compiled import SHORT_DIGITS, Evaluator, Event, missing_attribute
+from cefilters.sql.compiled import SHORT_DIGITS, Evaluator, Event
 from cefilters.sql.like import LikePattern
 from cefilters.sql.types import INT32_MAX, INT32_MIN, Type, attribute_value, to_bool, to_int, to_str
 
@@ -37,10 +37,7 @@ def attribute_test(
     if target is Type.STRING:
 
         def string_test(event: Event) -> bool:
-            try:
-                raw = event[name]
-            except KeyError:
-                raise missing_attribute(name) from None
+            raw = event.get(name)
             if type(raw) is not str:
                 raw = to_str(attribute_value(name, raw))
             return test(raw) is not negated
@@ -49,10 +46,7 @@ def attribute_test(
     if target is Type.INTEGER:
 
         def integer_test(event: Event) -> bool:
-            try:
-                raw = event[name]
-            except KeyError:
-                raise missing_attribute(name) from None
+            raw = event.get(name)
             if type(raw) is not int or not INT32_MIN <= raw <= INT32_MAX:
                 if type(raw) is str and len(raw) <= SHORT_DIGITS and raw.isdigit() and raw.isascii():
                     raw = int(raw)
@@ -63,10 +57,7 @@ def attribute_test(
         return integer_test
 
     def boolean_test(event: Event) -> bool:
-        try:
-            raw = event[name]
-        except KeyError:
-            raise missing_attribute(name) from None
+        raw = event.get(name)
         if raw is not True and raw is not False:
             raw = to_bool(attribute_value(name, raw))
         return test(raw) is not negated
@@ -81,10 +72,7 @@ def attribute_like(name: str, pattern: LikePattern, negated: bool) -> Evaluator:
     if pattern.shape == "prefix":
 
         def prefix_test(event: Event) -> bool:
-            try:
-                raw = event[name]
-            except KeyError:
-                raise missing_attribute(name) from None
+            raw = event.get(name)
             if type(raw) is not str:
                 raw = to_str(attribute_value(name, raw))
             return raw.startswith(literal) is not negated
@@ -93,10 +81,7 @@ def attribute_like(name: str, pattern: LikePattern, negated: bool) -> Evaluator:
     if pattern.shape == "suffix":
 
         def suffix_test(event: Event) -> bool:
-            try:
-                raw = event[name]
-            except KeyError:
-                raise missing_attribute(name) from None
+            raw = event.get(name)
             if type(raw) is not str:
                 raw = to_str(attribute_value(name, raw))
             return raw.endswith(literal) is not negated

@@ -103,8 +103,8 @@ def attribute_value(name: str, raw: object) -> Value:
     if isinstance(raw, str):
         return str(raw)
     if raw is None:
-        # The JSON format treats a null attribute as absent.
-        raise EvaluationFailure("missingAttribute", f"attribute {name!r} is null")
+        # Absent, or null, which the JSON format treats as absent.
+        raise EvaluationFailure("missingAttribute", f"the event has no attribute {name!r}")
     if isinstance(raw, bool):
         return bool(raw)
     if isinstance(raw, int):
