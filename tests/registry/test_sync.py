@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -100,3 +104,27 @@ async def test_follow_applies_changes(make_broker: Callable[..., Broker]) -> Non
         stop.set()
         await asyncio.wait_for(task, 20)
         assert (await client.get(f"{source.url}/subscriptions")).json() == []  # unsubscribed on stop
+
+
+def test_cli_follow_until_interrupted(make_broker: Callable[..., Broker]) -> None:
+    """``cebroker registry sync --follow`` runs until SIGINT, then removes its subscription."""
+    source, target = make_broker(), make_broker()
+    cmd = [sys.executable, "-m", "cebroker", "registry", "sync", "--from", source.url, "--to", target.url]
+    proc = subprocess.Popen([*cmd, "--follow", "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not source.http.get("/subscriptions").json():
+            assert proc.poll() is None, "the follower exited early"
+            assert time.monotonic() < deadline, "the follower did not subscribe"
+            time.sleep(0.1)
+        source.http.put(
+            "/schemagroups/live/schemas/s", content=b"{}", headers={"content-type": "application/json"}
+        )
+        while target.http.get("/schemagroups/live/schemas/s").status_code != 200:
+            assert time.monotonic() < deadline, "the change did not arrive"
+            time.sleep(0.1)
+        assert target.http.get("/schemagroups/live/schemas/s").content == b"{}"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    assert source.http.get("/subscriptions").json() == []
