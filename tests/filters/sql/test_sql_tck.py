@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cefilters
 import pytest
 import yaml
-from cefilters import sql
+from cefilters import FilterError, sql
 
 TCK_DIR = Path(__file__).resolve().parents[3] / "../shared/conformance/cesql-tck"
 TCK_CASE_COUNT = 275
@@ -146,3 +147,22 @@ def test_tck_case(case: Case) -> None:
     result = sql.compile(case.expression).evaluate(case.event)
     assert [error.kind for error in result.errors] == ([expected_error] if expected_error else [])
     assert _same(result.value, expected_result), f"{result.value!r} != {expected_result!r}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_tck_case_as_a_subscription_filter(case: Case) -> None:
+    """Subscriptions API sql dialect over the TCK: the filter {"sql": expression} is rejected
+    at compile time exactly for the parse errors and the unknown functions (the dialect compiles
+    with strict_functions, as a subscription that can never match is refused), and otherwise
+    matches exactly when the expression yields the Boolean true without error."""
+    expected_result, expected_error = case.result, case.error
+    deviation = DEVIATIONS.get(case.id)
+    if deviation is not None:
+        expected_result, expected_error = deviation.result, deviation.error
+    if expected_error in ("parse", "missingFunction"):
+        with pytest.raises(FilterError) as raised:
+            cefilters.compile([{"sql": case.expression}])
+        assert raised.value.path == "/0/sql"
+        return
+    subscription = cefilters.compile([{"sql": case.expression}])
+    assert subscription.matches(case.event) is (expected_result is True and expected_error is None)
