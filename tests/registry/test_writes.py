@@ -8,10 +8,12 @@ import base64
 import json
 from pathlib import Path
 
+import pytest
 from starlette.testclient import TestClient
 
 from cebroker.registry.changes import ChangeLog, build_events
 from cebroker.registry.component import RegistryComponent
+from cebroker.registry.model import GROUP_TYPES
 from registry.support import BASE, SCENARIOS, RecordingIngestor, make_client
 
 CORE = "https://github.com/xregistry/spec/blob/main/core/spec.md#"
@@ -250,3 +252,28 @@ def test_document_headers_round_trip(client: TestClient) -> None:
     # headers are patch-like: a PUT of the document alone keeps the attributes
     r = client.put("/schemagroups/s/schemas/o", content=b"[]", headers={"content-type": "application/json"})
     assert (r.headers["xregistry-format"], r.headers["xregistry-labels-team"]) == ("JsonSchema/draft-07", "a")
+
+
+def test_locked_database_is_server_busy(tmp_path: Path) -> None:
+    """A database locked past the busy timeout is 503 server_busy with Retry-After, and nothing
+    of the write remains (core spec errors: server_busy)."""
+    import sqlite3
+
+    from cebroker.registry.errors import XRegistryError
+    from cebroker.registry.service import RegistryCore
+    from cebroker.registry.store import RegistryStore
+
+    core = RegistryCore(RegistryStore(tmp_path / "b.db", busy_timeout=0.2), BASE)
+    core.open()
+    blocker = sqlite3.connect(tmp_path / "b.db", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(XRegistryError) as caught:
+            core.write(lambda w: w.upsert_group(GROUP_TYPES["messagegroups"], "g", {}, patch=False) and None)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    err = caught.value
+    assert (err.code, err.status, err.headers) == ("server_busy", 503, {"Retry-After": "1"})
+    assert core.store.get("/messagegroups/g") is None
+    core.close()

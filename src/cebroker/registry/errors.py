@@ -57,6 +57,7 @@ _ERRORS: dict[str, tuple[int, str, bool]] = {
         'Attribute "<name>" is invalid. Only Resource types are allowed: <subject>',
         False,
     ),
+    "server_busy": (503, "The server is too busy to process the request; try again later", False),
     "server_error": (500, "An unexpected error occurred, please try again later: <subject>", False),
     "too_many_versions": (400, "The request would exceed the version limit of <limit>: <subject>", False),
     "unknown_id": (400, 'The "<singular>" with the ID "<id>" cannot be found: <subject>', False),

@@ -60,20 +60,35 @@ def _row(r: tuple[Any, ...]) -> Row:
 _COLS = "xid, parent, coll, kind, eid, seq, attrs, doc"
 
 
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise XRegistryError("server_busy", detail=str(exc), headers={"Retry-After": "1"}) from exc
+        raise XRegistryError("server_error", detail=f"database error: {exc}") from exc
+    except sqlite3.Error as exc:
+        raise XRegistryError("server_error", detail=f"database error: {exc}") from exc
+
+
 class RegistryStore:
     """Row-level access to the registry table; not thread-safe (one owning thread)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, busy_timeout: float = 10.0) -> None:
         self._path = path
+        self._busy_timeout = busy_timeout
         self._conn: sqlite3.Connection | None = None
 
     def open(self) -> None:
         """Open the database file (WAL mode) and create the table if needed."""
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False, timeout=10.0)
+        conn = sqlite3.connect(
+            self._path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout
+        )
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
         conn.executescript(_SCHEMA)
         self._conn = conn
 
@@ -91,24 +106,30 @@ class RegistryStore:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        """One atomic write: committed when the block ends, rolled back if it raises."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        else:
-            self.conn.execute("COMMIT")
+        """One atomic write: committed when the block ends, rolled back if it raises.
+
+        SQLite errors become ``server_busy`` (the file stayed locked past the busy timeout) or
+        ``server_error``; nothing of the write remains.
+        """
+        with _translated():
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            else:
+                self.conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
-        """A consistent read of several queries."""
-        self.conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            self.conn.execute("COMMIT")
+        """A consistent read of several queries (errors translated as for writes)."""
+        with _translated():
+            self.conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                self.conn.execute("COMMIT")
 
     def get(self, xid: str) -> Row | None:
         """The entity with exactly this xid."""
