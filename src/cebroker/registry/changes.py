@@ -46,7 +46,9 @@ class Change:
 class ChangeLog:
     """The changes of one request; at most one per subject, ``deleted`` > ``created`` > ``updated``."""
 
-    def __init__(self) -> None:
+    def __init__(self, time: str = "") -> None:
+        #: the request's timestamp (every entity it touched got it as ``modifiedat``)
+        self.time = time
         self._changes: dict[str, Change] = {}
 
     def record(self, xid: str, kind: Kind, op: Op, changed: list[str] | None = None) -> None:

@@ -126,7 +126,7 @@ class RegistryComponent:
         """Send the change events of one committed write to the ingest path."""
         if self.ingestor is None:
             return
-        events = build_events(changes, self.base, now_rfc3339())
+        events = build_events(changes, self.base, changes.time or now_rfc3339())
         try:
             await self.ingestor.ingest(events)
         except (BrokerError, OSError) as exc:

@@ -45,7 +45,7 @@ class Writer(MetaWriter):
     """Applies one request's writes; every method may raise :class:`XRegistryError`."""
 
     def __init__(self, store: RegistryStore, now: str, ignore: frozenset[str] = frozenset()) -> None:
-        super().__init__(store, now, ChangeLog(), ignore)
+        super().__init__(store, now, ChangeLog(now), ignore)
 
     # ---- registry -----------------------------------------------------------------------
 
