@@ -45,7 +45,8 @@ def test_4xx_goes_to_the_dead_letter_and_redrive_delivers_it(broker: Broker, sin
     assert dead["attempts"] == 1
     assert dead["event"]["id"] == "e-7"
     assert "400" in dead["lastError"]
-    assert dead["failedAt"].endswith("Z") and dead["acceptedAt"] <= dead["failedAt"]
+    assert dead["failedAt"].endswith("Z")
+    assert dead["acceptedAt"] <= dead["failedAt"]
     time.sleep(0.3)
     assert len(sink.at("/reject")) == 1  # not retried
     r = broker.http.post(f"{url}/redrive")

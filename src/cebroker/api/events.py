@@ -7,12 +7,12 @@ Binary mode (``ce-`` headers, payload as body), structured mode
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from ceprotocols.errors import BindingError
-from ceprotocols.http.binding import from_batch, from_binary, from_structured
+from ceprotocols.http.binding import from_binary
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -39,6 +39,19 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _parse(body: bytes, kind: type, shape: str) -> Any:
+    """Parse a structured or batch body. The JSON is read here (with orjson, the hot path of
+    batch ingress) rather than by the binding's ``from_structured``/``from_batch``; the rules
+    are the same."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ValidationError([FieldProblem("", f"body is not valid JSON: {exc}")]) from exc
+    if not isinstance(doc, kind):
+        raise ValidationError([FieldProblem("", shape)])
+    return doc
+
+
 class EventsApi:
     """The ingress route; limits are in bytes."""
 
@@ -63,17 +76,14 @@ class EventsApi:
             raise
         result = await self._pipeline.accept(events, batch=batch)
         body = {"accepted": result.accepted, "duplicates": result.duplicates}
-        return Response(json.dumps(body), status_code=202, media_type="application/json")
+        return Response(orjson.dumps(body), status_code=202, media_type="application/json")
 
     async def _decode(self, request: Request) -> tuple[list[Any], bool]:
         content_type = request.headers.get("content-type", "")
         media = content_type.split(";", 1)[0].strip().lower()
         if media == _BATCH:
             body = await _read_body(request, self._max_batch)
-            try:
-                events = from_batch(body)
-            except BindingError as exc:
-                raise ValidationError([FieldProblem("", str(exc))]) from exc
+            events = _parse(body, list, "a batch is a JSON array of events")
             if len(body) > self._max_event:
                 self._check_sizes(events)
             return events, True
@@ -81,10 +91,7 @@ class EventsApi:
             if media != _STRUCTURED:
                 raise UnsupportedMediaType(f"unsupported event format {media!r}; use {_STRUCTURED}")
             body = await _read_body(request, self._max_event)
-            try:
-                return [from_structured(body)], False
-            except BindingError as exc:
-                raise ValidationError([FieldProblem("", str(exc))]) from exc
+            return [_parse(body, dict, "a structured message holds one JSON object")], False
         if "ce-specversion" not in request.headers:
             raise UnsupportedMediaType(
                 f"content type {content_type or '(none)'!r} without ce- headers is not a CloudEvent; "
@@ -101,6 +108,6 @@ class EventsApi:
 
     def _check_sizes(self, events: list[Any]) -> None:
         for index, event in enumerate(events):
-            size = len(json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode())
+            size = len(orjson.dumps(event))
             if size > self._max_event:
                 raise PayloadTooLarge(f"event /{index} is {size} bytes, over the limit of {self._max_event}")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from typing import Any
+
+import orjson
 
 from cebroker.errors import FieldProblem, Overloaded, ValidationError
 from cebroker.pipeline.contracts import Event, EventValidator, IngestResult, ValidationMode
@@ -16,8 +17,6 @@ from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.validation import event_problems, normalize
 
 log = logging.getLogger("cebroker.pipeline")
-# Built once: json.dumps with non-default options builds a new encoder on every call.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 class Pipeline:
@@ -70,8 +69,10 @@ class Pipeline:
         if not clean:
             return IngestResult(accepted=0, duplicates=0)
         match = self._matcher.match
-        encode = _ENCODER.encode
-        items = [Incoming(encode(event), event["source"], event["id"], match(event)) for event in clean]
+        try:
+            items = [Incoming(orjson.dumps(e), e["source"], e["id"], match(e)) for e in clean]
+        except TypeError as exc:  # only from ingest(): HTTP input is parsed JSON already
+            raise ValidationError([FieldProblem("", f"an event is not JSON-serialisable: {exc}")]) from exc
         written = await self._log.append(items)
         self._dispatcher.accept(items, clean, written)
         duplicates = sum(1 for w in written if w is None)

@@ -8,12 +8,12 @@ durable log until the lane has room.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from ceprotocols.sender import Destination
 
 from cebroker.pipeline.log import Pending
@@ -31,7 +31,7 @@ class Item:
     @classmethod
     def from_row(cls, row: Pending) -> Item:
         """Parse the stored event of ``row``."""
-        return cls(row, json.loads(row.body))
+        return cls(row, orjson.loads(row.body))
 
 
 class TokenBucket:

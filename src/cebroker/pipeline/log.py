@@ -53,9 +53,9 @@ _GC_EVENT = (
 
 @dataclass(frozen=True, slots=True)
 class Incoming:
-    """One event to commit: its JSON text, de-duplication key and matched subscription ids."""
+    """One event to commit: its JSON (UTF-8), de-duplication key and matched subscription ids."""
 
-    body: str
+    body: bytes
     source: str
     id: str
     subscriptions: tuple[str, ...]
@@ -80,7 +80,8 @@ class Pending:
     subscription: str
     attempts: int
     first_at: float
-    body: str
+    #: The event's JSON.
+    body: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +141,7 @@ class DeliveryLog:
             recent = self._recent(conn, items, horizon)
             out: list[Appended | None] = []
             seen: list[tuple[str, str, float]] = []
-            events: list[tuple[int, str, float]] = []
+            events: list[tuple[int, bytes, float]] = []
             deliveries: list[tuple[int, int, str, float, float]] = []
             for item in items:
                 key = (item.source, item.id)

@@ -41,8 +41,8 @@ class Matcher:
             self._put(change.subscription)
 
     def match(self, event: Event) -> tuple[str, ...]:
-        """Ids of the subscriptions that accept ``event``, in a stable order."""
-        return tuple(sorted(self._index.match(event)))
+        """Ids of the subscriptions that accept ``event``."""
+        return tuple(self._index.match(event))
 
     def _put(self, subscription: Subscription) -> None:
         try:
