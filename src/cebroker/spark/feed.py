@@ -84,7 +84,13 @@ def build_session(master: str, app_name: str = "cebroker-spark-feed") -> SparkSe
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).appName(app_name).config("spark.ui.enabled", "false")
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        # Spark's stage bar would interleave with the feed's own progress lines.
+        .config("spark.ui.showConsoleProgress", "false")
+    )
     if master.startswith("local"):
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
@@ -157,7 +163,7 @@ def run(config: FeedConfig, out: Callable[[str], None] = print) -> int:
     spark = build_session(config.master)
     options = SinkOptions.parse(config.options())
     reporter = ProgressReporter(options.error_path, out)
-    what = config.input or f"{config.rate} rows/s"
+    what = config.input.resolve() if config.input else f"{config.rate} rows/s"
     out(f"feeding {what} into {config.url} (checkpoint {config.checkpoint_dir()})")
     try:
         query = start_query(spark, config)
