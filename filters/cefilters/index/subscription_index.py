@@ -67,10 +67,8 @@ class SubscriptionIndex(Generic[K]):
             raise TypeError("source must be a string or None")
         if types is not None and (isinstance(types, str) or not all(isinstance(t, str) for t in types)):
             raise TypeError("types must be a sequence of strings or None")
-        compiled = _as_filter(filters)
-        if key in self._plans:
-            self.remove(key)
-        chosen = plan(compiled, source, types, self._bucket_size)
+        chosen = plan(_as_filter(filters), source, types, self._bucket_size)
+        self.remove(key)  # everything that can fail is done: replace the old version, if any
         self._plans[key] = chosen
         if chosen.never:
             return
