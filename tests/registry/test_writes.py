@@ -211,6 +211,10 @@ def test_schema_changes_have_the_schema_registry_types(
     # deleting the last version deletes the resource
     assert "io.xregistry.resource.deleted" in ingestor.types_for("/schemagroups/s/schemas/o")
     created = next(e for e in ingestor.events if e["subject"] == "/schemagroups/s/schemas/o/versions/1")
+    first = client.put("/schemagroups/s2", json={})  # the client learns the request's correlation id
+    assert {e.get("xregcorrelationid") for e in ingestor.events if e["subject"] == "/schemagroups/s2"} - {
+        None
+    } == {first.headers["xregistry-xregcorrelationid"]}
     assert created["time"] == client.get("/schemagroups/s").json()["createdat"]  # the request's time
     legacy = [e for e in ingestor.events if e["type"].startswith("io.cloudevents.schemaregistry")]
     assert all("data" not in e and e["source"] == BASE for e in legacy)

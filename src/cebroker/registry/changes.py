@@ -49,6 +49,8 @@ class ChangeLog:
     def __init__(self, time: str = "") -> None:
         #: the request's timestamp (every entity it touched got it as ``modifiedat``)
         self.time = time
+        #: one value for every event of the request (also returned to the client)
+        self.correlation = str(uuid.uuid4())
         self._changes: dict[str, Change] = {}
 
     def record(self, xid: str, kind: Kind, op: Op, changed: list[str] | None = None) -> None:
@@ -79,7 +81,6 @@ class ChangeLog:
 
 def build_events(changes: ChangeLog, source: str, time: str) -> list[dict[str, Any]]:
     """The CloudEvents (JSON-format dicts) announcing ``changes``."""
-    correlation = str(uuid.uuid4())
     events: list[dict[str, Any]] = []
     for change in changes:
         base = {"specversion": "1.0", "source": source, "subject": change.xid, "time": time}
@@ -87,7 +88,7 @@ def build_events(changes: ChangeLog, source: str, time: str) -> list[dict[str, A
             **base,
             "id": str(uuid.uuid4()),
             "type": f"{XREGISTRY_PREFIX}{change.kind}.{change.op}",
-            "xregcorrelationid": correlation,
+            "xregcorrelationid": changes.correlation,
         }
         if change.op == "updated":
             event["datacontenttype"] = "application/json"

@@ -221,6 +221,8 @@ class RegistryRoutes:
         self, request: Request, target: Target, result: WriteResult, raw_doc: bool
     ) -> Response:
         headers = dict(self.link)
+        if len(result.changes):
+            headers["xRegistry-xregcorrelationid"] = result.changes.correlation
         if result.status == 204:
             return Response(status_code=204, headers=headers)
         opts = http.read_options(request, target)
