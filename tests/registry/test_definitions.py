@@ -82,6 +82,7 @@ def test_chain_resolution_with_dangling_reference_and_cycle() -> None:
         },
         "/g/messages/leaf": {"basemessage": "/g/messages/mid", "description": "leaf"},
         "/g/messages/dangling": {"basemessage": "/g/messages/nowhere", "description": "d"},
+        "/g/messages/pointer": {"basemessage": "#/g/messages/root"},
         "/g/messages/a": {"basemessage": "/g/messages/b", "x": "a"},
         "/g/messages/b": {"basemessage": "/g/messages/a", "x": "b", "y": "b"},
     }
@@ -90,6 +91,9 @@ def test_chain_resolution_with_dangling_reference_and_cycle() -> None:
     assert leaf["description"] == "leaf"
     assert leaf["basemessage"] == "/g/messages/mid"  # its own attributes stay its own
     assert resolve(messages["/g/messages/dangling"], messages.get)["description"] == "d"
+    assert resolve(messages["/g/messages/pointer"], messages.get)["envelopemetadata"]["type"] == {
+        "value": "t"
+    }
     cyc = resolve(messages["/g/messages/a"], messages.get, "/g/messages/a")
     assert (cyc["x"], cyc["y"]) == ("a", "b")
 
@@ -221,3 +225,24 @@ def test_definition_found_by_type_value(client: TestClient, component: Any) -> N
     event = {"specversion": "1.0", "id": "1", "type": "com.example.x", "source": "/s"}
     assert [v.pointer for v in component.validator.validate(event)] == ["/subject"]
     assert component.validator.validate({**event, "type": "com.example.none"}) == []
+
+
+def test_dataschemauri_forms(client: TestClient, component: Any) -> None:
+    """dataschemauri resolves as an xid, a document-view ``#/`` reference or this registry's URL,
+    with a ``#/pointer`` fragment selecting a sub-schema (1.0-rc2 ``dataschemauri``)."""
+    defs = {"definitions": {"order": {"type": "object", "required": ["id"]}}}
+    client.put("/schemagroups/s/schemas/defs$details", json={"format": "JsonSchema/draft-07", "schema": defs})
+    forms = {
+        "a": "/schemagroups/s/schemas/defs#/definitions/order",
+        "b": "#/schemagroups/s/schemas/defs#/definitions/order",
+        "c": "http://testserver/schemagroups/s/schemas/defs/versions/1#/definitions/order",
+    }
+    for mid, uri in forms.items():
+        r = client.put(
+            f"/messagegroups/g/messages/{mid}",
+            json={"dataschemaformat": "JsonSchema/draft-07", "dataschemauri": uri},
+        )
+        assert r.status_code == 201, r.text
+        event = {"specversion": "1.0", "id": "1", "type": mid, "source": "/s"}
+        assert [v.pointer for v in component.validator.validate({**event, "data": {}})] == ["/data"], uri
+        assert component.validator.validate({**event, "data": {"id": 1}}) == []

@@ -40,7 +40,8 @@ def resolve(message: Mapping[str, Any], lookup: Lookup, xid: str = "", max_depth
         ref = current.get("basemessage")
         if not isinstance(ref, str) or not ref:
             break
-        key = ref.split("#", 1)[0].rstrip("/")
+        # "#/messagegroups/..." is a document-view reference to a message of the same registry
+        key = (ref[1:] if ref.startswith("#/") else ref.split("#", 1)[0]).rstrip("/")
         if key in seen:
             break  # a cycle
         seen.add(key)

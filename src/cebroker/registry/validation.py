@@ -205,7 +205,8 @@ class DefinitionIndex:
         base = base_url.rstrip("/")
 
         def schema_at(uri: str) -> Any:
-            path, _, fragment = uri.partition("#")
+            # "#/schemagroups/..." is a document-view reference to an entity of this registry
+            path, _, fragment = uri[1:].partition("#") if uri.startswith("#/") else uri.partition("#")
             if path.startswith(base + "/"):
                 path = path[len(base) :]
             path = path.removesuffix("$details").rstrip("/")
