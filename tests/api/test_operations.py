@@ -67,11 +67,16 @@ async def test_given_settings_win_over_defaults(client: httpx.AsyncClient) -> No
         client,
         {
             "protocol": "MQTT5",
-            "sink": "wss://b/mqtt",
-            "protocolsettings": {"topicname": "a", "qos": 0, "retain": True},
+            "sink": "mqtts://b:8883",
+            "protocolsettings": {"topicname": "a", "qos": 0, "retain": True, "contentmode": "structured"},
         },
     )
-    assert doc["protocolsettings"] == {"topicname": "a", "qos": 0, "retain": True}
+    assert doc["protocolsettings"] == {
+        "topicname": "a",
+        "qos": 0,
+        "retain": True,
+        "contentmode": "structured",
+    }
 
 
 async def test_cloudevents_subscription_media_type_is_accepted(client: httpx.AsyncClient) -> None:

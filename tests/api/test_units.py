@@ -105,3 +105,28 @@ def test_a_failing_registered_check_is_a_problem_not_a_crash(monkeypatch: pytest
     with pytest.raises(ValidationError) as info:
         realize({"protocol": "HTTP", "sink": "http://h/", "config": {"broken": 1}}, subscription_id="x")
     assert [p.pointer for p in info.value.problems] == ["/config/broken"]
+
+
+def test_sender_refusals_are_reported_with_a_pointer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the sender library would refuse is refused at create time, with a pointer; a sink
+    refusal does not echo the URL (it may carry a password)."""
+    from ceprotocols import SettingsError
+
+    from cebroker.api.validation import delivery
+
+    def refuse(field: str) -> Any:
+        def check(protocol: str, sink: str, settings: Any) -> None:
+            raise SettingsError(field, f"{sink!r} refused")
+
+        return check
+
+    body = {"protocol": "NATS", "sink": "nats://user:pw@n:4222", "protocolsettings": {"subject": "a"}}
+    monkeypatch.setattr(delivery, "check_destination", refuse("protocolsettings.subject"))
+    with pytest.raises(ValidationError) as info:
+        realize(body, subscription_id="x")
+    assert info.value.problems[0].pointer == "/protocolsettings/subject"
+    monkeypatch.setattr(delivery, "check_destination", refuse("sink"))
+    with pytest.raises(ValidationError) as info:
+        realize(body, subscription_id="x")
+    assert info.value.problems[0].pointer == "/sink"
+    assert "pw" not in info.value.problems[0].message

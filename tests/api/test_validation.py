@@ -35,7 +35,13 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "/sink",
         "needs a sink scheme of http, https",
     ),
-    ("sink-mqtt-scheme", {**VALID["MQTT3"], "sink": "http://h"}, "/sink", "mqtt, mqtts, ws, wss"),
+    (
+        "sink-mqtt-scheme",
+        {**VALID["MQTT3"], "sink": "http://h"},
+        "/sink",
+        "needs a sink scheme of mqtt, mqtts",
+    ),
+    ("sink-mqtt-websocket", {**VALID["MQTT5"], "sink": "wss://h/mqtt"}, "/sink", "mqtt, mqtts"),
     ("sink-amqp-scheme", {**VALID["AMQP"], "sink": "https://h/q"}, "/sink", "amqp, amqps"),
     ("sink-kafka-scheme", {**VALID["KAFKA"], "sink": "http://k:9092"}, "/sink", "kafka"),
     ("sink-nats-scheme", {**VALID["NATS"], "sink": "amqp://n"}, "/sink", "nats, tls"),
@@ -198,9 +204,28 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "amqp-camelcase",
         {**VALID["AMQP"], "protocolsettings": {"linkName": "x"}},
         "/protocolsettings/linkName",
-        "known settings: address, linkname",
+        "unknown setting 'linkName' for AMQP; known settings: address, contentmode, linkname",
+    ),
+    # contentmode and the Kafka key attribute: broker extensions registered by the protocol bridge
+    (
+        "mqtt3-binary",
+        {**VALID["MQTT3"], "protocolsettings": {"topicname": "a", "contentmode": "binary"}},
+        "/protocolsettings/contentmode",
+        "must be 'structured'",
+    ),
+    (
+        "nats-contentmode",
+        {**VALID["NATS"], "protocolsettings": {"subject": "a", "contentmode": "batch"}},
+        "/protocolsettings/contentmode",
+        "'binary' or 'structured'",
     ),
     # 3.2.2.4 Kafka
+    (
+        "kafka-key-extractor",
+        {**VALID["KAFKA"], "protocolsettings": {"topicname": "t", "partitionkeyextractor": "$.data.id"}},
+        "/protocolsettings/partitionkeyextractor",
+        "context attribute",
+    ),
     (
         "kafka-topic-missing",
         {**VALID["KAFKA"], "protocolsettings": {}},

@@ -205,7 +205,7 @@ def openapi_document() -> dict[str, Any]:
     for protocol, schema_name in SETTINGS_SCHEMAS.items():
         properties = schemas[schema_name]["properties"]
         for name, extra in PROTOCOLS[protocol].schemas.items():
-            properties.setdefault(name, extra)
+            properties[name] = extra  # the part that registered the setting owns its schema
     return {
         "openapi": "3.1.0",
         "info": {

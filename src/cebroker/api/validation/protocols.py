@@ -139,7 +139,8 @@ def _mqtt(version: int) -> ProtocolRules:
     else:
         refused = {"expiry": _MQTT5_ONLY, "userproperties": _MQTT5_ONLY}
     return ProtocolRules(
-        schemes=frozenset({"mqtt", "mqtts", "ws", "wss"}),
+        # MQTT over WebSockets (ws, wss) is not offered: the MQTT sender speaks TCP and TLS only.
+        schemes=frozenset({"mqtt", "mqtts"}),
         settings=settings,
         required={"topicname"},
         defaults={"qos": 1, "retain": False},

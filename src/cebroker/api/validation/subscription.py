@@ -17,6 +17,7 @@ import cefilters
 from cebroker.api.validation import checks
 from cebroker.api.validation.checks import Check
 from cebroker.api.validation.credentials import validate_credential
+from cebroker.api.validation.delivery import check_deliverable
 from cebroker.api.validation.problems import Problems, child, quote, type_name
 from cebroker.api.validation.protocols import PROTOCOLS, ProtocolRules, unknown_protocol_message
 from cebroker.store.base import Subscription
@@ -67,8 +68,11 @@ def realize(body: Any, *, subscription_id: str, path_id: str | None = None) -> S
         problems.add("/id", "must equal the id in the URL (or be left out)")
 
     protocol, rules = _protocol(body.get("protocol"), problems)
+    before = len(problems.items)
     sink_parts = _sink(body.get("sink"), protocol, rules, problems)
     settings = _settings(body.get("protocolsettings", {}), protocol, rules, sink_parts, problems)
+    if rules is not None and len(problems.items) == before:
+        check_deliverable(protocol, body["sink"], settings, problems)
     if "source" in body:
         checks.uri_reference(body["source"], "/source", problems)
     if "types" in body:
