@@ -120,6 +120,13 @@ def test_validation_enforce(registry_broker: Callable[..., Broker]) -> None:
     assert [e["pointer"] for e in r.json()["errors"]] == ["/data/orderId"]
     # an event of a type without a definition passes
     assert broker.send(_reservation(4, type="com.example.unknown", source="x")).status_code == 202
+    # in a batch, each violation is pointed at within its event
+    batch = [_reservation(5), _reservation(6, source="/nope")]
+    r = broker.http.post(
+        "/events", json=batch, headers={"content-type": "application/cloudevents-batch+json"}
+    )
+    assert r.status_code == 400
+    assert [e["pointer"] for e in r.json()["errors"]] == ["/1/source"]
 
 
 def test_validation_warn_counts(registry_broker: Callable[..., Broker]) -> None:
@@ -137,6 +144,7 @@ def test_validation_off_accepts(registry_broker: Callable[..., Broker]) -> None:
     """off (the default): definitions are not consulted."""
     broker = registry_broker()
     _import_contoso(broker)
+    assert broker.send(_reservation(1)).status_code == 202
     assert broker.send(_reservation(2, **VIOLATING)).status_code == 202
 
 

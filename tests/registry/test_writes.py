@@ -33,6 +33,24 @@ def test_collection_post_and_patch(client: TestClient) -> None:
     assert "labels" not in r.json()
 
 
+def test_endpoints_hold_messages(client: TestClient, component: RegistryComponent) -> None:
+    """Endpoints import the messages resource: definitions inline in an endpoint are served and
+    used for validation like those of message groups (Endpoint extension, ximportresources)."""
+    # an endpoint created implicitly would lack its required usage
+    assert (
+        client.put("/endpoints/e/messages/x", json={}).json()["errors"][0]["pointer"] == "/endpoints/e/usage"
+    )
+    client.put("/endpoints/e", json={"usage": ["producer"], "protocol": "HTTP"})
+    r = client.put(
+        "/endpoints/e/messages/com.example.e",
+        json={"envelope": "CloudEvents/1.0", "envelopemetadata": {"subject": {"required": True}}},
+    )
+    assert r.status_code == 201, r.text
+    assert client.get("/endpoints/e").json()["messagescount"] == 1
+    event = {"specversion": "1.0", "id": "1", "type": "com.example.e", "source": "/s"}
+    assert [v.pointer for v in component.validator.validate(event)] == ["/subject"]
+
+
 def test_group_post_takes_resource_maps_only(client: TestClient) -> None:
     """POST on a group upserts its resource collections; anything else is resources_only."""
     r = client.post("/messagegroups/g", json={"messages": {"m1": {}, "m2": {"description": "two"}}})
