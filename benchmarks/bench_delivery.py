@@ -89,10 +89,9 @@ async def broker_drain(db: Path, url: str, events: int, concurrency: int) -> flo
     await store.create(sub)
     journal = DeliveryLog(db, dedup_window=600)
     await asyncio.to_thread(journal.open)
-    encoder = json.JSONEncoder(separators=(",", ":"))
     for start in range(0, events, 1000):
         batch = [_event(n) for n in range(start, min(events, start + 1000))]
-        await journal.append([Incoming(encoder.encode(e), "/bench", str(e["id"]), ("bench",)) for e in batch])
+        await journal.append([Incoming(e, "/bench", str(e["id"]), ("bench",)) for e in batch])
     await asyncio.to_thread(journal.close)
 
     component = PipelineComponent(settings, store)

@@ -17,11 +17,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from ceprotocols.errors import DeliveryError
 from ceprotocols.sender import Destination
 
 from cebroker.pipeline.lane import Item, Lane
-from cebroker.pipeline.log import Appended, DeliveryLog, Incoming, Pending
+from cebroker.pipeline.log import Appended, DeliveryLog, Pending
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
@@ -86,14 +87,9 @@ class Dispatcher:
 
     # -- input -------------------------------------------------------------------------------
 
-    def accept(
-        self,
-        items: Sequence[Incoming],
-        events: Sequence[dict[str, Any]],
-        written: Sequence[Appended | None],
-    ) -> None:
-        """Take the deliveries of a committed ingest into their lanes."""
-        for item, event, appended in zip(items, events, written, strict=True):
+    def accept(self, events: Sequence[dict[str, Any]], written: Sequence[Appended | None]) -> None:
+        """Take the deliveries of a committed ingest (``written``, per event) into their lanes."""
+        for event, appended in zip(events, written, strict=True):
             if appended is None:
                 continue
             for delivery_id, subscription in appended.deliveries:
@@ -103,7 +99,7 @@ class Dispatcher:
                     self._due[subscription] = 0.0  # it waits in the log; keep the lane's order
                     self._wake.set()
                     continue
-                row = Pending(delivery_id, appended.seq, subscription, 0, appended.at, item.body)
+                row = Pending(delivery_id, appended.seq, subscription, 0, appended.at, None)
                 lane.push(Item(row, event))
                 self._spawn(lane)
         self._metrics.backlog.set(self.pending)
@@ -187,7 +183,7 @@ class Dispatcher:
         status = None if exc.status is None else str(exc.status)
         self._metrics.deliveries.labels(label, "deadlettered").inc()
         self._metrics.dead_letters.labels(label).inc()
-        await self._log.dead_letter(item.row, attempts, error, status, exc.body)
+        await self._log.dead_letter(item.row, orjson.dumps(item.event), attempts, error, status, exc.body)
         self._release(lane, item.row.id)
         self.pending = max(0, self.pending - 1)
         self._metrics.backlog.set(self.pending)

@@ -6,8 +6,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from cebroker.errors import FieldProblem, Overloaded, ValidationError
 from cebroker.pipeline.contracts import Event, EventValidator, IngestResult, ValidationMode
 from cebroker.pipeline.dispatcher import Dispatcher
@@ -69,12 +67,12 @@ class Pipeline:
         if not clean:
             return IngestResult(accepted=0, duplicates=0)
         match = self._matcher.match
+        items = [Incoming(e, e["source"], e["id"], match(e)) for e in clean]
         try:
-            items = [Incoming(orjson.dumps(e), e["source"], e["id"], match(e)) for e in clean]
+            written = await self._log.append(items)
         except TypeError as exc:  # only from ingest(): HTTP input is parsed JSON already
             raise ValidationError([FieldProblem("", f"an event is not JSON-serialisable: {exc}")]) from exc
-        written = await self._log.append(items)
-        self._dispatcher.accept(items, clean, written)
+        self._dispatcher.accept(clean, written)
         duplicates = sum(1 for w in written if w is None)
         self._metrics.events_in.labels("accepted").inc(len(clean) - duplicates)
         if duplicates:

@@ -30,7 +30,9 @@ class Item:
 
     @classmethod
     def from_row(cls, row: Pending) -> Item:
-        """Parse the stored event of ``row``."""
+        """Parse the stored event of ``row`` (read from the log, so it has one)."""
+        if row.body is None:
+            raise ValueError(f"delivery {row.id} carries no event")
         return cls(row, orjson.loads(row.body))
 
 

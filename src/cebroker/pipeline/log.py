@@ -9,13 +9,14 @@ dead letter, or when its subscription was deleted.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from cebroker.pipeline.writer import SqliteWriter
 
@@ -43,8 +44,23 @@ _BUMP = (
     "INSERT INTO pipeline_stats (subscription, {col}) VALUES (?, ?) "
     "ON CONFLICT (subscription) DO UPDATE SET {col} = {col} + excluded.{col}"
 )
-#: Ids per de-duplication lookup (well under SQLite's bound-parameter limit).
-_CHUNK = 900
+#: The array indexes (as a JSON array) of ``[source, id]`` pairs seen after the horizon.
+_SEEN_LOOKUP = (
+    "SELECT json_group_array(k.key) FROM json_each(?1) AS k WHERE EXISTS (SELECT 1 FROM pipeline_seen s "
+    "WHERE s.source = k.value->>0 AND s.id = k.value->>1 AND s.at >= ?2)"
+)
+_SEEN_INSERT = (
+    "INSERT INTO pipeline_seen (source, id, at) SELECT value->>0, value->>1, ?2 FROM json_each(?1) "
+    "WHERE true ON CONFLICT (source, id) DO UPDATE SET at = excluded.at"
+)
+# ``value->1`` is the event object as JSON text (SQLite keeps number and string spellings).
+_EVENTS_INSERT = (
+    "INSERT INTO pipeline_events (seq, body, received) SELECT value->>0, value->1, ?2 FROM json_each(?1)"
+)
+_DELIVERIES_INSERT = (
+    "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at) "
+    "SELECT value->>0, value->>1, value->>2, 0, ?2, ?2 FROM json_each(?1)"
+)
 _GC_EVENT = (
     "DELETE FROM pipeline_events WHERE seq = ?1 "
     "AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries WHERE event_seq = ?1)"
@@ -53,9 +69,12 @@ _GC_EVENT = (
 
 @dataclass(frozen=True, slots=True)
 class Incoming:
-    """One event to commit: its JSON (UTF-8), de-duplication key and matched subscription ids."""
+    """One event to commit, its de-duplication key and matched subscription ids.
 
-    body: bytes
+    ``event`` is the JSON-form dict, or that event already serialized as JSON (bytes or str).
+    """
+
+    event: Mapping[str, Any] | bytes | str
     source: str
     id: str
     subscriptions: tuple[str, ...]
@@ -80,8 +99,8 @@ class Pending:
     subscription: str
     attempts: int
     first_at: float
-    #: The event's JSON.
-    body: bytes
+    #: The event's JSON as stored (None for a delivery handed over straight from its ingest).
+    body: bytes | str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,64 +152,51 @@ class DeliveryLog:
 
     async def append(self, items: Sequence[Incoming]) -> list[Appended | None]:
         """Commit events and their deliveries; per event what was written, or None for a
-        duplicate of an event seen within the de-duplication window."""
+        duplicate of an event seen within the de-duplication window.
+
+        Rows travel to SQLite as one JSON array per table, expanded by ``json_each``: a batch is
+        a handful of statements, not one per row. That matters because each statement hands the
+        GIL back and forth with the event loop, and under load every handoff can cost
+        milliseconds.
+        """
         now = time.time()
         horizon = now - self.dedup_window
 
         def job(conn: sqlite3.Connection) -> list[Appended | None]:
-            recent = self._recent(conn, items, horizon)
+            keys = [(item.source, item.id) for item in items]
+            (found,) = conn.execute(_SEEN_LOOKUP, (orjson.dumps(keys), horizon)).fetchone()
+            recent = set(orjson.loads(found)) if found else set()
+            fresh: set[tuple[str, str]] = set()
             out: list[Appended | None] = []
-            seen: list[tuple[str, str, float]] = []
-            events: list[tuple[int, bytes, float]] = []
-            deliveries: list[tuple[int, int, str, float, float]] = []
-            for item in items:
-                key = (item.source, item.id)
-                if key in recent:
+            seen: list[tuple[str, str]] = []
+            events: list[tuple[int, Any]] = []
+            deliveries: list[tuple[int, int, str]] = []
+            for index, (item, key) in enumerate(zip(items, keys, strict=True)):
+                if index in recent or key in fresh:
                     out.append(None)
                     continue
-                recent.add(key)
-                seen.append((item.source, item.id, now))
+                fresh.add(key)
+                seen.append(key)
                 pairs: list[tuple[int, str]] = []
                 seq = 0
                 if item.subscriptions:
                     seq = self._next_seq
                     self._next_seq += 1
-                    events.append((seq, item.body, now))
+                    event = item.event
+                    events.append((seq, event if isinstance(event, Mapping) else orjson.Fragment(event)))
                     for sub in item.subscriptions:
                         did = self._next_delivery
                         self._next_delivery += 1
-                        deliveries.append((did, seq, sub, now, now))
+                        deliveries.append((did, seq, sub))
                         pairs.append((did, sub))
                 out.append(Appended(seq, now, pairs))
-            conn.executemany(
-                "INSERT INTO pipeline_seen VALUES (?, ?, ?) "
-                "ON CONFLICT (source, id) DO UPDATE SET at = excluded.at",
-                seen,
-            )
-            conn.executemany("INSERT INTO pipeline_events VALUES (?, ?, ?)", events)
-            conn.executemany("INSERT INTO pipeline_deliveries VALUES (?, ?, ?, 0, ?, ?, NULL)", deliveries)
+            conn.execute(_SEEN_INSERT, (orjson.dumps(seen), now))
+            if events:
+                conn.execute(_EVENTS_INSERT, (orjson.dumps(events), now))
+                conn.execute(_DELIVERIES_INSERT, (orjson.dumps(deliveries), now))
             return out
 
         return await self.writer.run(job, bounded=True)
-
-    @staticmethod
-    def _recent(conn: sqlite3.Connection, items: Sequence[Incoming], horizon: float) -> set[tuple[str, str]]:
-        """The keys among ``items`` seen after ``horizon``, looked up a chunk at a time (few
-        statements per batch rather than one per event: each statement is a GIL round trip)."""
-        by_source: dict[str, list[str]] = {}
-        for item in items:
-            by_source.setdefault(item.source, []).append(item.id)
-        recent: set[tuple[str, str]] = set()
-        for source, ids in by_source.items():
-            for start in range(0, len(ids), _CHUNK):
-                chunk = ids[start : start + _CHUNK]
-                marks = ",".join("?" * len(chunk))
-                rows = conn.execute(
-                    f"SELECT id FROM pipeline_seen WHERE source = ? AND at >= ? AND id IN ({marks})",
-                    (source, horizon, *chunk),
-                )
-                recent.update((source, row[0]) for row in rows)
-        return recent
 
     # -- dispatch ----------------------------------------------------------------------------
 
@@ -266,7 +272,7 @@ class DeliveryLog:
         await self.writer.run(job, durable=False)
 
     async def dead_letter(
-        self, item: Pending, attempts: int, error: str, status: str | None, body: str | None
+        self, item: Pending, event: bytes, attempts: int, error: str, status: str | None, body: str | None
     ) -> None:
         """Move a delivery to the dead letters, keeping the event and the reason."""
         now = time.time()
@@ -275,7 +281,7 @@ class DeliveryLog:
             conn.execute(
                 "INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts, last_error, "
                 "first_at, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (item.subscription, item.body, status, body, attempts, error, item.first_at, now),
+                (item.subscription, event, status, body, attempts, error, item.first_at, now),
             )
             conn.execute("DELETE FROM pipeline_deliveries WHERE id = ?", (item.id,))
             conn.execute(_GC_EVENT, (item.event_seq,))
@@ -303,7 +309,7 @@ class DeliveryLog:
                 "FROM pipeline_deadletters WHERE subscription = ? AND id > ? ORDER BY id LIMIT ?",
                 (subscription, after, limit),
             ).fetchall()
-            return [DeadLetter(r[0], r[1], json.loads(r[2]), *r[3:]) for r in rows]
+            return [DeadLetter(r[0], r[1], orjson.loads(r[2]), *r[3:]) for r in rows]
 
         return await self.writer.run(job, durable=False)
 
