@@ -100,8 +100,7 @@ class DeliveriesApi:
         ids = await self._ids(request)
         count = await self._log.redrive(subscription_id, ids)
         if count:
-            self._dispatcher.pending += count
-            self._dispatcher.wake(subscription_id)
+            self._dispatcher.redriven(subscription_id, count)
         return JSONResponse({"redriven": count}, status_code=202)
 
     @staticmethod

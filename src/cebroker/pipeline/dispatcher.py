@@ -30,6 +30,9 @@ from cebroker.pipeline.senders import SenderPool
 
 log = logging.getLogger("cebroker.pipeline")
 
+#: Seconds before a delivery whose outcome could not be recorded is loaded from the log again.
+RELOAD_DELAY = 5.0
+
 
 class Dispatcher:
     """Owns the lanes, their workers, the log loader and the completion writer."""
@@ -104,8 +107,10 @@ class Dispatcher:
                 self._spawn(lane)
         self._metrics.backlog.set(self.pending)
 
-    def wake(self, subscription: str) -> None:
-        """The log has new due deliveries for ``subscription`` (after a redrive)."""
+    def redriven(self, subscription: str, count: int) -> None:
+        """``count`` dead letters of ``subscription`` were put back in the log as deliveries."""
+        self.pending += count
+        self._metrics.backlog.set(self.pending)
         self._due[subscription] = 0.0
         self._wake.set()
 
@@ -137,7 +142,15 @@ class Dispatcher:
     async def _work(self, lane: Lane) -> None:
         try:
             while lane.queue and self._running:
-                await self._attempt(lane, lane.queue.popleft())
+                item = lane.queue.popleft()
+                try:
+                    await self._attempt(lane, item)
+                except Exception:
+                    # Recording the outcome failed (the log is unwritable?). The row is still in
+                    # the log: let it go and have the loader pick it up again a little later.
+                    log.exception("delivery %s: recording its outcome failed", item.row.id)
+                    self._release(lane, item.row.id)
+                    self._due[lane.id] = min(self._due.get(lane.id, math.inf), time.time() + RELOAD_DELAY)
         finally:
             lane.workers -= 1
 
