@@ -32,6 +32,13 @@ def test_cel_evaluation(expression: str, expected: bool) -> None:
     assert cefilters.compile([{"cel": expression}]).matches(EVENT) is expected
 
 
+def test_cel_sees_attributes_not_the_payload() -> None:
+    """The dialect filters on context attributes; ``data`` is the payload, not a variable."""
+    compiled = cefilters.compile([{"cel": 'type == "t" && !has(data)'}])
+    assert compiled.matches({"type": "t", "data": {"big": list(range(1000))}}) is True
+    assert cefilters.compile([{"cel": "data.big == 1"}]).matches({"data": {"big": 1}}) is False
+
+
 def test_cel_never_raises_on_odd_event_values() -> None:
     """matches never raises, whatever the event holds."""
     compiled = cefilters.compile([{"cel": 'type == "x"'}])

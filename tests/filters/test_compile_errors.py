@@ -27,6 +27,7 @@ from cefilters.compiler import MAX_DEPTH
         ([{"exact": {"Type": "a"}}], "/0/exact/Type", "not a CloudEvents attribute name"),
         ([{"exact": {"my-ext": "a"}}], "/0/exact/my-ext", "not a CloudEvents attribute name"),
         ([{"exact": {"a/b~c": "a"}}], "/0/exact/a~1b~0c", "not a CloudEvents attribute name"),
+        ([{"prefix": {"data": "a"}}], "/0/prefix/data", "payload"),
         ([{"all": []}], "/0/all", "at least one"),
         ([{"any": []}], "/0/any", "at least one"),
         ([{"all": {"exact": {"type": "a"}}}], "/0/all", "array"),

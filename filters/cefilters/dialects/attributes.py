@@ -5,8 +5,9 @@ their values are the String values to use in the comparison ... The attribute na
 specified in the filter expression MUST NOT be empty strings."
 
 Decision: beyond non-empty, names must also be valid CloudEvents attribute names (lowercase ASCII
-letters and digits, CloudEvents core "Attribute Naming Convention"). No event can carry ``Type`` or
-``my-ext``, so such a filter could never match; rejecting it tells the user at create time.
+letters and digits, CloudEvents core "Attribute Naming Convention"), and not ``data``, which names
+the payload. No event can carry an attribute ``Type`` or ``my-ext``, so such a filter could never
+match; rejecting it tells the user at create time.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ __all__ = ["ATTRIBUTE_NAME", "parse_attribute_map"]
 
 ATTRIBUTE_NAME: Final = re.compile(r"[a-z0-9]+")
 """The CloudEvents attribute naming convention (core spec, section "Attribute Naming Convention")."""
+
+PAYLOAD_MEMBERS: Final = frozenset({"data", "data_base64"})
+"""Members of a JSON-format event that hold the payload, not context attributes (core spec:
+``data`` is reserved and is not an attribute; JSON format: ``data_base64``)."""
 
 
 def parse_attribute_map(dialect: str, value: object, path: str) -> tuple[tuple[str, str], ...]:
@@ -44,6 +49,8 @@ def parse_attribute_map(dialect: str, value: object, path: str) -> tuple[tuple[s
                 member,
                 f"{name!r} is not a CloudEvents attribute name (lowercase letters a-z and digits only)",
             )
+        if name in PAYLOAD_MEMBERS:
+            raise FilterError(member, f"{name!r} is the event payload, not a context attribute")
         if not isinstance(expected, str):
             raise FilterError(member, f"the value must be a string, not {type(expected).__name__}")
         if not expected:

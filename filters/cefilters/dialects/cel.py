@@ -1,7 +1,9 @@
 """The ``cel`` extension dialect: ``{"cel": "<CEL expression>"}``, evaluated with cel-python.
 
 Each event attribute is a CEL variable of the same name (``type``, ``source``, extensions), so
-``type.startsWith("com.example.") && size(subject) > 3`` works as written. An expression that fails
+``type.startsWith("com.example.") && size(subject) > 3`` works as written. The payload (``data``,
+``data_base64`` in a JSON-format event) is not: the dialect filters on context attributes, and
+converting a large payload for every event would cost more than the evaluation. An expression that fails
 to parse is rejected at compile time; at evaluation, an error (a missing attribute, a bad call) or a
 result that is not a boolean means "no match".
 
@@ -19,6 +21,7 @@ from typing import Any, Final
 
 from ..base import Event
 from ..errors import FilterError
+from .attributes import PAYLOAD_MEMBERS
 
 __all__ = ["MAX_CEL_LENGTH", "CelFilter", "compile_cel", "environment"]
 
@@ -51,7 +54,9 @@ class CelFilter:
     def matches(self, event: Event) -> bool:
         """``True`` only when the expression evaluates, without error, to the boolean ``true``."""
         try:
-            activation = {name: self._to_cel(value) for name, value in event.items()}
+            activation = {
+                name: self._to_cel(value) for name, value in event.items() if name not in PAYLOAD_MEMBERS
+            }
             result = self._program.evaluate(activation)
         except Exception:  # celpy raises CELEvalError and, on odd values, plain TypeErrors
             return False
