@@ -32,8 +32,7 @@ def compile_chain(chain: Chain, operands: list[Compiled]) -> Compiled:
     if first in _EQUALITY or first in _ORDERING:
         if len(operands) == 2:
             return finish(_compare(first, operands[0], operands[1]), Type.BOOLEAN, pure)
-        steps = [_comparison_step(op) for op in chain.operators]
-        return finish(_fold([operand.evaluate for operand in operands], steps), Type.BOOLEAN, pure)
+        return finish(_comparison_run(chain.operators, operands), Type.BOOLEAN, pure)
     positions = chain.positions
     steps = [_arithmetic_step(op, position) for op, position in zip(chain.operators, positions, strict=True)]
     integers = [as_integer(operand) for operand in operands]
@@ -144,18 +143,33 @@ def _ordering(operator: str, left: Callable[[Event], int], right: Callable[[Even
     return lambda event: left(event) >= right(event)
 
 
-def _comparison_step(operator: str) -> Callable[[Value, Value], Value]:
-    """One comparison of a longer run (``1 = 1 = TRUE``), on runtime values."""
-    if operator == "=":
-        return equals
-    if operator in ("!=", "<>"):
-        return lambda left, right: not equals(left, right)
-    return {
-        "<": lambda left, right: to_int(left) < to_int(right),
-        "<=": lambda left, right: to_int(left) <= to_int(right),
-        ">": lambda left, right: to_int(left) > to_int(right),
-        ">=": lambda left, right: to_int(left) >= to_int(right),
-    }[operator]
+_ORDERS: Final[dict[str, Callable[[int, int], bool]]] = {
+    "<": int.__lt__,
+    "<=": int.__le__,
+    ">": int.__gt__,
+    ">=": int.__ge__,
+}
+
+
+def _comparison_run(operators: tuple[str, ...], operands: list[Compiled]) -> Evaluator:
+    """A longer run of comparisons (``1 = 1 = TRUE``), left to right, with the same order of
+    evaluation and casts as a single comparison: an ordering casts its left operand before the
+    right one is evaluated, an equality casts after (the right operand's type decides)."""
+    head = operands[0].evaluate
+    rest = list(zip(operators, [operand.evaluate for operand in operands[1:]], strict=True))
+
+    def run(event: Event) -> bool:
+        result = head(event)
+        for operator, evaluate in rest:
+            order = _ORDERS.get(operator)
+            if order is not None:
+                left = to_int(result)
+                result = order(left, to_int(evaluate(event)))
+            else:
+                result = equals(result, evaluate(event)) is (operator == "=")
+        return bool(result)
+
+    return run
 
 
 # -- arithmetic ---------------------------------------------------------------------------------

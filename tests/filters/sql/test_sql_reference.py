@@ -22,10 +22,11 @@ Value = bool | int | str
 
 
 class Failure(Exception):
-    def __init__(self, kind: str, value: Value | None = None) -> None:
+    def __init__(self, kind: str, value: Value | None = None, node: ast.Node | None = None) -> None:
         super().__init__(kind)
         self.kind = kind
-        self.value = value
+        self.value = value  # what the failing function itself yields, if anything
+        self.node = node  # the function call that failed
 
 
 def like(text: str, pattern: str) -> bool:
@@ -116,7 +117,7 @@ def interpret(node: ast.Node, event: dict[str, object]) -> Value:
     try:
         return function.implementation(*args)
     except FunctionError as error:
-        raise Failure(error.kind, error.value) from None
+        raise Failure(error.kind, error.value, node) from None
 
 
 def step(operator: str, left: Value, right_node: ast.Node, event: dict[str, object]) -> Value:
@@ -166,7 +167,7 @@ def reference(text: str, event: dict[str, object]) -> tuple[Value, list[str]]:
         return interpret(tree, event), []
     except Failure as failure:
         # A function's own failure value survives only when the call is the whole expression.
-        if isinstance(tree, ast.Call) and failure.value is not None:
+        if failure.node is tree and failure.value is not None:
             return failure.value, [failure.kind]
         return zero_of(tree), [failure.kind]
     except Exception as error:  # the shared casts raise the engine's own failure type
