@@ -359,3 +359,23 @@ async def test_store_failure_is_503_problem(
     assert r.status_code == 503
     assert r.headers["content-type"] == "application/problem+json"
     assert r.json()["type"] == "https://cebroker.dev/problems/store-unavailable"
+
+
+async def test_concurrent_conditional_replaces_have_one_winner(client: httpx.AsyncClient) -> None:
+    """Ten PUTs with the same If-Match race: the store's revision check lets exactly one through."""
+    import asyncio
+
+    doc = await create(client, http_sub())
+    sid = doc["id"]
+    answers = await asyncio.gather(
+        *(
+            client.put(
+                f"/subscriptions/{sid}", json=http_sub(types=[f"t{i}"]), headers={"If-Match": f'"{sid}-1"'}
+            )
+            for i in range(10)
+        )
+    )
+    statuses = sorted(r.status_code for r in answers)
+    assert statuses == [200] + [412] * 9
+    winner = next(r for r in answers if r.status_code == 200)
+    assert (await client.get(f"/subscriptions/{sid}")).json()["types"] == winner.json()["types"]
