@@ -153,3 +153,15 @@ def test_sql_with_an_attribute_condition_is_anchored() -> None:
     assert repr(chosen.residual) == "SqlFilter(\"type = 'a' AND priority > 5\")"
     unanchored = plan(cefilters.compile([{"sql": "'01' = seq OR priority > 5"}]), None, None, lambda a: 1.0)
     assert unanchored.anchors == ()
+
+
+def test_hand_built_filters_with_empty_affixes_still_match() -> None:
+    """Filters built directly (not from JSON) may hold an empty prefix; it must not be an anchor."""
+    from cefilters.dialects.prefix import PrefixFilter
+    from cefilters.dialects.suffix import SuffixFilter
+
+    index: SubscriptionIndex[int] = cefilters.SubscriptionIndex()
+    index.add(1, PrefixFilter((("type", ""),)))
+    index.add(2, SuffixFilter((("type", ""), ("subject", "42"))))
+    assert index.match(EVENT) == {1, 2}
+    assert index.match({"subject": "x"}) == set()

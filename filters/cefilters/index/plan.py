@@ -152,9 +152,12 @@ def _anchors(filter_: Filter, cost: Cost) -> _Anchors | None:
             if isinstance(filter_, PrefixFilter)
             else "suffix"
         )
-        options: list[Anchor] = [(kind, name, value) for name, value in filter_.pairs]
+        # An empty prefix or suffix (only possible in a hand-built filter) selects nothing.
+        options: list[Anchor] = [(kind, n, v) for n, v in filter_.pairs if v or kind == "exact"]
+        if not options:
+            return None
         best_cost, anchor = min((_score(a, cost), a) for a in options)
-        return _Anchors((anchor,), len(options) == 1, best_cost)
+        return _Anchors((anchor,), len(filter_.pairs) == 1, best_cost)
     if isinstance(filter_, AllFilter):
         found = [a for a in (_anchors(child, cost) for child in filter_.children) if a is not None]
         if not found:
