@@ -52,7 +52,7 @@ def realize(body: Any, *, subscription_id: str, path_id: str | None = None) -> S
     """Validate ``body`` and return the realized subscription (revision 1, defaults applied).
 
     ``path_id`` is the id in the URL of a replace; a body ``id`` must then equal it. On
-    create, a body ``id`` is ignored (spec 3.1 ``id``: "MUST be ignored").
+    create, a body ``id`` is ignored (spec 3.2.1 ``id``: "MUST be ignored").
 
     Raises:
         cebroker.errors.ValidationError: with one entry per problem found.
