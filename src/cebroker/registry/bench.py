@@ -3,8 +3,9 @@
 Run ``python -m cebroker.registry.bench SAMPLES_DIR`` with the directory of ``*.xreg.json``
 documents. It prints:
 
-* the time to import every document (``POST /`` semantics, one transaction each) and to
-  render the export;
+* the time to import every document (``POST /`` semantics, one transaction each), to render
+  the export, and of one message write (with the definition index rebuilt after it, as the
+  component does);
 * the cost of checking one event against its definition (required attributes, values, URI
   templates, types and ``data`` against the JSON Schema), next to the cost of the ingress's
   own structural check of the same event, measured in the same run, and their ratio.
@@ -16,10 +17,12 @@ import json
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from cebroker.pipeline.validation import event_problems
+from cebroker.registry.model import GROUP_TYPES, MESSAGES
 from cebroker.registry.paths import Target
 from cebroker.registry.query import Inline
 from cebroker.registry.service import ReadOptions, RegistryCore
@@ -46,6 +49,11 @@ def _event(n: int) -> dict[str, Any]:
             "items": [{"productId": "p", "quantity": 1}],
         },
     }
+
+
+def _put_message(writer: Writer, n: int) -> None:
+    body = {"envelope": "CloudEvents/1.0", "envelopemetadata": {"type": {"value": f"bench.{n}"}}}
+    writer.upsert_resource(GROUP_TYPES["messagegroups"], "bench", MESSAGES, f"bench.{n}", body, patch=False)
 
 
 def _per_call(fn: Any, events: list[dict[str, Any]]) -> float:
@@ -80,11 +88,18 @@ def main(argv: list[str]) -> int:
         validator = RegistryValidator()
         validator.index = DefinitionIndex.build(core.store, BASE)
         indexed = time.perf_counter() - start
+        writes = 200
+        start = time.perf_counter()
+        for n in range(writes):
+            core.write(partial(_put_message, n=n))
+            DefinitionIndex.build(core.store, BASE)  # the component re-indexes after each write
+        per_write = (time.perf_counter() - start) / writes
         core.close()
     size = len(json.dumps(export))
     print(f"import {len(docs)} documents: {imported * 1e3:.1f} ms")
     print(f"export ({size} bytes): {exported * 1e3:.1f} ms")
     print(f"definition index build: {indexed * 1e3:.1f} ms")
+    print(f"one message PUT (transaction, checks, re-index) in that registry: {per_write * 1e3:.2f} ms")
     events = [_event(n) for n in range(20_000)]
     assert validator.validate(events[0]) == [], validator.validate(events[0])
     _per_call(validator.validate, events[:2000])  # warm-up: JSON Schema validators compiled

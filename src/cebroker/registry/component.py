@@ -119,7 +119,9 @@ class RegistryComponent:
             or changes.touches("schemagroups")
             or changes.touches("endpoints")
         ):
-            self.validator.index = await self._run(DefinitionIndex.build, self.core.store, self.base)
+            self.validator.index = await self._run(
+                DefinitionIndex.build, self.core.store, self.base, self.validator.index
+            )
         await self.emit(changes)
 
     async def emit(self, changes: ChangeLog) -> None:

@@ -29,6 +29,7 @@ from cebroker.pipeline.contracts import Event, EventValidator, Violation
 from cebroker.registry.basemessage import resolve
 from cebroker.registry.store import RegistryStore
 from cebroker.registry.versions import is_json_type
+from cebroker.registry.views import Tree
 
 log = logging.getLogger("cebroker.registry")
 
@@ -188,21 +189,23 @@ class DefinitionIndex:
         self.by_type = by_type
 
     @classmethod
-    def build(cls, store: RegistryStore, base_url: str) -> DefinitionIndex:
-        """Read every message and schema; runs on the registry's thread."""
+    def build(
+        cls, store: RegistryStore, base_url: str, previous: DefinitionIndex | None = None
+    ) -> DefinitionIndex:
+        """Read every message and schema (runs on the registry's thread). Definitions equal to
+        one in ``previous`` are reused, with their compiled data schemas."""
+        tree = Tree(store.rows_of_kind("resource") + store.rows_of_kind("version"))
+        reusable = {d.xid: d for ds in (previous.by_type.values() if previous else ()) for d in ds}
+        base = base_url.rstrip("/")
+        message_rows = [r for r in tree.rows.values() if r.kind == "resource" and r.coll == "messages"]
         messages: dict[str, dict[str, Any]] = {}
-        for res in store.rows_of_kind("resource", "messages"):
-            versions = store.children(res.xid, "versions")
-            default = next((v for v in versions if v.eid == res.attrs.get("defaultversionid")), None)
-            if default is None and versions:
-                default = versions[-1]
-            if default is None:
-                continue
-            messages[res.xid] = default.attrs
-            for v in versions:
+        for res in message_rows:
+            default = tree.default_version(res)
+            if default is not None:
+                messages[res.xid] = default.attrs
+            for v in tree.children(res.xid, "versions"):
                 messages[v.xid] = v.attrs
         schemas: dict[str, Any] = {}
-        base = base_url.rstrip("/")
 
         def schema_at(uri: str) -> Any:
             # "#/schemagroups/..." is a document-view reference to an entity of this registry
@@ -211,11 +214,11 @@ class DefinitionIndex:
                 path = path[len(base) :]
             path = path.removesuffix("$details").rstrip("/")
             if path not in schemas:
-                schemas[path] = _load_schema(store, path)
+                schemas[path] = _load_schema(tree, path)
             return _pointer(schemas[path], fragment) if schemas[path] is not None else None
 
         by_type: dict[str, list[Definition]] = {}
-        for res in store.rows_of_kind("resource", "messages"):
+        for res in message_rows:
             own = messages.get(res.xid)
             if own is None:
                 continue
@@ -229,14 +232,14 @@ class DefinitionIndex:
                 schema = schema_at(msg["dataschemauri"])
             if not _is_json_schema(msg.get("dataschemaformat"), schema):
                 schema = None
-            templates = {
-                attr: template_regex(str(d["value"]))
-                for attr, d in metadata.items()
-                if isinstance(d.get("value"), str)
-                and (str(d.get("type", "")).lower() == "uritemplate" or _PLACEHOLDER.search(d["value"]))
-            }
-            fmt = str(msg.get("dataschemaformat", "")).lower()
-            definition = Definition(res.xid, metadata, schema, templates, draft7="draft-07" in fmt)
+            draft7 = "draft-07" in str(msg.get("dataschemaformat", "")).lower()
+            definition = reusable.get(res.xid)
+            if definition is None or (definition.metadata, definition.schema, definition.draft7) != (
+                metadata,
+                schema,
+                draft7,
+            ):
+                definition = Definition(res.xid, metadata, schema, _templates(metadata), draft7=draft7)
             keys = {res.eid}
             type_value = metadata.get("type", {}).get("value")
             if isinstance(type_value, str):
@@ -246,16 +249,20 @@ class DefinitionIndex:
         return cls(by_type)
 
 
-def _load_schema(store: RegistryStore, xid: str) -> Any:
-    row = store.get(xid)
-    if row is None:
-        return None
-    if row.kind == "resource":
-        versions = store.children(xid, "versions")
-        row = next(
-            (v for v in versions if v.eid == row.attrs.get("defaultversionid")),
-            versions[-1] if versions else None,
-        )
+def _templates(metadata: Mapping[str, Mapping[str, Any]]) -> dict[str, re.Pattern[str]]:
+    """Compiled patterns of the values that hold placeholders (``uritemplate`` or ``{name}``)."""
+    return {
+        attr: template_regex(str(d["value"]))
+        for attr, d in metadata.items()
+        if isinstance(d.get("value"), str)
+        and (str(d.get("type", "")).lower() == "uritemplate" or _PLACEHOLDER.search(d["value"]))
+    }
+
+
+def _load_schema(tree: Tree, xid: str) -> Any:
+    row = tree.rows.get(xid)
+    if row is not None and row.kind == "resource":
+        row = tree.default_version(row)
     if row is None or row.kind != "version" or row.doc is None:
         return None
     if row.attrs.get("contenttype") and not is_json_type(row.attrs.get("contenttype")):
