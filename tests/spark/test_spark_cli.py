@@ -97,3 +97,27 @@ def test_unmappable_column_fails_the_query_at_start(spark: SparkSession, tmp_pat
     df = spark.createDataFrame([("t", "Ann")], "type STRING, userName STRING")
     with pytest.raises(Exception, match="userName"):
         df.write.format("cloudevents").mode("append").option("url", "http://127.0.0.1:9/events").save()
+
+
+def test_spark_feed_rate_runs_for_its_duration_and_stops_between_batches(
+    spark: SparkSession, broker: LiveBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--rate N --duration S`` generates synthetic events and stops after a finished micro-batch:
+    every row the summary counts is in the broker, once."""
+    code = main(
+        [
+            "spark-feed",
+            *("--rate", "200", "--duration", "4", "--url", broker.events_url),
+            *("--checkpoint", str(tmp_path / "ck"), "--master", "local[2]"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    summary = next(line for line in out.splitlines() if line.startswith("done: "))
+    counted = int(summary.split()[1].replace(",", ""))
+    assert counted > 0
+    events = broker.sink.wait_for(counted)
+    assert len(events) == counted
+    assert len({e["id"] for e in events}) == counted
+    assert {e["type"] for e in events} == {"cebroker.spark.rate"}
+    assert all(isinstance(e["data"]["seq"], int) and e["time"].endswith("Z") for e in events)

@@ -149,9 +149,10 @@ def start_query(spark: SparkSession, config: FeedConfig) -> StreamingQuery:
     options = config.options()
     SinkOptions.parse(options)  # fail with the option's name before any Spark job starts
     writer = input_stream(spark, config).writeStream.format(SHORT_NAME).options(**options)
-    if config.once:
-        writer = writer.trigger(availableNow=True)
-    return writer.start()
+    # Following: a one-second cadence batches the rate source's rows and leaves gaps between
+    # micro-batches in which --duration can stop the query without cancelling one.
+    trigger = {"availableNow": True} if config.once else {"processingTime": "1 second"}
+    return writer.trigger(**trigger).start()
 
 
 def run(config: FeedConfig, out: Callable[[str], None] = print) -> int:
@@ -174,7 +175,7 @@ def run(config: FeedConfig, out: Callable[[str], None] = print) -> int:
         while not query.awaitTermination(1):
             reporter.update(query.recentProgress)
             if deadline is not None and time.monotonic() >= deadline:
-                query.stop()
+                _stop_between_batches(query)
     except StreamingQueryException as exc:
         reporter.update(query.recentProgress)
         out(f"query failed: {reason(exc)}")
@@ -186,6 +187,15 @@ def run(config: FeedConfig, out: Callable[[str], None] = print) -> int:
     reporter.update(query.recentProgress)
     out(reporter.summary())
     return 0
+
+
+def _stop_between_batches(query: StreamingQuery, patience: float = 30.0) -> None:
+    """Stop once the running micro-batch (if any) has finished, so ``--duration`` does not cancel
+    a half-sent batch; after ``patience`` seconds stop regardless (a re-run is de-duplicated)."""
+    give_up = time.monotonic() + patience
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < give_up:
+        time.sleep(0.1)
+    query.stop()
 
 
 def reason(exc: BaseException) -> str:
