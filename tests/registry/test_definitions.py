@@ -246,3 +246,19 @@ def test_dataschemauri_forms(client: TestClient, component: Any) -> None:
         event = {"specversion": "1.0", "id": "1", "type": mid, "source": "/s"}
         assert [v.pointer for v in component.validator.validate({**event, "data": {}})] == ["/data"], uri
         assert component.validator.validate({**event, "data": {"id": 1}}) == []
+
+
+def test_index_reuses_unchanged_definitions(client: TestClient, component: Any) -> None:
+    """After a write, definitions it did not change keep their compiled schemas."""
+    schema = {"type": "object"}
+    for mid in ("a", "b"):
+        client.put(
+            f"/messagegroups/g/messages/{mid}",
+            json={"dataschemaformat": "JsonSchema/draft-07", "dataschema": schema},
+        )
+    before = {k: v[0] for k, v in component.validator.index.by_type.items()}
+    client.patch("/messagegroups/g/messages/b", json={"dataschema": {"type": "array"}})
+    after = {k: v[0] for k, v in component.validator.index.by_type.items()}
+    assert after["a"] is before["a"]
+    assert after["b"] is not before["b"]
+    assert after["b"].schema == {"type": "array"}
