@@ -201,7 +201,9 @@ def compound(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         st.builds(lambda name: f"EXISTS {name}", st.sampled_from(["x", "missing", "data"])),
         st.builds(
             lambda f, a: f"{f}({a})",
-            st.sampled_from(["ABS", "LENGTH", "UPPER", "TRIM", "INT", "BOOL", "STRING", "CONCAT"]),
+            st.sampled_from(
+                ["ABS", "LENGTH", "UPPER", "LOWER", "TRIM", "INT", "BOOL", "STRING", "CONCAT", "NOPE"]
+            ),
             children,
         ),
         st.builds(
@@ -210,7 +212,13 @@ def compound(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
             children,
             children,
         ),
-        st.builds(lambda a, b, c: f"SUBSTRING({a}, {b}, {c})", children, children, children),
+        st.builds(
+            lambda f, a, b, c: f"{f}({a}, {b}, {c})",
+            st.sampled_from(["SUBSTRING", "CONCAT", "CONCAT_WS"]),
+            children,
+            children,
+            children,
+        ),
     )
 
 
