@@ -30,6 +30,15 @@ from .index.plan import TypesFilter
 __all__ = ["Row", "main", "measure"]
 
 SIZES = (100, 1_000, 10_000, 100_000)
+LEGEND = """
+ev/s        events per CPU second of this process on one core (best pass)
+us/event    index.match time per event
+bytes/sub   memory the index holds per subscription, compiled filters included (tracemalloc)
+build s     CPU seconds to compile and add every subscription
+matches/ev  mean number of subscriptions an event matches
+unanchored  subscriptions with no indexable condition, evaluated for every event
+
+CloudEvents SQL compile/evaluate, side by side with cel-python: python -m cefilters.sql.bench"""
 VERBS = ("created", "updated", "deleted", "shipped", "paid")
 
 
@@ -51,6 +60,7 @@ class Row:
     bytes_per_subscription: float
     build_seconds: float
     mean_matches: float
+    unanchored: int
 
 
 def _pools(n: int) -> tuple[int, int, int]:
@@ -184,6 +194,7 @@ def measure(n: int, seed: int = 7, budget: float = 1.0) -> Row:
         bytes_per_subscription=held / n,
         build_seconds=build,
         mean_matches=matches,
+        unanchored=index.unanchored,
     )
 
 
@@ -196,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = [measure(n, budget=args.seconds) for n in args.sizes]
     header = (
         f"{'subscriptions':>13} {'index ev/s':>12} {'scan ev/s':>11} {'index/scan':>10} "
-        f"{'us/event':>9} {'bytes/sub':>9} {'build s':>8} {'matches/ev':>10}"
+        f"{'us/event':>9} {'bytes/sub':>9} {'build s':>8} {'matches/ev':>10} {'unanchored':>10}"
     )
     print(header)
     print("-" * len(header))
@@ -204,19 +215,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(
             f"{row.subscriptions:>13,} {row.index_eps:>12,.0f} {row.scan_eps:>11,.0f} "
             f"{row.index_eps / row.scan_eps:>10,.0f} {1e6 / row.index_eps:>9.2f} "
-            f"{row.bytes_per_subscription:>9,.0f} {row.build_seconds:>8.2f} {row.mean_matches:>10.1f}"
+            f"{row.bytes_per_subscription:>9,.0f} {row.build_seconds:>8.2f} {row.mean_matches:>10.1f} "
+            f"{row.unanchored:>10,}"
         )
     first, last = rows[0], rows[-1]
     print(
         f"\ntime per event grows x{first.index_eps / last.index_eps:.2f} from "
         f"{first.subscriptions:,} to {last.subscriptions:,} subscriptions"
     )
-    print(
-        "ev/s: events per CPU second on one core (best pass); us/event: index time per event; "
-        "bytes/sub: memory the index holds per subscription, compiled filters included (tracemalloc); "
-        "build s: CPU seconds to compile and add all subscriptions; matches/ev: mean result size."
-    )
-    print("CloudEvents SQL compile/evaluate, side by side with cel-python: python -m cefilters.sql.bench")
+    print(LEGEND)
 
 
 if __name__ == "__main__":

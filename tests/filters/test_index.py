@@ -58,6 +58,18 @@ def test_invalid_filters_leave_the_index_unchanged() -> None:
     assert len(index) == 1
 
 
+def test_unanchored_counts_subscriptions_checked_on_every_event() -> None:
+    """Only subscriptions without any indexable condition are evaluated for every event."""
+    index: SubscriptionIndex[str] = cefilters.SubscriptionIndex()
+    index.add("anchored-sql", [{"sql": "type = 'a' AND priority > 1"}])
+    index.add("typed-not", [{"not": {"exact": {"subject": "x"}}}], types=["a"])
+    index.add("bare-not", [{"not": {"exact": {"subject": "x"}}}])
+    index.add("bare-sql", [{"sql": "priority > 1"}])
+    assert index.unanchored == 2
+    index.remove("bare-sql")
+    assert index.unanchored == 1
+
+
 def test_remove_forgets_and_ignores_unknown_keys() -> None:
     """remove() drops the key from every table; an unknown key is not an error."""
     index: SubscriptionIndex[str] = cefilters.SubscriptionIndex()

@@ -125,6 +125,14 @@ class SubscriptionIndex(Generic[K]):
                 matched.add(key)
         return matched
 
+    @property
+    def unanchored(self) -> int:
+        """How many subscriptions have no indexable condition and are evaluated for every event.
+
+        The one cost of ``match`` that grows with the number of subscriptions; worth watching.
+        """
+        return len(self._always_check)
+
     def __len__(self) -> int:
         return len(self._plans)
 
