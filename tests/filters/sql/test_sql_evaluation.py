@@ -261,3 +261,24 @@ def test_the_payload_is_not_addressable() -> None:
     assert not sql.compile("data LIKE '%'").matches(event)
     with pytest.raises(sql.ParseError):
         sql.compile("data_base64 = 'c2VjcmV0'")
+
+
+@pytest.mark.parametrize(
+    ("expression", "error"),
+    [
+        ("'x' < missing", "cast"),  # ordering casts its left operand first
+        ("'x' = missing", "missingAttribute"),  # equality evaluates the right one first
+        ("'x' + missing", "cast"),
+        ("missing + 'x'", "missingAttribute"),
+        ("'x' AND missing", "cast"),
+        ("LEFT(missing, 'x')", "missingAttribute"),
+        ("LEFT('a', 'x') = missing", "cast"),
+        ("'x' < 1 = missing", "cast"),
+        ("1 = 1 < missing", "missingAttribute"),
+    ],
+)
+def test_the_first_error_follows_the_evaluation_order(expression: str, error: str) -> None:
+    """Fail-fast (CESQL v1 §4.1) reports the first error in a fixed order: left to right, each
+    operand cast right after it is evaluated, except the left side of = (cast after the right
+    side is known)."""
+    assert [e.kind for e in evaluate(expression).errors] == [error]
