@@ -1,0 +1,110 @@
+"""An in-memory :class:`cebroker.store.SubscriptionStore`: no durability, same contract.
+
+For fast tests of the parts that use a store; the contract suite in ``tests/store`` runs
+against it and the SQLite store alike. Nothing survives the process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from cebroker.errors import Conflict, NotFound, PreconditionFailed
+from cebroker.store.base import (
+    ChangeFeed,
+    ChangeKind,
+    Subscription,
+    SubscriptionChange,
+    SubscriptionPage,
+    SubscriptionQuery,
+)
+from cebroker.store.codec import decode_cursor, encode_cursor
+
+
+class MemorySubscriptionStore:
+    """Subscriptions in a dict, in creation order; every method completes without awaiting,
+    so each write is atomic with respect to the event loop."""
+
+    def __init__(self) -> None:
+        self._changes = ChangeFeed()
+        self._rows: dict[str, tuple[int, Subscription]] = {}
+        self._next_seq = 1
+
+    @property
+    def changes(self) -> ChangeFeed:
+        """The feed on which every write is published."""
+        return self._changes
+
+    async def open(self) -> None:
+        """Nothing to open."""
+
+    async def close(self) -> None:
+        """Nothing to close; the contents stay until the object is dropped."""
+
+    async def create(self, subscription: Subscription) -> Subscription:
+        """Store a new subscription; :class:`Conflict` if its id is taken."""
+        if subscription.id in self._rows:
+            raise Conflict(f"a subscription with id {subscription.id!r} already exists")
+        stored = dataclasses.replace(subscription, revision=1)
+        self._rows[stored.id] = (self._next_seq, stored)
+        self._next_seq += 1
+        self._changes.publish(SubscriptionChange(ChangeKind.CREATED, stored))
+        return stored
+
+    async def get(self, subscription_id: str) -> Subscription | None:
+        """The subscription with this id, or None."""
+        row = self._rows.get(subscription_id)
+        return row[1] if row else None
+
+    async def replace(
+        self, subscription: Subscription, *, expected_revision: int | None = None
+    ) -> Subscription:
+        """Replace a stored subscription, keeping its place in creation order."""
+        seq, current = self._current(subscription.id, expected_revision)
+        stored = dataclasses.replace(subscription, revision=current.revision + 1)
+        self._rows[stored.id] = (seq, stored)
+        self._changes.publish(SubscriptionChange(ChangeKind.UPDATED, stored))
+        return stored
+
+    async def delete(self, subscription_id: str, *, expected_revision: int | None = None) -> Subscription:
+        """Delete and return the subscription as it was."""
+        _, current = self._current(subscription_id, expected_revision)
+        del self._rows[subscription_id]
+        self._changes.publish(SubscriptionChange(ChangeKind.DELETED, current))
+        return current
+
+    async def query(self, query: SubscriptionQuery) -> SubscriptionPage:
+        """One page of the matching subscriptions in creation order."""
+        if query.limit < 1:
+            raise ValueError(f"a page holds at least one subscription, not {query.limit}")
+        after = decode_cursor(query.cursor) if query.cursor is not None else 0
+        matches = [
+            (seq, sub)
+            for seq, sub in sorted(self._rows.values(), key=lambda row: row[0])
+            if seq > after and _matches(sub, query)
+        ]
+        page = matches[: query.limit]
+        more = len(matches) > query.limit
+        return SubscriptionPage(
+            items=[sub for _, sub in page], next_cursor=encode_cursor(page[-1][0]) if more else None
+        )
+
+    async def all(self) -> list[Subscription]:
+        """Every subscription in creation order."""
+        return [sub for _, sub in sorted(self._rows.values(), key=lambda row: row[0])]
+
+    def _current(self, subscription_id: str, expected: int | None) -> tuple[int, Subscription]:
+        row = self._rows.get(subscription_id)
+        if row is None:
+            raise NotFound(f"no subscription with id {subscription_id!r}")
+        if expected is not None and expected != row[1].revision:
+            raise PreconditionFailed("the subscription has changed since the given ETag was issued")
+        return row
+
+
+def _matches(sub: Subscription, query: SubscriptionQuery) -> bool:
+    return (
+        (query.protocol is None or sub.protocol == query.protocol)
+        and (query.source is None or sub.source == query.source)
+        and (query.sink is None or sub.sink == query.sink)
+        and (query.type is None or (sub.types is not None and query.type in sub.types))
+    )
