@@ -11,6 +11,7 @@ import pytest
 
 from cebroker.app import create_app
 from cebroker.settings import Settings
+from pipeline.helpers import Broker
 from pipeline.servers import ServerThread, Sink
 
 
@@ -18,27 +19,8 @@ from pipeline.servers import ServerThread, Sink
 def sink() -> Iterator[Sink]:
     recorder = Sink()
     with ServerThread(recorder) as server:
-        recorder.url = server.url  # type: ignore[attr-defined]
+        recorder.url = server.url
         yield recorder
-
-
-class Broker:
-    """A running broker with an HTTP client bound to it."""
-
-    def __init__(self, server: ServerThread, client: httpx.Client, app: Any) -> None:
-        self.server = server
-        self.url = server.url
-        self.http = client
-        self.app = app
-
-    def subscribe(self, sink: str, **fields: Any) -> dict[str, Any]:
-        body = {"protocol": "HTTP", "sink": sink, **fields}
-        response = self.http.post("/subscriptions", json=body)
-        assert response.status_code == 201, response.text
-        return dict(response.json())
-
-    def send(self, event: dict[str, Any]) -> httpx.Response:
-        return self.http.post("/events", json=event, headers={"content-type": "application/cloudevents+json"})
 
 
 @pytest.fixture
@@ -63,16 +45,3 @@ def make_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
 @pytest.fixture
 def broker(make_broker: Callable[..., Broker]) -> Broker:
     return make_broker()
-
-
-def event(n: int = 1, **extra: Any) -> dict[str, Any]:
-    """A valid structured event."""
-    return {
-        "specversion": "1.0",
-        "id": f"e-{n}",
-        "source": "/tests",
-        "type": "com.example.test",
-        "datacontenttype": "application/json",
-        "data": {"n": n},
-        **extra,
-    }

@@ -76,6 +76,8 @@ class Sink:
     handshake unless told otherwise."""
 
     def __init__(self) -> None:
+        #: Base URL, set once the sink's server is listening.
+        self.url = ""
         self.received: list[Received] = []
         self.options: list[Received] = []
         self.scripts: dict[str, list[Reply]] = {}

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipeline.conftest import event
+from pipeline.helpers import event
 from pipeline.servers import Reply, ServerThread, Sink, wait_until
 
 

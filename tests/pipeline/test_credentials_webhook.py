@@ -15,7 +15,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from pipeline.conftest import Broker, event
+from pipeline.helpers import Broker, event
 from pipeline.servers import Received, Reply, ServerThread, Sink, wait_until
 
 FAST = {"initialdelay": "0.05", "maxdelay": "0.2"}

@@ -10,7 +10,7 @@ import base64
 import json
 from collections.abc import Callable
 
-from pipeline.conftest import Broker, event
+from pipeline.helpers import Broker, event
 from pipeline.servers import Sink
 
 BATCH = {"content-type": "application/cloudevents-batch+json"}

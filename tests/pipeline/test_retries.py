@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from pipeline.conftest import Broker, event
+from pipeline.helpers import Broker, event
 from pipeline.servers import Reply, Sink, wait_until
 
 FAST = {"initialdelay": "0.05", "maxdelay": "0.2"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from pipeline.conftest import Broker, event
+from pipeline.helpers import Broker, event
 from pipeline.servers import Sink
 
 

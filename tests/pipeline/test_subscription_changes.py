@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from pipeline.conftest import Broker, event
+from pipeline.helpers import Broker, event
 from pipeline.servers import Sink, wait_until
 
 

@@ -18,7 +18,7 @@ from cebroker.pipeline.contracts import Event, Ingestor, Violation
 from cebroker.settings import Settings
 from cebroker.store.component import StoreComponent
 from cebroker.store.sqlite import SqliteSubscriptionStore
-from pipeline.conftest import event
+from pipeline.helpers import event
 
 
 class AmountValidator:
