@@ -67,6 +67,10 @@ class ParseError(FilterError):
         message = f"{reason} at position {position}\n{_caret_snippet(text, position)}"
         super().__init__("", message)
 
+    def __str__(self) -> str:
+        # The engine knows no JSON Pointer (the dialect adds one): no empty "path: " prefix.
+        return self.message if not self.path else super().__str__()
+
     def __reduce_ex__(
         self, protocol: SupportsIndex
     ) -> tuple[type[ParseError], tuple[str, int, str, ErrorKind]]:

@@ -123,3 +123,11 @@ def test_long_flat_runs_are_not_nesting(operator: str) -> None:
     expression = expression[: expression.rfind(f" {operator} ")]
     result = sql.compile(expression).evaluate({})
     assert result.errors == []
+
+
+def test_str_of_a_parse_error_is_its_message() -> None:
+    """Without a JSON Pointer (the engine has none; the dialect adds it) str() is the message."""
+    with pytest.raises(sql.ParseError) as raised:
+        sql.compile("1 +")
+    assert str(raised.value) == raised.value.message
+    assert str(raised.value).startswith("unexpected end of expression at position 3\n")
