@@ -114,9 +114,21 @@ def header_attributes(request: Request, subject: str) -> dict[str, Any]:
         for sep in ("-", "."):
             if sep in key:
                 outer, inner = key.split(sep, 1)
-                attrs.setdefault(outer, {})[inner] = value
+                entries = attrs.setdefault(outer, {})
+                if not isinstance(entries, dict):
+                    raise XRegistryError(
+                        "header_error",
+                        subject,
+                        name=name,
+                        error_detail=f"{outer} given as a value and as a map",
+                    )
+                entries[inner] = value
                 break
         else:
+            if key in attrs:
+                raise XRegistryError(
+                    "header_error", subject, name=name, error_detail=f"{key} given as a value and as a map"
+                )
             attrs[key] = value
     return attrs
 
