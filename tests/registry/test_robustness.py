@@ -42,11 +42,32 @@ VALUES: list[Any] = [
     "x" * 300,
     {"bad id": {}},
 ]
-KEYS = (
-    "epoch versions meta messages schemas labels envelopemetadata envelope dataschema dataschemauri basemessage "
-    "defaultversionid defaultversionsticky versionid messageid schema schemabase64 usage createdat name "
-    "protocoloptions messagegroups schemagroups Bad-Key"
-).split()
+KEYS = [
+    "epoch",
+    "versions",
+    "meta",
+    "messages",
+    "schemas",
+    "labels",
+    "envelopemetadata",
+    "envelope",
+    "dataschema",
+    "dataschemauri",
+    "basemessage",
+    "defaultversionid",
+    "defaultversionsticky",
+    "versionid",
+    "messageid",
+    "schema",
+    "schemabase64",
+    "usage",
+    "createdat",
+    "name",
+    "protocoloptions",
+    "messagegroups",
+    "schemagroups",
+    "Bad-Key",
+]
 FLAGS = [
     "",
     "?inline=*",
