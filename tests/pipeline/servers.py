@@ -45,6 +45,7 @@ class ServerThread:
 
     def __exit__(self, *exc: object) -> None:
         self._server.should_exit = True
+        self._server.force_exit = True  # do not wait for a deliberately slow request to finish
         self._thread.join(timeout=20)
         self._sock.close()
 
