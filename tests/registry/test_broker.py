@@ -47,6 +47,7 @@ def test_change_events_reach_a_subscription(registry_broker: Callable[..., Broke
     broker = registry_broker()
     broker.subscribe(
         f"{sink.url}/xreg",
+        config={"concurrency": "1"},  # one at a time: delivered in the order they were ingested
         filters=[
             {"all": [{"prefix": {"subject": "/messagegroups/g1"}}, {"prefix": {"type": "io.xregistry."}}]}
         ],
