@@ -70,11 +70,12 @@ async def test_document_is_openapi_31_with_valid_schemas(doc: dict[str, Any]) ->
 
 async def test_registered_settings_are_documented(doc: dict[str, Any]) -> None:
     """Settings other parts register (HTTP ``contentmode`` from the pipeline) appear in the schema."""
+    from cebroker.api.openapi_schemas import SETTINGS_SCHEMAS
     from cebroker.api.validation import PROTOCOLS
 
+    assert set(SETTINGS_SCHEMAS) == set(PROTOCOLS)
     for protocol, rules in PROTOCOLS.items():
-        schema_name = {"KAFKA": "KafkaSettings"}.get(protocol, f"{protocol}Settings")
-        documented = set(doc["components"]["schemas"][schema_name]["properties"])
+        documented = set(doc["components"]["schemas"][SETTINGS_SCHEMAS[protocol]]["properties"])
         assert set(rules.settings) == documented, protocol
 
 
