@@ -12,6 +12,7 @@ from cefilters.sql.errors import EvaluationFailure
 from cefilters.sql.types import INT32_MAX, INT32_MIN, Type, Value, attribute_value, to_bool, to_int, to_str
 
 __all__ = [
+    "SHORT_DIGITS",
     "Compiled",
     "Event",
     "Evaluator",
@@ -22,7 +23,6 @@ __all__ = [
     "attribute",
     "constant",
     "finish",
-    "SHORT_DIGITS",
 ]
 
 T = TypeVar("T", bound=Value)
