@@ -156,3 +156,17 @@ def test_fused_attribute_tests_agree_with_the_general_path(value: object) -> Non
         ), (fused, value)
     missing = sql.compile("x = 'abc'").evaluate({})
     assert [e.kind for e in missing.errors] == ["missingAttribute"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(max_size=60))
+def test_arbitrary_text_compiles_or_raises_parse_error(text: str) -> None:
+    """Property: any Unicode text (control characters, surrogates, quotes...) is either an
+    expression or a ParseError pointing inside it; nothing else escapes the compiler."""
+    try:
+        sql.compile(text)
+    except sql.ParseError as error:
+        position = error.position
+    else:
+        position = 0
+    assert 0 <= position <= len(text)
