@@ -18,6 +18,8 @@ from pipeline.servers import Received
 from registry.support import SCENARIOS, Broker, UrlSink
 
 BROKER_URL = "http://broker.test"
+#: generous: deliveries retry with backoff when a loaded machine is slow to answer
+WAIT = 60.0
 
 
 def _events(requests: list[Received]) -> list[dict[str, Any]]:
@@ -62,7 +64,7 @@ def test_change_events_reach_a_subscription(registry_broker: Callable[..., Broke
     assert broker.http.put("/messagegroups/other", json={}).status_code == 201
     assert broker.http.patch("/messagegroups/g1", json={"description": "now described"}).status_code == 200
     assert broker.http.delete("/messagegroups/g1/messages/m1").status_code == 204
-    got = _events(sink.wait("/xreg", 5))
+    got = _events(sink.wait("/xreg", 5, timeout=WAIT))
     seen = [(e["type"], e["subject"]) for e in got]
     assert seen == [
         ("io.xregistry.group.created", "/messagegroups/g1"),
@@ -76,7 +78,7 @@ def test_change_events_reach_a_subscription(registry_broker: Callable[..., Broke
     updated = got[3]
     data = updated["data"] if "data" in updated else json.loads(sink.at("/xreg")[3].body)
     assert "description" in data["changed"]
-    legacy = _events(sink.wait("/legacy", 1))
+    legacy = _events(sink.wait("/legacy", 1, timeout=WAIT))
     assert [(e["type"], e["subject"]) for e in legacy] == [
         ("io.cloudevents.messagecatalog.deleted.v1", "/messagegroups/g1/messages/m1")
     ]
