@@ -10,19 +10,26 @@ from cebroker.spark.rejects import streaming_scope
 
 
 def test_feed_options_defaults(tmp_path: Path) -> None:
-    """Rows without source get the input directory as a file URI; flags win over --option."""
+    """Rows without source get the input directory as a file URI; flags win over --option pairs,
+    whatever the case of their names (Spark options are case-insensitive)."""
     config = FeedConfig(
         url="http://b/events",
         input=tmp_path,
         checkpoint=tmp_path / "ck",
-        sink_options={"batchSize": "5", "x": "y"},
+        batch_size=7,
+        sink_options={"BatchSize": "5", "retryMaxTime": "9", "source": "/mine"},
     )
-    opts = config.options()
-    assert opts["source"] == f"file://{tmp_path.resolve()}"
-    assert opts["batchSize"] == "1000"
-    assert opts["x"] == "y"
-    assert opts["checkpointLocation"] == str(tmp_path / "ck")
-    assert "type" not in opts
+    assert config.options() == {
+        "url": "http://b/events",
+        "checkpointlocation": str(tmp_path / "ck"),
+        "batchsize": "7",
+        "retrymaxtime": "9",
+        "source": "/mine",
+    }
+    plain = FeedConfig(url="http://b/events", input=tmp_path).options()
+    assert plain["source"] == f"file://{tmp_path.resolve()}"
+    assert "type" not in plain
+    assert "batchsize" not in plain  # the data source's default applies
     rate = FeedConfig(url="http://b/events", rate=10)
     assert rate.options()["type"] == "cebroker.spark.rate"
     assert rate.checkpoint_dir() != FeedConfig(url="http://other/events", rate=10).checkpoint_dir()

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-FORMATS = ("json", "parquet", "csv")
 _RAISED = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Unavailable|Rejected): ")
 CORRUPT_COLUMN = "_corrupt_record"
 
@@ -45,7 +44,7 @@ class FeedConfig:
     master: str = "local[*]"
     once: bool = False
     checkpoint: Path | None = None
-    batch_size: int = 1000
+    batch_size: int | None = None
     error_path: Path | None = None
     source: str | None = None
     type: str | None = None
@@ -61,21 +60,25 @@ class FeedConfig:
         return Path.cwd() / ".spark-feed" / hashlib.sha256(what.encode()).hexdigest()[:16]
 
     def options(self) -> dict[str, str]:
-        """The data source options of the query (extra ``--option`` pairs first, flags win)."""
-        opts = dict(self.sink_options)
-        opts.update(
-            url=self.url, batchSize=str(self.batch_size), checkpointLocation=str(self.checkpoint_dir())
-        )
+        """The data source options of the query: the ``--option`` pairs, then the flags (which
+        win). Names are lower-cased, as Spark treats them case-insensitively."""
+        opts = {key.lower(): value for key, value in self.sink_options.items()}
+        opts["url"] = self.url
+        opts["checkpointlocation"] = str(self.checkpoint_dir())
+        if self.batch_size is not None:
+            opts["batchsize"] = str(self.batch_size)
         if self.error_path is not None:
-            opts["errorPath"] = str(self.error_path)
-        source = self.source or (
-            f"file://{self.input.resolve()}" if self.input else "urn:cebroker:spark-feed:rate"
-        )
-        opts["source"] = source
+            opts["errorpath"] = str(self.error_path)
+        if self.source:
+            opts["source"] = self.source
+        else:
+            opts.setdefault(
+                "source", f"file://{self.input.resolve()}" if self.input else "urn:cebroker:spark-feed:rate"
+            )
         if self.type:
             opts["type"] = self.type
         elif self.rate is not None:
-            opts["type"] = "cebroker.spark.rate"
+            opts.setdefault("type", "cebroker.spark.rate")
         return opts
 
 

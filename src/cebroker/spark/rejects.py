@@ -35,7 +35,6 @@ class RejectFile:
 
     def __init__(self, root: Path | None, scope: str, partition: int, attempt: int = 0) -> None:
         self.count = 0
-        self._root = root
         self.path = root / scope / f"part-{partition:05d}.jsonl" if root else None
         self._tmp = (
             self.path.with_name(f".{self.path.name}.{attempt}.{os.getpid()}.tmp") if self.path else None
