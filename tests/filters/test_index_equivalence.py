@@ -14,11 +14,13 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 import cefilters
 import pytest
 from cefilters.base import canonical_string
 from cefilters.dialects import cel
+from cefilters.index import tables
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -130,20 +132,28 @@ def accepts(subscription: Subscription, event: dict[str, object]) -> bool:
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(operations=st.lists(OPERATION, max_size=25), events=st.lists(EVENT, min_size=1, max_size=6))
+@given(
+    operations=st.lists(OPERATION, max_size=25),
+    events=st.lists(EVENT, min_size=1, max_size=6),
+    short_limit=st.sampled_from([1, 2, tables.SHORT_LIMIT]),
+)
 def test_index_matches_linear_scan(
-    operations: list[tuple[int, Subscription | None]], events: list[dict[str, object]]
+    operations: list[tuple[int, Subscription | None]], events: list[dict[str, object]], short_limit: int
 ) -> None:
-    """After any sequence of adds, replacements and removals, match == the linear scan."""
+    """After any sequence of adds, replacements and removals, match == the linear scan.
+
+    ``short_limit`` moves the generated prefixes and suffixes (one to three characters) between
+    the directly probed tier and the grouped one, so both layouts of the tables are exercised."""
     index: cefilters.SubscriptionIndex[int] = cefilters.SubscriptionIndex()
     live: dict[int, Subscription] = {}
-    for key, subscription in operations:
-        if subscription is None:
-            index.remove(key)
-            live.pop(key, None)
-        else:
-            index.add(key, subscription.filters, source=subscription.source, types=subscription.types)
-            live[key] = subscription
+    with mock.patch.object(tables, "SHORT_LIMIT", short_limit):  # read when a table is created
+        for key, subscription in operations:
+            if subscription is None:
+                index.remove(key)
+                live.pop(key, None)
+            else:
+                index.add(key, subscription.filters, source=subscription.source, types=subscription.types)
+                live[key] = subscription
     assert len(index) == len(live)
     for event in events:
         expected = {key for key, subscription in live.items() if accepts(subscription, event)}
@@ -183,3 +193,42 @@ def test_index_of_sql_filters_matches_the_engine(
     for event in events:
         expected = {key for key, text in enumerate(expressions) if cefilters.sql.compile(text).matches(event)}
         assert index.match(event) == expected
+
+
+AFFIX = st.text(alphabet="ab", min_size=1, max_size=10)
+ATTRIBUTE_SUBSCRIPTION = st.tuples(st.sampled_from(["exact", "prefix", "suffix"]), AFFIX)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    operations=st.lists(st.tuples(st.integers(0, 15), st.none() | ATTRIBUTE_SUBSCRIPTION), max_size=40),
+    values=st.lists(st.text(alphabet="ab", max_size=12), min_size=1, max_size=10),
+    short_limit=st.sampled_from([1, 3, tables.SHORT_LIMIT]),
+)
+def test_attribute_tables_match_linear_scan(
+    operations: list[tuple[int, tuple[str, str] | None]], values: list[str], short_limit: int
+) -> None:
+    """The exact/prefix/suffix tables alone, densely: one attribute, a two-letter alphabet, values
+    of 1 to 10 characters, so prefixes share leading characters, regroup as shorter ones arrive,
+    and land in both the directly probed and the grouped tier."""
+    index: cefilters.SubscriptionIndex[int] = cefilters.SubscriptionIndex()
+    live: dict[int, cefilters.Filter] = {}
+    with mock.patch.object(tables, "SHORT_LIMIT", short_limit):
+        for key, subscription in operations:
+            if subscription is None:
+                index.remove(key)
+                live.pop(key, None)
+            else:
+                kind, value = subscription
+                live[key] = cefilters.compile([{kind: {"subject": value}}])
+                index.add(key, live[key])
+    for value in values:
+        event = {"subject": value}
+        assert index.match(event) == {key for key, f in live.items() if f.matches(event)}
+    table = index._tables.get("subject")
+    if table is not None:  # internal: the length bookkeeping describes exactly what is stored
+        for side in (table.prefix, table.suffix):
+            stored = {*side.sure, *side.check}
+            assert side.short.lengths == sorted({len(v) for v in stored if len(v) < short_limit})
+            grouped = {(k, n) for k, group in side.groups.items() for n in group.lengths}
+            assert grouped == {(side._group_key(v), len(v)) for v in stored if len(v) >= short_limit}

@@ -3,12 +3,14 @@
 For one attribute, three maps from a string to the keys stored under it:
 
 - exact: the attribute's value itself; one dict lookup per event.
-- prefix: the stored prefixes, grouped by their first ``width`` characters, where ``width`` is the
-  shortest stored prefix's length. An event value first finds its group with one lookup of
-  ``value[:width]`` (every prefix of the value starts with those characters), then probes its own
-  prefixes at the distinct lengths present in that group only. The cost is therefore the number of
-  distinct lengths among prefixes sharing the value's first characters, usually one to three,
-  rather than the number of prefixes.
+- prefix: short prefixes (under ``SHORT_LIMIT`` characters) are probed at each distinct stored
+  length, at most ``SHORT_LIMIT - 1`` lookups. Longer ones are grouped by their first ``width``
+  characters, ``width`` being the shortest long prefix's length: an event value finds its group
+  with one lookup of ``value[:width]`` (every long prefix of the value starts with those
+  characters), then probes its own prefixes at the distinct lengths present in that group only.
+  The cost is the number of distinct lengths among prefixes sharing the value's first characters,
+  usually one to three, rather than the number of prefixes; and one short prefix such as ``/``
+  does not collapse the groups.
 - suffix: the same on the value's endings.
 
 Every map has two halves: *sure* keys match as soon as they are found (no residual), *check* keys
@@ -19,11 +21,14 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
-__all__ = ["AffixSide", "AttributeTable", "ExactSide"]
+__all__ = ["SHORT_LIMIT", "AffixSide", "AttributeTable", "ExactSide"]
 
 K = TypeVar("K", bound=Hashable)
+
+SHORT_LIMIT: Final = 8
+"""Prefixes and suffixes shorter than this are probed directly rather than grouped."""
 
 
 class ExactSide(Generic[K]):
@@ -57,12 +62,21 @@ class ExactSide(Generic[K]):
         """How many keys are stored under ``value``."""
         return len(self.sure.get(value, ())) + len(self.check.get(value, ()))
 
+    def collect(self, value: str, matched: set[K], candidates: list[set[K]]) -> None:
+        """Add the sure keys stored under ``value`` to ``matched``; append its check keys."""
+        found = self.sure.get(value)
+        if found:
+            matched |= found
+        found = self.check.get(value)
+        if found:
+            candidates.append(found)
+
     def __bool__(self) -> bool:
         return bool(self.sure or self.check)
 
 
-class _Group:
-    """The distinct lengths (sorted, with use counts) of the stored strings sharing a group key."""
+class _Lengths:
+    """Distinct lengths of stored strings, sorted, with use counts."""
 
     __slots__ = ("lengths", "uses")
 
@@ -86,15 +100,17 @@ class _Group:
 
 
 class AffixSide(ExactSide[K]):
-    """Prefixes (or, with ``suffix=True``, suffixes) -> keys, grouped as the module explains."""
+    """Prefixes (or, with ``suffix=True``, suffixes) -> keys, laid out as the module explains."""
 
-    __slots__ = ("_suffix", "groups", "width")
+    __slots__ = ("_limit", "_suffix", "groups", "short", "width")
 
     def __init__(self, *, suffix: bool) -> None:
         super().__init__()
         self._suffix = suffix
-        self.width = 0  # 0 while empty
-        self.groups: dict[str, _Group] = {}
+        self._limit = SHORT_LIMIT
+        self.short = _Lengths()  # lengths below the limit
+        self.width = 0  # group key length; 0 while there is no long string
+        self.groups: dict[str, _Lengths] = {}
 
     def _group_key(self, value: str) -> str:
         return value[len(value) - self.width :] if self._suffix else value[: self.width]
@@ -105,36 +121,81 @@ class AffixSide(ExactSide[K]):
         super().add(value, key, sure)
         if not new:
             return
-        if not self.width or len(value) < self.width:
-            self._regroup(len(value))
+        size = len(value)
+        if size < self._limit:
+            self.short.add(size)
+        elif not self.width or size < self.width:
+            self._regroup(size)
         else:
-            self._group(self._group_key(value)).add(len(value))
+            self._group(self._group_key(value)).add(size)
 
     def remove(self, value: str, key: K, sure: bool) -> bool:
         """Forget ``key`` under ``value``; returns whether ``value`` is now unused."""
         unused = super().remove(value, key, sure)
         if unused:
+            size = len(value)
+            if size < self._limit:
+                self.short.remove(size)
+                return True
             group_key = self._group_key(value)
             group = self.groups[group_key]
-            group.remove(len(value))
+            group.remove(size)
             if not group.lengths:
                 del self.groups[group_key]
-            if not self.groups:
-                self.width = 0
+                if not self.groups:
+                    self.width = 0
         return unused
 
-    def _group(self, group_key: str) -> _Group:
+    def collect(self, value: str, matched: set[K], candidates: list[set[K]]) -> None:
+        """Add the sure keys of every stored prefix (suffix) of ``value``; append check keys."""
+        # The hottest loop of matching; the probe is written out twice (short lengths, then the
+        # group's) rather than looping over a concatenated list or calling a helper per length.
+        size = len(value)
+        sure, check, suffix = self.sure, self.check, self._suffix
+        for length in self.short.lengths:
+            if length > size:
+                break
+            part = value[size - length :] if suffix else value[:length]
+            if sure:
+                found = sure.get(part)
+                if found:
+                    matched |= found
+            if check:
+                found = check.get(part)
+                if found:
+                    candidates.append(found)
+        width = self.width
+        if not width or width > size:
+            return
+        group = self.groups.get(value[size - width :] if suffix else value[:width])
+        if group is None:
+            return
+        for length in group.lengths:
+            if length > size:
+                break
+            part = value[size - length :] if suffix else value[:length]
+            if sure:
+                found = sure.get(part)
+                if found:
+                    matched |= found
+            if check:
+                found = check.get(part)
+                if found:
+                    candidates.append(found)
+
+    def _group(self, group_key: str) -> _Lengths:
         group = self.groups.get(group_key)
         if group is None:
-            self.groups[group_key] = group = _Group()
+            self.groups[group_key] = group = _Lengths()
         return group
 
     def _regroup(self, width: int) -> None:
-        """Rebuild the groups for a smaller width; it only shrinks, so this happens rarely."""
+        """Rebuild the groups for a smaller width; widths only shrink, so this is rare."""
         self.width = width
         self.groups = {}
         for value in {*self.sure, *self.check}:
-            self._group(self._group_key(value)).add(len(value))
+            if len(value) >= self._limit:
+                self._group(self._group_key(value)).add(len(value))
 
 
 class AttributeTable(Generic[K]):
@@ -149,7 +210,7 @@ class AttributeTable(Generic[K]):
 
     def collect(self, value: str, matched: set[K], candidates: list[set[K]]) -> None:
         """Add the sure keys ``value`` reaches to ``matched`` and append its check-key sets."""
-        # The hot path of matching: empty maps are skipped without a lookup.
+        # Emptiness is tested on the dicts directly: __bool__ would cost a call per side.
         exact = self.exact
         if exact.sure:
             found = exact.sure.get(value)
@@ -159,43 +220,12 @@ class AttributeTable(Generic[K]):
             found = exact.check.get(value)
             if found:
                 candidates.append(found)
-        size = len(value)
         side = self.prefix
-        width = side.width
-        if width and width <= size:
-            group = side.groups.get(value[:width])
-            if group is not None:
-                sure, check = side.sure, side.check
-                for length in group.lengths:
-                    if length > size:
-                        break
-                    head = value[:length]
-                    if sure:
-                        found = sure.get(head)
-                        if found:
-                            matched |= found
-                    if check:
-                        found = check.get(head)
-                        if found:
-                            candidates.append(found)
+        if side.sure or side.check:
+            side.collect(value, matched, candidates)
         side = self.suffix
-        width = side.width
-        if width and width <= size:
-            group = side.groups.get(value[size - width :])
-            if group is not None:
-                sure, check = side.sure, side.check
-                for length in group.lengths:
-                    if length > size:
-                        break
-                    tail = value[size - length :]
-                    if sure:
-                        found = sure.get(tail)
-                        if found:
-                            matched |= found
-                    if check:
-                        found = check.get(tail)
-                        if found:
-                            candidates.append(found)
+        if side.sure or side.check:
+            side.collect(value, matched, candidates)
 
     def side(self, kind: str) -> ExactSide[K]:
         """The map for an anchor kind (``exact``, ``prefix`` or ``suffix``)."""
