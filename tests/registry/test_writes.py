@@ -301,3 +301,41 @@ def test_locked_database_is_server_busy(tmp_path: Path) -> None:
     assert (err.code, err.status, err.headers) == ("server_busy", 503, {"Retry-After": "1"})
     assert core.store.get("/messagegroups/g") is None
     core.close()
+
+
+def test_registry_entity_writes(client: TestClient, ingestor: RecordingIngestor) -> None:
+    """PUT/PATCH / change the registry's own attributes; registryid and specversion stay the server's."""
+    root = client.get("/").json()
+    r = client.patch("/", json={"name": "Orders registry", "registryid": "other", "labels": {"env": "test"}})
+    assert r.status_code == 200
+    body = r.json()
+    assert (body["name"], body["labels"], body["registryid"]) == (
+        "Orders registry",
+        {"env": "test"},
+        root["registryid"],
+    )
+    assert body["epoch"] == root["epoch"] + 1
+    assert "io.xregistry.registry.updated" in ingestor.types_for("/")
+    r = client.put("/", json={"description": "replaced"})
+    assert "name" not in r.json()  # PUT replaces
+    assert client.put("/", json={"specversion": "0.5"}).json()["type"] == CORE + "unsupported_specversion"
+
+
+def test_delete_versions_by_id_and_doc_view_of_a_group(client: TestClient) -> None:
+    """DELETE on a versions collection with ids; ?doc on one group gives pointers relative to it."""
+    headers = {"content-type": "application/json"}
+    for _ in range(3):
+        client.post("/schemagroups/s/schemas/o", content=b"{}", headers=headers)
+    r = client.request(
+        "DELETE", "/schemagroups/s/schemas/o/versions", content=json.dumps({"1": {}, "2": {"epoch": 1}})
+    )
+    assert r.status_code == 204
+    assert list(client.get("/schemagroups/s/schemas/o/versions").json()) == ["3"]
+    doc = client.get("/schemagroups/s?doc&inline=schemas.versions").json()
+    assert doc["self"] == "#"
+    assert doc["schemasurl"] == "#/schemas"
+    res = doc["schemas"]["o"]
+    assert (res["self"], res["versionsurl"]) == ("#/schemas/o", "#/schemas/o/versions")
+    assert res["versions"]["3"]["self"] == "#/schemas/o/versions/3"
+    assert "format" not in res
+    assert "versionid" not in res
