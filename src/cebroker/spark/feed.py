@@ -182,7 +182,10 @@ def run(config: FeedConfig, out: Callable[[str], None] = print) -> int:
     except StreamingQueryException as exc:
         reporter.update(query.recentProgress)
         out(f"query failed: {reason(exc)}")
-        out("run the same command again: it resumes from the checkpoint and the broker drops replayed events")
+        out(
+            "once the cause is fixed, run the same command again: it resumes from the checkpoint "
+            "and the broker drops the events it already has"
+        )
         return 1
     except KeyboardInterrupt:
         query.stop()
