@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 
@@ -22,7 +23,7 @@ from cebroker.app import create_app
 from cebroker.settings import Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
-_PAIR = re.compile(r"```sh\n(?P<sh>.*?)```\s*```http\n(?P<http>.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```(?P<lang>\w*)\n(?P<text>.*?)```", re.DOTALL)
 
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -30,7 +31,16 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 def examples() -> list[tuple[str, str]]:
     """(shell command, documented answer) for every example in the document, in order."""
-    return [(m["sh"], m["http"]) for m in _PAIR.finditer(DOC.read_text())]
+    text = DOC.read_text()
+    blocks = list(_FENCE.finditer(text))
+    return [
+        (block["text"], answer["text"])
+        for block, answer in zip(blocks, blocks[1:], strict=False)
+        # an example is a sh block followed directly by the http block of its answer
+        if block["lang"] == "sh"
+        and answer["lang"] == "http"
+        and not text[block.end() : answer.start()].strip()
+    ]
 
 
 def documented_body(answer: str) -> Any:
@@ -64,6 +74,7 @@ def broker_url(tmp_path: Path) -> Iterator[str]:
 
 def test_document_has_examples_for_every_operation() -> None:
     text = "\n".join(sh for sh, _ in examples())
+    assert all(sh.lstrip().startswith("curl ") and "```" not in sh for sh, _ in examples())
     assert sum(documented_body(answer) is not None for _, answer in examples()) >= 10
     for needle in (
         "-X POST",
@@ -78,24 +89,52 @@ def test_document_has_examples_for_every_operation() -> None:
         assert needle in text, needle
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
-def test_examples_answer_as_documented(broker_url: str) -> None:
-    env = {**os.environ, "BROKER": broker_url, "ID": ""}
-    for command, answer in examples():
-        status = int(answer.split()[1])
+def run_example(command: str, env: dict[str, str]) -> tuple[int, str, str]:
+    """(status, lower-cased header block, body) of one example.
+
+    With curl installed the command runs as written. Without it, bash still expands the command
+    (variables, quoting, line continuations) but a shell function in place of curl prints the
+    arguments, which are then sent with httpx: the request is exactly the one curl would send.
+    """
+    if shutil.which("curl") is not None:
         result = subprocess.run(
             ["bash", "-c", command], capture_output=True, text=True, env=env, timeout=30, check=False
         )
         assert result.returncode == 0, (command, result.stderr)
-        head = result.stdout.splitlines()[0]
-        assert head.split()[1] == str(status), (command, result.stdout)
+        head, _, body = result.stdout.partition("\n\n")
+        return int(head.split()[1]), head.lower(), body
+    shim = 'curl() { printf "%s\\0" "$@"; }\n' + command
+    printed = subprocess.run(
+        ["bash", "-c", shim], capture_output=True, env=env, timeout=30, check=True
+    ).stdout
+    args = printed.decode().split("\0")[:-1]
+    method, headers, data, url = "GET", {}, None, ""
+    items = iter(args)
+    for arg in items:
+        if arg == "-X":
+            method = next(items)
+        elif arg == "-H":
+            name, _, value = next(items).partition(":")
+            headers[name.strip()] = value.strip()
+        elif arg == "-d":
+            data = next(items)
+            method = "POST" if method == "GET" else method
+        elif not arg.startswith("-"):
+            url = arg
+    response = httpx.request(method, url, headers=headers, content=data, timeout=30)
+    head = "\n".join(f"{k}: {v}" for k, v in response.headers.items())
+    return response.status_code, head.lower(), response.text
+
+
+def test_examples_answer_as_documented(broker_url: str) -> None:
+    env = {**os.environ, "BROKER": broker_url, "ID": ""}
+    for command, answer in examples():
+        status, head, body = run_example(command, env)
+        assert status == int(answer.split()[1]), (command, body)
         expected = documented_body(answer)
         if expected is not None:
-            actual = json.loads(_UUID.sub("ID", result.stdout.partition("\n\n")[2]))
-            assert actual == expected, command
+            assert json.loads(_UUID.sub("ID", body)) == expected, command
         if not env["ID"] and status == 201:  # "$ID" is the first subscription created
-            location = re.search(
-                r"^location: /subscriptions/(\S+)$", result.stdout, re.MULTILINE | re.IGNORECASE
-            )
+            location = re.search(r"^location: /subscriptions/(\S+)$", head, re.MULTILINE)
             assert location is not None
             env["ID"] = location[1]
