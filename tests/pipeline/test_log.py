@@ -59,3 +59,24 @@ async def test_events_read_back_as_sent_and_complete_removes_them(tmp_path: Path
         assert await log.backlog() == {}
     finally:
         await asyncio.to_thread(log.close)
+
+
+async def test_concurrent_appends_are_merged_and_a_bad_one_fails_alone(tmp_path: Path) -> None:
+    """Group commit: concurrent calls share a write; a call whose event cannot be serialised
+    fails on its own and stores nothing, the others are committed."""
+    log = DeliveryLog(tmp_path / "l.db", dedup_window=60)
+    await asyncio.to_thread(log.open)
+    try:
+        good = [[Incoming({**EV, "id": f"g{n}"}, "/s", f"g{n}", ("a",))] for n in range(20)]
+        bad = [Incoming({**EV, "id": "bad", "x": object()}, "/s", "bad", ("a",))]
+        outcomes = await asyncio.gather(
+            *(log.append(c) for c in [*good[:10], bad, *good[10:]]), return_exceptions=True
+        )
+        assert isinstance(outcomes[10], TypeError)
+        assert all(isinstance(o, list) and o[0] is not None for i, o in enumerate(outcomes) if i != 10)
+        rows, _ = await log.due("a", 100)
+        assert sorted(json.loads(r.body or "")["id"] for r in rows) == sorted(f"g{n}" for n in range(20))
+        # The bad event's key was rolled back with it: the same (source, id) is accepted later.
+        assert (await log.append([Incoming({**EV, "id": "bad"}, "/s", "bad", ("a",))]))[0] is not None
+    finally:
+        await asyncio.to_thread(log.close)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,15 @@ class Incoming:
     subscriptions: tuple[str, ...]
 
 
+@dataclass(slots=True)
+class _AppendCall:
+    """One ``append`` waiting for the writer; the writer fills ``result`` or ``error``."""
+
+    items: Sequence[Incoming]
+    result: list[Appended | None] | None = None
+    error: BaseException | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Appended:
     """What an ingest wrote for one event: its sequence number (0 when it matched nothing),
@@ -124,7 +134,9 @@ class DeliveryLog:
     def __init__(self, path: Path, *, dedup_window: float) -> None:
         self.writer = SqliteWriter(path)
         self.dedup_window = dedup_window
-        # Owned by the writer thread: ids are assigned here so a batch inserts with executemany.
+        # Calls of append() waiting for the writer (appended on the loop, drained in the thread).
+        self._appends: deque[_AppendCall] = deque()
+        # Owned by the writer thread: ids are assigned here so that rows insert in bulk.
         self._next_seq = 1
         self._next_delivery = 1
 
@@ -154,49 +166,91 @@ class DeliveryLog:
         """Commit events and their deliveries; per event what was written, or None for a
         duplicate of an event seen within the de-duplication window.
 
-        Rows travel to SQLite as one JSON array per table, expanded by ``json_each``: a batch is
-        a handful of statements, not one per row. That matters because each statement hands the
-        GIL back and forth with the event loop, and under load every handoff can cost
-        milliseconds.
+        Concurrent calls are merged: the first of their jobs the writer runs writes the events
+        of every call waiting at that moment, and the others find their result ready (each
+        caller is still answered only after a commit that holds its events). Rows travel to
+        SQLite as one JSON array per table, expanded by ``json_each``, so a whole group is a
+        handful of statements: each statement hands the GIL to and from the event loop, and
+        under CPU contention every handoff can cost milliseconds.
         """
-        now = time.time()
-        horizon = now - self.dedup_window
+        call = _AppendCall(items)
+        self._appends.append(call)
 
         def job(conn: sqlite3.Connection) -> list[Appended | None]:
-            keys = [(item.source, item.id) for item in items]
-            (found,) = conn.execute(_SEEN_LOOKUP, (orjson.dumps(keys), horizon)).fetchone()
-            recent = set(orjson.loads(found)) if found else set()
-            fresh: set[tuple[str, str]] = set()
-            out: list[Appended | None] = []
-            seen: list[tuple[str, str]] = []
-            events: list[tuple[int, Any]] = []
-            deliveries: list[tuple[int, int, str]] = []
-            for index, (item, key) in enumerate(zip(items, keys, strict=True)):
-                if index in recent or key in fresh:
-                    out.append(None)
-                    continue
-                fresh.add(key)
-                seen.append(key)
-                pairs: list[tuple[int, str]] = []
-                seq = 0
-                if item.subscriptions:
-                    seq = self._next_seq
-                    self._next_seq += 1
-                    event = item.event
-                    events.append((seq, event if isinstance(event, Mapping) else orjson.Fragment(event)))
-                    for sub in item.subscriptions:
-                        did = self._next_delivery
-                        self._next_delivery += 1
-                        deliveries.append((did, seq, sub))
-                        pairs.append((did, sub))
-                out.append(Appended(seq, now, pairs))
-            conn.execute(_SEEN_INSERT, (orjson.dumps(seen), now))
-            if events:
-                conn.execute(_EVENTS_INSERT, (orjson.dumps(events), now))
-                conn.execute(_DELIVERIES_INSERT, (orjson.dumps(deliveries), now))
-            return out
+            if call.result is None and call.error is None:
+                self._append_waiting(conn)
+            if call.error is not None:
+                raise call.error
+            if call.result is None:
+                raise RuntimeError("append was not written")  # _append_waiting sets one of the two
+            return call.result
 
         return await self.writer.run(job, bounded=True)
+
+    def _append_waiting(self, conn: sqlite3.Connection) -> None:
+        """Write every waiting call at once; if that fails, each on its own, so one caller's
+        bad input (an event that is not JSON-serialisable) fails only that caller."""
+        calls: list[_AppendCall] = []
+        while self._appends:
+            calls.append(self._appends.popleft())
+        conn.execute("SAVEPOINT merged")
+        try:
+            results = self._write(conn, [item for call in calls for item in call.items])
+        except Exception:
+            conn.execute("ROLLBACK TO merged")
+            conn.execute("RELEASE merged")
+            if len(calls) == 1:
+                raise
+            for call in calls:
+                conn.execute("SAVEPOINT single")
+                try:
+                    call.result = self._write(conn, call.items)
+                    conn.execute("RELEASE single")
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO single")
+                    conn.execute("RELEASE single")
+                    call.error = exc
+            return
+        conn.execute("RELEASE merged")
+        start = 0
+        for call in calls:
+            call.result = results[start : start + len(call.items)]
+            start += len(call.items)
+
+    def _write(self, conn: sqlite3.Connection, items: Sequence[Incoming]) -> list[Appended | None]:
+        now = time.time()
+        keys = [(item.source, item.id) for item in items]
+        (found,) = conn.execute(_SEEN_LOOKUP, (orjson.dumps(keys), now - self.dedup_window)).fetchone()
+        recent = set(orjson.loads(found)) if found else set()
+        fresh: set[tuple[str, str]] = set()
+        out: list[Appended | None] = []
+        seen: list[tuple[str, str]] = []
+        events: list[tuple[int, Any]] = []
+        deliveries: list[tuple[int, int, str]] = []
+        for index, (item, key) in enumerate(zip(items, keys, strict=True)):
+            if index in recent or key in fresh:
+                out.append(None)
+                continue
+            fresh.add(key)
+            seen.append(key)
+            pairs: list[tuple[int, str]] = []
+            seq = 0
+            if item.subscriptions:
+                seq = self._next_seq
+                self._next_seq += 1
+                event = item.event
+                events.append((seq, event if isinstance(event, Mapping) else orjson.Fragment(event)))
+                for sub in item.subscriptions:
+                    did = self._next_delivery
+                    self._next_delivery += 1
+                    deliveries.append((did, seq, sub))
+                    pairs.append((did, sub))
+            out.append(Appended(seq, now, pairs))
+        conn.execute(_SEEN_INSERT, (orjson.dumps(seen), now))
+        if events:
+            conn.execute(_EVENTS_INSERT, (orjson.dumps(events), now))
+            conn.execute(_DELIVERIES_INSERT, (orjson.dumps(deliveries), now))
+        return out
 
     # -- dispatch ----------------------------------------------------------------------------
 
