@@ -6,13 +6,10 @@ no error was raised while evaluating it (Subscriptions API, Filters, ``sql`` dia
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from .. import sql
 from ..base import Event
 from ..errors import FilterError
-
-if TYPE_CHECKING:
-    from ..sql import Expression
+from ..sql import Expression
 
 __all__ = ["SqlFilter", "compile_sql"]
 
@@ -45,8 +42,6 @@ def compile_sql(value: object, path: str) -> SqlFilter:
     """
     if not isinstance(value, str):
         raise FilterError(path, f"'sql' takes a string expression, not {type(value).__name__}")
-    from .. import sql  # deferred: the engine is only loaded by programs that use it
-
     try:
         expression = sql.compile(value, strict_functions=True)
     except sql.ParseError as err:
