@@ -131,6 +131,11 @@ def test_examples_answer_as_documented(broker_url: str) -> None:
     for command, answer in examples():
         status, head, body = run_example(command, env)
         assert status == int(answer.split()[1]), (command, body)
+        for line in answer.partition("\n\n")[0].splitlines()[1:]:  # the documented headers
+            name, _, value = line.partition(": ")
+            actual = re.search(rf"^{re.escape(name.lower())}: (.*)$", head, re.MULTILINE)
+            assert actual is not None, (command, name)
+            assert _UUID.sub("ID", actual[1]).lower() == _UUID.sub("ID", value).lower(), (command, name)
         expected = documented_body(answer)
         if expected is not None:
             assert json.loads(_UUID.sub("ID", body)) == expected, command
