@@ -2,10 +2,10 @@
 
 Each subscription is registered under the anchors of its plan (:mod:`.plan`) in per-attribute
 tables (:mod:`.tables`). Matching walks the event's own attributes: one hash lookup per indexed
-attribute for ``exact``, one per distinct stored length for ``prefix`` and ``suffix``; only the
+attribute for ``exact`` and a few for ``prefix`` and ``suffix`` (see :mod:`.tables`); only the
 candidates found there have their residual filter (``not``, ``sql``, ``cel``, further attributes)
-evaluated. Subscriptions with nothing indexable are checked on every event, so their number is the
-one linear term left.
+evaluated. Subscriptions with nothing indexable are checked on every event (``unanchored``), so
+their number is the one linear term left.
 """
 
 from __future__ import annotations
