@@ -50,12 +50,14 @@ WARMUP = 10_000
 
 
 def free_port() -> int:
+    """A TCP port nobody listens on right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 def start_broker(db: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``cebroker serve`` on a free port with ``db``; returns the process and its base URL."""
     port = free_port()
     args = ["-m", "cebroker", "serve", "--port", str(port), "--db", str(db), "--log-level", "warning"]
     proc = subprocess.Popen(
@@ -96,6 +98,7 @@ def running_broker(db: Path) -> Iterator[str]:
 
 
 def event(n: int, run: str) -> dict[str, object]:
+    """One event of the plain client, shaped like the rows of the Spark input."""
     return {
         "specversion": "1.0",
         "id": f"{run}-{n}",
@@ -172,6 +175,7 @@ def run_query(
 
 
 def main() -> None:
+    """Run the rounds and print the figures."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
