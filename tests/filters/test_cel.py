@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import sys
 
 import cefilters
@@ -44,6 +45,21 @@ def test_cel_never_raises_on_odd_event_values() -> None:
     compiled = cefilters.compile([{"cel": 'type == "x"'}])
     assert compiled.matches({"type": object()}) is False
     assert compiled.matches({"type": float("nan")}) is False
+
+
+def test_values_without_a_cel_form_only_fail_expressions_that_read_them() -> None:
+    """An unrepresentable attribute (an integer beyond 64 bits) does not spoil the others; bytes
+    and datetimes become CEL bytes and timestamps."""
+    event: dict[str, object] = {
+        "type": "t",
+        "huge": 10**30,
+        "blob": b"ab",
+        "time": datetime.datetime(2026, 1, 2, tzinfo=datetime.UTC),
+    }
+    assert cefilters.compile([{"cel": 'type == "t"'}]).matches(event) is True
+    assert cefilters.compile([{"cel": "huge > 0"}]).matches(event) is False
+    assert cefilters.compile([{"cel": 'blob == b"ab"'}]).matches(event) is True
+    assert cefilters.compile([{"cel": 'time > timestamp("2026-01-01T00:00:00Z")'}]).matches(event) is True
 
 
 def test_cel_parse_error_message_is_short() -> None:

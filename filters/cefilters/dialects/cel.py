@@ -40,24 +40,39 @@ def environment() -> Any:
 class CelFilter:
     """A compiled ``cel`` filter; ``text`` is the source expression."""
 
-    __slots__ = ("_bool_type", "_program", "_to_cel", "text")
+    __slots__ = ("_bool_type", "_bytes_type", "_program", "_to_cel", "text")
 
     def __init__(self, text: str, program: Any) -> None:
         from celpy.adapter import json_to_cel
-        from celpy.celtypes import BoolType
+        from celpy.celtypes import BoolType, BytesType
 
         self.text = text
         self._program = program
         self._to_cel: Callable[[Any], object] = json_to_cel
         self._bool_type = BoolType
+        self._bytes_type = BytesType
+
+    def _activation(self, event: Event) -> dict[str, object]:
+        """The event's attributes as CEL values. One that has no CEL form (an integer beyond 64
+        bits, a nested object from a malformed event) is left out, so only an expression that
+        reads it fails, as for a missing attribute."""
+        activation: dict[str, object] = {}
+        for name, value in event.items():
+            if name in PAYLOAD_MEMBERS:
+                continue
+            try:
+                if isinstance(value, bytes | bytearray | memoryview):
+                    activation[name] = self._bytes_type(bytes(value))
+                else:
+                    activation[name] = self._to_cel(value)
+            except Exception:  # celpy raises ValueError or TypeError for values it cannot map
+                continue
+        return activation
 
     def matches(self, event: Event) -> bool:
         """``True`` only when the expression evaluates, without error, to the boolean ``true``."""
         try:
-            activation = {
-                name: self._to_cel(value) for name, value in event.items() if name not in PAYLOAD_MEMBERS
-            }
-            result = self._program.evaluate(activation)
+            result = self._program.evaluate(self._activation(event))
         except Exception:  # celpy raises CELEvalError and, on odd values, plain TypeErrors
             return False
         # A CELEvalError may also come back as a value; only a real BoolType counts.
