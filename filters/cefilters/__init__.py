@@ -22,4 +22,3 @@ from .errors import FilterError
 from .index import SubscriptionIndex
 
 __all__ = ["Event", "Filter", "FilterError", "SubscriptionIndex", "compile", "sql"]
-
