@@ -59,7 +59,7 @@ def events(n: int) -> list[dict[str, object]]:
 
 def test_batch_mode_request_and_credentials() -> None:
     """A batch is one POST in the batch content mode with the configured Authorization header."""
-    script, sleeps = Script(202), []
+    script, sleeps = Script(202), list[float]()
     with client_for(script, sleeps) as client:
         client.send(events(3))
     request = script.requests[0]
@@ -75,7 +75,7 @@ def test_503_then_202_honours_retry_after() -> None:
     def busy(request: httpx.Request) -> httpx.Response:
         return httpx.Response(503, headers={"Retry-After": "2"})
 
-    script, sleeps = Script(busy, 429, 202), []
+    script, sleeps = Script(busy, 429, 202), list[float]()
     with client_for(script, sleeps, initial_backoff=0.5) as client:
         client.send(events(2))
     assert sleeps[0] == 2.0
@@ -90,7 +90,7 @@ def test_connection_errors_are_retried_until_the_budget_runs_out() -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
-    script, sleeps = Script(refuse), []
+    script, sleeps = Script(refuse), list[float]()
     client = client_for(script, sleeps, max_time=20, max_backoff=1)
     with client, pytest.raises(IngestUnavailable, match="ConnectError"):
         client.send(events(1))
@@ -103,7 +103,7 @@ def test_400_naming_events_moves_them_aside_and_resends_the_rest() -> None:
         "status": 400,
         "errors": [{"pointer": "/1/type", "detail": "must not be empty"}, {"pointer": "/3", "detail": "bad"}],
     }
-    script, sleeps = Script(lambda _: httpx.Response(400, json=problem), 202), []
+    script, sleeps = Script(lambda _: httpx.Response(400, json=problem), 202), list[float]()
     with client_for(script, sleeps) as client:
         refused = client.send(events(4))
     assert [e["id"] for e in script.batches[1]] == ["0", "2"]
@@ -117,7 +117,7 @@ def test_400_naming_events_moves_them_aside_and_resends_the_rest() -> None:
 
 def test_400_without_event_pointers_fails_the_task() -> None:
     """A 400 that names no event cannot be resent safely: the task fails with the broker's detail."""
-    script, sleeps = Script(lambda _: httpx.Response(400, json={"detail": "nope"})), []
+    script, sleeps = Script(lambda _: httpx.Response(400, json={"detail": "nope"})), list[float]()
     with client_for(script, sleeps) as client, pytest.raises(IngestRejected, match="nope"):
         client.send(events(2))
 
@@ -130,7 +130,7 @@ def test_413_splits_the_batch_and_refuses_a_lone_oversize_event() -> None:
         too_big = len(batch) > 2 or any(e["id"] == "3" for e in batch)
         return httpx.Response(413 if too_big else 202)
 
-    script, sleeps = Script(answer), []
+    script, sleeps = Script(answer), list[float]()
     with client_for(script, sleeps) as client:
         refused = client.send(events(4))
     assert client.stats.accepted == 3
@@ -139,7 +139,7 @@ def test_413_splits_the_batch_and_refuses_a_lone_oversize_event() -> None:
 
 def test_401_fails_at_once() -> None:
     """Authentication failures are not retried."""
-    script, sleeps = Script(401), []
+    script, sleeps = Script(401), list[float]()
     with client_for(script, sleeps) as client, pytest.raises(IngestRejected, match="401"):
         client.send(events(1))
     assert sleeps == []
