@@ -68,10 +68,12 @@ class MqttConnection:
         if on_message is not None:
             self._client.on_message = lambda _client, _userdata, message: on_message(message)
         # Guards the mid tables: paho may confirm a publish before publish() has returned its mid.
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._pending: dict[int, asyncio.Future[None]] = {}
         self._early: dict[int, Any] = {}
+        self._abandoned: set[int] = set()
         self._subscribing: dict[int, asyncio.Future[list[Any]]] = {}
+        self._early_subacks: dict[int, list[Any]] = {}
         self._connected = asyncio.Event()
         self._first_connect: asyncio.Future[None] = self._loop.create_future()
         self._closed = False
@@ -134,15 +136,17 @@ class MqttConnection:
         await self.wait_connected(within)
         properties = self._properties(message, expiry) if self.v5 else None
         future: asyncio.Future[None] = self._loop.create_future()
+        # Never hold our lock while calling into paho: paho calls on_publish while holding its own
+        # message lock, so holding ours around publish() could deadlock the two threads.
+        info = self._client.publish(topic, message.payload, qos=qos, retain=retain, properties=properties)
+        if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_QUEUE_SIZE):
+            if info.rc == MQTTErrorCode.MQTT_ERR_NO_CONN:
+                raise TargetUnreachable(f"MQTT broker {self.host}:{self.port} is not connected")
+            raise DeliveryRejected(
+                f"MQTT publish refused locally: {paho.error_string(info.rc)}", retryable=True
+            )
         with self._lock:
-            info = self._client.publish(topic, message.payload, qos=qos, retain=retain, properties=properties)
-            if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_QUEUE_SIZE):
-                if info.rc == MQTTErrorCode.MQTT_ERR_NO_CONN:
-                    raise TargetUnreachable(f"MQTT broker {self.host}:{self.port} is not connected")
-                raise DeliveryRejected(
-                    f"MQTT publish refused locally: {paho.error_string(info.rc)}", retryable=True
-                )
-            if info.mid in self._early:
+            if info.mid in self._early:  # confirmed before we got here
                 self._settle(future, self._early.pop(info.mid))
             else:
                 self._pending[info.mid] = future
@@ -150,7 +154,8 @@ class MqttConnection:
             await asyncio.wait_for(future, within)
         except TimeoutError:
             with self._lock:
-                self._pending.pop(info.mid, None)
+                if self._pending.pop(info.mid, None) is not None:
+                    self._abandon(info.mid)
             raise DeliveryTimeout(
                 f"no MQTT acknowledgement from {self.host}:{self.port} within {within}s"
             ) from None
@@ -179,11 +184,14 @@ class MqttConnection:
 
     async def _subscribe_now(self, topic: str, qos: int, within: float) -> None:
         future: asyncio.Future[list[Any]] = self._loop.create_future()
+        rc, mid = self._client.subscribe(topic, qos=qos)
+        if rc != MQTTErrorCode.MQTT_ERR_SUCCESS or mid is None:
+            raise TargetUnreachable(f"MQTT subscribe to {topic!r} failed: {paho.error_string(rc)}")
         with self._lock:
-            rc, mid = self._client.subscribe(topic, qos=qos)
-            if rc != MQTTErrorCode.MQTT_ERR_SUCCESS or mid is None:
-                raise TargetUnreachable(f"MQTT subscribe to {topic!r} failed: {paho.error_string(rc)}")
-            self._subscribing[mid] = future
+            if mid in self._early_subacks:
+                _resolve(future, self._early_subacks.pop(mid))
+            else:
+                self._subscribing[mid] = future
         codes = await asyncio.wait_for(future, within)
         if any(getattr(code, "is_failure", False) for code in codes):
             raise DeliveryRejected(f"MQTT broker refused the subscription to {topic!r}: {codes}")
@@ -225,7 +233,10 @@ class MqttConnection:
         with self._lock:
             future = self._pending.pop(mid, None)
             if future is None:
-                # Either publish() has not registered the mid yet, or its waiter timed out.
+                if mid in self._abandoned:  # a late acknowledgement of a failed delivery
+                    self._abandoned.discard(mid)
+                    return
+                # publish() has not registered the mid yet.
                 if len(self._early) > _EARLY_LIMIT:
                     self._early.clear()
                 self._early[mid] = reason
@@ -235,8 +246,10 @@ class MqttConnection:
     def _on_subscribe(self, client: paho.Client, userdata: Any, mid: int, codes: Any, props: Any) -> None:
         with self._lock:
             future = self._subscribing.pop(mid, None)
-        if future is not None:
-            self._loop.call_soon_threadsafe(_resolve, future, list(codes))
+            if future is None:
+                self._early_subacks[mid] = list(codes)
+                return
+        self._loop.call_soon_threadsafe(_resolve, future, list(codes))
 
     def _settle(self, future: asyncio.Future[None], reason: Any) -> None:
         if future.done():
@@ -250,8 +263,17 @@ class MqttConnection:
         else:
             future.set_result(None)
 
+    def _abandon(self, mid: int) -> None:
+        # Called with the lock held. Remember the mid so that a late acknowledgement is not taken
+        # for the confirmation of a later publish that reuses the (16-bit) packet id.
+        if len(self._abandoned) > _EARLY_LIMIT:
+            self._abandoned.clear()
+        self._abandoned.add(mid)
+
     def _fail_pending(self, error: Exception) -> None:
         with self._lock:
+            for mid in self._pending:
+                self._abandon(mid)
             pending, self._pending = list(self._pending.values()), {}
             self._early.clear()
         for future in pending:
