@@ -70,3 +70,20 @@ def test_reason_picks_our_error_out_of_a_spark_traceback() -> None:
         == "cebroker.spark.client.IngestUnavailable: POST http://b/events: gave up after 3 attempts"
     )
     assert reason(RuntimeError("plain failure\nmore")) == "plain failure"
+
+
+def test_the_broker_and_its_cli_never_import_pyspark() -> None:
+    """``cebroker serve`` runs without the spark extra: building the CLI and the app imports no
+    pyspark; and the executor-side modules import neither pyspark nor the broker service."""
+    import subprocess
+    import sys
+
+    def leftovers(imports: str, forbidden: str) -> str:
+        probe = f"import sys, {imports};print(sorted(m for m in sys.modules if m.startswith({forbidden})))"
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert leftovers("cebroker.cli, cebroker.app", "('pyspark',)") == "[]"
+    executor_side = "cebroker.spark.writer, cebroker.spark.client, cebroker.spark.rejects"
+    assert leftovers(executor_side, "('pyspark', 'starlette', 'cebroker.app', 'cebroker.pipeline')") == "[]"
