@@ -59,20 +59,21 @@ def raw_mqtt(server: MosquittoServer, topic: str, events: int, window: int) -> f
     from paho.mqtt.packettypes import PacketTypes
     from paho.mqtt.properties import Properties
 
+    in_flight = threading.Semaphore(window)
     client = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+    client.on_publish = lambda c, u, mid, rc, p: in_flight.release()  # PUBACK
     client.connect(server.host, server.port)
     client.loop_start()
     started = time.perf_counter()
-    for first in range(0, events, window):
-        infos = []
-        for n in range(first, min(events, first + window)):
-            message = mqtt_binding.to_binary(event(n))
-            properties = Properties(PacketTypes.PUBLISH)
-            properties.ContentType = message.content_type
-            properties.UserProperty = list(message.user_properties)
-            infos.append(client.publish(topic, message.payload, qos=1, properties=properties))
-        for info in infos:
-            info.wait_for_publish(10)
+    for n in range(events):
+        message = mqtt_binding.to_binary(event(n))
+        properties = Properties(PacketTypes.PUBLISH)
+        properties.ContentType = message.content_type
+        properties.UserProperty = list(message.user_properties)
+        in_flight.acquire()
+        client.publish(topic, message.payload, qos=1, properties=properties)
+    for _ in range(window):  # wait for the last acknowledgements
+        in_flight.acquire()
     rate = events / (time.perf_counter() - started)
     client.disconnect()
     client.loop_stop()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from proton import (
@@ -98,6 +99,22 @@ def translate(exc: Exception, where: str) -> DeliveryError:
     return TargetUnreachable(f"{where}: {exc}")
 
 
+#: Most messages written before their outcomes are awaited together.
+_GROUP = 64
+
+
+@dataclass(frozen=True, slots=True)
+class _Send:
+    settings: AmqpSettings
+    message: Message
+    within: float
+    future: asyncio.Future[None]
+
+
+def _settled(delivery: Delivery) -> bool:
+    return bool(delivery.settled or delivery.link.snd_settle_mode == Link.SND_SETTLED)
+
+
 class AmqpConnection:
     """A blocking proton connection driven from asyncio through one worker thread."""
 
@@ -107,6 +124,8 @@ class AmqpConnection:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amqp")
         self._connection: BlockingConnection | None = None
         self._links: dict[_LinkKey, BlockingSender] = {}
+        self._queue: list[_Send] = []
+        self._pump: asyncio.Task[None] | None = None
         self.broken = False
 
     async def _run(self, fn: Any, *args: Any) -> Any:
@@ -129,18 +148,38 @@ class AmqpConnection:
         self._connection = BlockingConnection(self.url, timeout=within, reconnect=False, **options)
 
     async def send(self, settings: AmqpSettings, message: AmqpMessage, within: float) -> None:
-        """Send on the settings' link; return once settled (``accepted`` for unsettled links)."""
-        try:
-            await self._run(self._send, settings, to_proton(message), within)
-        except (ProtonException, OSError) as exc:
-            error = translate(exc, f"AMQP {self.url}{settings.address}")
-            if isinstance(exc, ConnectionException | LinkException | OSError) or isinstance(
-                error, TargetUnreachable
-            ):
-                self.broken = True
-            raise error from exc
+        """Send on the settings' link; return once settled (``accepted`` for unsettled links).
 
-    def _send(self, settings: AmqpSettings, message: Message, within: float) -> None:
+        Concurrent sends are written together and their outcomes awaited together (one round
+        trip for the group instead of one per message); each send still gets its own outcome.
+        """
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Send(settings, to_proton(message), within, future))
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.create_task(self._drain())
+        await future
+
+    async def _drain(self) -> None:
+        while self._queue:
+            group, self._queue = self._queue[:_GROUP], self._queue[_GROUP:]
+            try:
+                outcomes = await self._run(self._send_group, group)
+            except (ProtonException, OSError) as exc:
+                outcomes = [exc] * len(group)
+            for item, outcome in zip(group, outcomes, strict=True):
+                if item.future.done():
+                    continue
+                if outcome is None:
+                    item.future.set_result(None)
+                else:
+                    error = translate(outcome, f"AMQP {self.url}{item.settings.address}")
+                    if isinstance(outcome, ConnectionException | LinkException | OSError) or isinstance(
+                        error, TargetUnreachable
+                    ):
+                        self.broken = True
+                    item.future.set_exception(error)
+
+    def _link(self, settings: AmqpSettings) -> BlockingSender:
         if self._connection is None:
             raise ConnectionException("connection closed")
         key: _LinkKey = (settings.address, settings.link_name, settings.settled, settings.link_properties)
@@ -151,18 +190,56 @@ class AmqpConnection:
                 options.append(_LinkProperties(settings.link_properties))
             link = self._connection.create_sender(settings.address, name=settings.link_name, options=options)
             self._links[key] = link
+        return link
+
+    def _send_group(self, group: list[_Send]) -> list[Exception | None]:
+        """Worker thread: send every message of the group, then wait until all are settled."""
+        if self._connection is None:
+            raise ConnectionException("connection closed")
+        outcomes: list[Exception | None] = [None] * len(group)
+        deliveries: list[tuple[int, Delivery]] = []
+        for i, item in enumerate(group):
+            try:
+                delivery = self._link(item.settings).link.send(item.message)
+                if isinstance(delivery, Delivery):  # proton returns a byte count only for raw bytes
+                    deliveries.append((i, delivery))
+            except LinkDetached as exc:
+                self._forget_link(item.settings)
+                outcomes[i] = exc
+        within = max((item.within for item in group), default=10.0)
         try:
-            link.send(
-                message,
-                timeout=within,
-                error_states=[Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED],
+            self._connection.wait(
+                lambda: all(_settled(d) for _, d in deliveries), msg="settling sent messages", timeout=within
             )
-        except LinkDetached:
-            self._links.pop(key, None)
-            raise
+        except Timeout as exc:
+            for i, delivery in deliveries:
+                if not _settled(delivery):
+                    outcomes[i] = exc
+        except LinkDetached as exc:
+            for i, delivery in deliveries:
+                if not _settled(delivery):
+                    outcomes[i] = exc
+            self._forget_link(group[0].settings)
+        for i, delivery in deliveries:
+            if outcomes[i] is not None:
+                continue
+            if delivery.link.snd_settle_mode != Link.SND_SETTLED:
+                delivery.settle()
+                if delivery.remote_state != Delivery.ACCEPTED:
+                    outcomes[i] = SendException(delivery.remote_state)
+        return outcomes
+
+    def _forget_link(self, settings: AmqpSettings) -> None:
+        self._links.pop(
+            (settings.address, settings.link_name, settings.settled, settings.link_properties), None
+        )
 
     async def close(self) -> None:
-        """Close the connection and its worker thread."""
+        """Close the connection and its worker thread; sends still queued fail as unreachable."""
+        for item in self._queue:
+            if not item.future.done():
+                item.future.set_exception(TargetUnreachable(f"AMQP connection to {self.url} closed"))
+        self._queue.clear()
         connection, self._connection = self._connection, None
         self._links.clear()
         if connection is not None:

@@ -72,6 +72,8 @@ class MqttConnection:
         self._pending: dict[int, asyncio.Future[None]] = {}
         self._early: dict[int, Any] = {}
         self._abandoned: set[int] = set()
+        self._acked: list[tuple[asyncio.Future[None], Any]] = []
+        self._wake_pending = False
         self._subscribing: dict[int, asyncio.Future[list[Any]]] = {}
         self._early_subacks: dict[int, list[Any]] = {}
         self._connected = asyncio.Event()
@@ -115,6 +117,8 @@ class MqttConnection:
         """Wait until (re)connected; TargetUnreachable if not within ``within`` seconds."""
         if self._closed:
             raise TargetUnreachable("MQTT connection closed")
+        if self._connected.is_set():
+            return
         try:
             await asyncio.wait_for(self._connected.wait(), within)
         except TimeoutError:
@@ -151,7 +155,8 @@ class MqttConnection:
             else:
                 self._pending[info.mid] = future
         try:
-            await asyncio.wait_for(future, within)
+            async with asyncio.timeout(within):
+                await future
         except TimeoutError:
             with self._lock:
                 if self._pending.pop(info.mid, None) is not None:
@@ -241,7 +246,19 @@ class MqttConnection:
                     self._early.clear()
                 self._early[mid] = reason
                 return
-        self._loop.call_soon_threadsafe(self._settle, future, reason)
+            # Acknowledgements arrive in bursts: wake the event loop once per burst, not per ack.
+            self._acked.append((future, reason))
+            if self._wake_pending:
+                return
+            self._wake_pending = True
+        self._loop.call_soon_threadsafe(self._settle_acked)
+
+    def _settle_acked(self) -> None:
+        with self._lock:
+            acked, self._acked = self._acked, []
+            self._wake_pending = False
+        for future, reason in acked:
+            self._settle(future, reason)
 
     def _on_subscribe(self, client: paho.Client, userdata: Any, mid: int, codes: Any, props: Any) -> None:
         with self._lock:

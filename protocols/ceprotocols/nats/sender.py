@@ -40,6 +40,7 @@ from ceprotocols.errors import (
 )
 from ceprotocols.nats import binding
 from ceprotocols.nats.client import connect
+from ceprotocols.nats.flusher import Flusher
 from ceprotocols.nats.settings import SCHEMES, parse_settings
 from ceprotocols.pool import ConnectionPool
 from ceprotocols.sender import Destination, Event
@@ -71,6 +72,7 @@ class NatsSender:
     def __init__(self) -> None:
         self._pool: ConnectionPool[_Key, Client] = ConnectionPool(self._close)
         self._streams: dict[tuple[_Key, str], tuple[str | None, float]] = {}
+        self._flushers: dict[int, Flusher] = {}
 
     @property
     def connections(self) -> int:
@@ -105,7 +107,7 @@ class NatsSender:
                 )
             else:
                 await client.publish(settings.subject, message.payload, headers=headers)
-                await client.flush(timeout=max(1, int(destination.timeout)))
+                await self._flusher(client).flush(destination.timeout)
         except (NatsError, TimeoutError, OSError) as exc:
             if isinstance(exc, NoRespondersError):  # the stream vanished: look it up again next time
                 self._streams.pop((key, settings.subject), None)
@@ -113,6 +115,12 @@ class NatsSender:
             if client.is_reconnecting and isinstance(error, DeliveryTimeout):
                 error = TargetUnreachable(f"{where}: server unreachable (reconnecting)")
             raise error from exc
+
+    def _flusher(self, client: Client) -> Flusher:
+        flusher = self._flushers.get(id(client))
+        if flusher is None:
+            flusher = self._flushers[id(client)] = Flusher(client)
+        return flusher
 
     async def _stream_of(self, key: _Key, client: Client, subject: str, within: float) -> str | None:
         cached = self._streams.get((key, subject))
@@ -127,8 +135,8 @@ class NatsSender:
         self._streams[(key, subject)] = (stream, now + STREAM_LOOKUP_TTL)
         return stream
 
-    @staticmethod
-    async def _close(client: Client) -> None:
+    async def _close(self, client: Client) -> None:
+        self._flushers.pop(id(client), None)
         # An already broken connection has nothing left to close.
         if not client.is_closed:
             with contextlib.suppress(NatsError):
