@@ -19,66 +19,11 @@ from typing import Any
 
 import orjson
 
+from cebroker.pipeline import schema as sql
+from cebroker.pipeline.records import Appended, DeadLetter, Incoming, Pending
 from cebroker.pipeline.writer import SqliteWriter
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pipeline_events (
-    seq INTEGER PRIMARY KEY, body TEXT NOT NULL, received REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS pipeline_seen (
-    source TEXT NOT NULL, id TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (source, id)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS pipeline_seen_at ON pipeline_seen (at);
-CREATE TABLE IF NOT EXISTS pipeline_deliveries (
-    id INTEGER PRIMARY KEY, event_seq INTEGER NOT NULL, subscription TEXT NOT NULL,
-    attempts INTEGER NOT NULL, next_at REAL NOT NULL, first_at REAL NOT NULL, last_error TEXT);
-CREATE INDEX IF NOT EXISTS pipeline_deliveries_due ON pipeline_deliveries (subscription, next_at);
-CREATE INDEX IF NOT EXISTS pipeline_deliveries_event ON pipeline_deliveries (event_seq);
-CREATE TABLE IF NOT EXISTS pipeline_deadletters (
-    id INTEGER PRIMARY KEY, subscription TEXT NOT NULL, event TEXT NOT NULL, status TEXT, body TEXT,
-    attempts INTEGER NOT NULL, last_error TEXT NOT NULL, first_at REAL NOT NULL, failed_at REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS pipeline_deadletters_sub ON pipeline_deadletters (subscription, id);
-CREATE TABLE IF NOT EXISTS pipeline_stats (
-    subscription TEXT PRIMARY KEY, delivered INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0,
-    deadlettered INTEGER NOT NULL DEFAULT 0, last_error TEXT, last_error_at REAL) WITHOUT ROWID;
-"""
-
-_BUMP = (
-    "INSERT INTO pipeline_stats (subscription, {col}) VALUES (?, ?) "
-    "ON CONFLICT (subscription) DO UPDATE SET {col} = {col} + excluded.{col}"
-)
-#: The array indexes (as a JSON array) of ``[source, id]`` pairs seen after the horizon.
-_SEEN_LOOKUP = (
-    "SELECT json_group_array(k.key) FROM json_each(?1) AS k WHERE EXISTS (SELECT 1 FROM pipeline_seen s "
-    "WHERE s.source = k.value->>0 AND s.id = k.value->>1 AND s.at >= ?2)"
-)
-_SEEN_INSERT = (
-    "INSERT INTO pipeline_seen (source, id, at) SELECT value->>0, value->>1, ?2 FROM json_each(?1) "
-    "WHERE true ON CONFLICT (source, id) DO UPDATE SET at = excluded.at"
-)
-# ``value->1`` is the event object as JSON text (SQLite keeps number and string spellings).
-_EVENTS_INSERT = (
-    "INSERT INTO pipeline_events (seq, body, received) SELECT value->>0, value->1, ?2 FROM json_each(?1)"
-)
-_DELIVERIES_INSERT = (
-    "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at) "
-    "SELECT value->>0, value->>1, value->>2, 0, ?2, ?2 FROM json_each(?1)"
-)
-_GC_EVENT = (
-    "DELETE FROM pipeline_events WHERE seq = ?1 "
-    "AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries WHERE event_seq = ?1)"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Incoming:
-    """One event to commit, its de-duplication key and matched subscription ids.
-
-    ``event`` is the JSON-form dict, or that event already serialized as JSON (bytes or str).
-    """
-
-    event: Mapping[str, Any] | bytes | str
-    source: str
-    id: str
-    subscriptions: tuple[str, ...]
+__all__ = ["Appended", "DeadLetter", "DeliveryLog", "Incoming", "Pending"]
 
 
 @dataclass(slots=True)
@@ -88,44 +33,6 @@ class _AppendCall:
     items: Sequence[Incoming]
     result: list[Appended | None] | None = None
     error: BaseException | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """What an ingest wrote for one event: its sequence number (0 when it matched nothing),
-    acceptance time and ``(delivery id, subscription)`` pairs."""
-
-    seq: int
-    at: float
-    deliveries: list[tuple[int, str]]
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """A delivery row read back from the log."""
-
-    id: int
-    event_seq: int
-    subscription: str
-    attempts: int
-    first_at: float
-    #: The event's JSON as stored (None for a delivery handed over straight from its ingest).
-    body: bytes | str | None
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """A delivery that was given up on, with why."""
-
-    id: int
-    subscription: str
-    event: dict[str, Any]
-    status: str | None
-    body: str | None
-    attempts: int
-    last_error: str
-    first_at: float
-    failed_at: float
 
 
 class DeliveryLog:
@@ -144,7 +51,7 @@ class DeliveryLog:
         """Create the tables and start the writer."""
 
         def init(conn: sqlite3.Connection) -> None:
-            for statement in _SCHEMA.split(";"):
+            for statement in sql.SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
             self._next_seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM pipeline_events").fetchone()[
@@ -220,7 +127,7 @@ class DeliveryLog:
     def _write(self, conn: sqlite3.Connection, items: Sequence[Incoming]) -> list[Appended | None]:
         now = time.time()
         keys = [(item.source, item.id) for item in items]
-        (found,) = conn.execute(_SEEN_LOOKUP, (orjson.dumps(keys), now - self.dedup_window)).fetchone()
+        (found,) = conn.execute(sql.SEEN_LOOKUP, (orjson.dumps(keys), now - self.dedup_window)).fetchone()
         recent = set(orjson.loads(found)) if found else set()
         fresh: set[tuple[str, str]] = set()
         out: list[Appended | None] = []
@@ -246,10 +153,10 @@ class DeliveryLog:
                     deliveries.append((did, seq, sub))
                     pairs.append((did, sub))
             out.append(Appended(seq, now, pairs))
-        conn.execute(_SEEN_INSERT, (orjson.dumps(seen), now))
+        conn.execute(sql.SEEN_INSERT, (orjson.dumps(seen), now))
         if events:
-            conn.execute(_EVENTS_INSERT, (orjson.dumps(events), now))
-            conn.execute(_DELIVERIES_INSERT, (orjson.dumps(deliveries), now))
+            conn.execute(sql.EVENTS_INSERT, (orjson.dumps(events), now))
+            conn.execute(sql.DELIVERIES_INSERT, (orjson.dumps(deliveries), now))
         return out
 
     # -- dispatch ----------------------------------------------------------------------------
@@ -293,11 +200,11 @@ class DeliveryLog:
 
         def job(conn: sqlite3.Connection) -> None:
             conn.executemany("DELETE FROM pipeline_deliveries WHERE id = ?", [(d[0],) for d in done])
-            conn.executemany(_GC_EVENT, [(d[1],) for d in done])
+            conn.executemany(sql.GC_EVENT, [(d[1],) for d in done])
             counts: dict[str, int] = {}
             for _, _, sub in done:
                 counts[sub] = counts.get(sub, 0) + 1
-            conn.executemany(_BUMP.format(col="delivered"), list(counts.items()))
+            conn.executemany(sql.BUMP.format(col="delivered"), list(counts.items()))
 
         await self.writer.run(job, durable=False)
 
@@ -308,7 +215,7 @@ class DeliveryLog:
         def job(conn: sqlite3.Connection) -> int:
             cur = conn.executemany("DELETE FROM pipeline_deliveries WHERE id = ?", [(d[0],) for d in done])
             removed = cur.rowcount
-            conn.executemany(_GC_EVENT, [(d[1],) for d in done])
+            conn.executemany(sql.GC_EVENT, [(d[1],) for d in done])
             return removed
 
         return await self.writer.run(job, durable=False)
@@ -338,15 +245,15 @@ class DeliveryLog:
                 (item.subscription, event, status, body, attempts, error, item.first_at, now),
             )
             conn.execute("DELETE FROM pipeline_deliveries WHERE id = ?", (item.id,))
-            conn.execute(_GC_EVENT, (item.event_seq,))
+            conn.execute(sql.GC_EVENT, (item.event_seq,))
             self._failed(conn, item.subscription, error)
-            conn.execute(_BUMP.format(col="deadlettered"), (item.subscription, 1))
+            conn.execute(sql.BUMP.format(col="deadlettered"), (item.subscription, 1))
 
         await self.writer.run(job, durable=False)
 
     @staticmethod
     def _failed(conn: sqlite3.Connection, subscription: str, error: str) -> None:
-        conn.execute(_BUMP.format(col="failed"), (subscription, 1))
+        conn.execute(sql.BUMP.format(col="failed"), (subscription, 1))
         conn.execute(
             "UPDATE pipeline_stats SET last_error = ?, last_error_at = ? WHERE subscription = ?",
             (error, time.time(), subscription),
@@ -428,7 +335,7 @@ class DeliveryLog:
                 "SELECT event_seq FROM pipeline_deliveries WHERE subscription = ?", (subscription,)
             ).fetchall()
             conn.execute("DELETE FROM pipeline_deliveries WHERE subscription = ?", (subscription,))
-            conn.executemany(_GC_EVENT, seqs)
+            conn.executemany(sql.GC_EVENT, seqs)
             conn.execute("DELETE FROM pipeline_deadletters WHERE subscription = ?", (subscription,))
             conn.execute("DELETE FROM pipeline_stats WHERE subscription = ?", (subscription,))
             return len(seqs)
