@@ -143,3 +143,19 @@ def test_backlog_over_bound_is_503_with_retry_after(make_broker: Callable[..., B
     r = broker.send(event(99))
     assert r.status_code == 503
     assert int(r.headers["retry-after"]) >= 1
+
+
+def test_binary_mode_with_bad_header_encoding_or_body_is_400(broker: Broker) -> None:
+    """Invalid percent-encoded UTF-8 in a ce- header (HTTP binding 3.1.3.2) and a body that is
+    not what its JSON Content-Type says are both refused with a pointer."""
+    headers = {"ce-specversion": "1.0", "ce-id": "1", "ce-source": "/s", "ce-type": "t"}
+    r = broker.http.post("/events", content=b"", headers={**headers, "ce-subject": "%C0%A0"})
+    assert r.status_code == 400
+    assert "ce-subject" in r.json()["detail"]
+    r = broker.http.post(
+        "/events", content=b"{not json", headers={**headers, "content-type": "application/json"}
+    )
+    assert r.status_code == 400
+    assert [e["pointer"] for e in r.json()["errors"]] == ["/data"]
+    r = broker.http.post("/events", content=b"", headers={**headers, "ce-id": ""})
+    assert [e["pointer"] for e in r.json()["errors"]] == ["/id"]

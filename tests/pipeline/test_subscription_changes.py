@@ -69,3 +69,22 @@ def test_events_after_create_are_matched_without_restart(broker: Broker, sink: S
     assert got.headers["ce-id"] == "e-2"
     time.sleep(0.2)
     assert sink.at("/other") == []
+
+
+def test_deleting_a_subscription_drops_its_backlog_and_dead_letters(broker: Broker, sink: Sink) -> None:
+    """After DELETE nothing is kept for the subscription: no pending retries, no dead letters."""
+    from pipeline.servers import Reply
+
+    sink.default["/down"] = Reply(503)
+    sub = broker.subscribe(f"{sink.url}/down", config={"initialdelay": "30"})
+    gone = broker.subscribe(f"{sink.url}/gone", config={"initialdelay": "30"})
+    sink.default["/gone"] = Reply(400)
+    for i in range(3):
+        broker.send(event(i))
+    wait_until(lambda: broker.http.get(f"/subscriptions/{gone['id']}/status").json()["deadlettered"] == 3)
+    wait_until(lambda: broker.http.get(f"/subscriptions/{sub['id']}/status").json()["failed"] == 3)
+    assert "cebroker_delivery_backlog 3.0" in broker.http.get("/metrics").text
+    assert broker.http.delete(f"/subscriptions/{sub['id']}").status_code == 200
+    assert broker.http.delete(f"/subscriptions/{gone['id']}").status_code == 200
+    wait_until(lambda: "cebroker_delivery_backlog 0.0" in broker.http.get("/metrics").text)
+    assert broker.http.get(f"/subscriptions/{gone['id']}/deadletters").status_code == 404

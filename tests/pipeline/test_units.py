@@ -88,3 +88,14 @@ def test_parse_policy_accepts_strings_and_names_bad_keys() -> None:
         "/config/timeout",
         "/config/ttl",
     ]
+
+
+def test_metric_labels_are_bounded() -> None:
+    """Per-subscription labels up to a bound, then one shared ``_other`` series."""
+    from cebroker.pipeline.metrics import MAX_LABELLED, OTHER, PipelineMetrics
+
+    metrics = PipelineMetrics()
+    labels = [metrics.label(f"s{i}") for i in range(MAX_LABELLED + 5)]
+    assert labels[:MAX_LABELLED] == [f"s{i}" for i in range(MAX_LABELLED)]
+    assert set(labels[MAX_LABELLED:]) == {OTHER}
+    assert metrics.label("s0") == "s0"

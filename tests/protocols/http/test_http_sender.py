@@ -80,3 +80,14 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after(None) is None
     assert parse_retry_after("soon") is None
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+
+
+async def test_handshake_to_an_unreachable_origin_is_retryable() -> None:
+    """The validation request failing at the transport is a transient failure, not a refusal."""
+    sender = HttpSender(validate_webhooks=True, webhook_origin="broker.example")
+    try:
+        with pytest.raises(TargetUnreachable) as info:
+            await sender.deliver(EVENT, Destination(protocol="HTTP", sink="http://127.0.0.1:9/hook"))
+    finally:
+        await sender.aclose()
+    assert info.value.retryable
