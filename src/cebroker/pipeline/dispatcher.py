@@ -14,7 +14,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import orjson
@@ -224,7 +224,10 @@ class Dispatcher:
             except DeliveryError as exc:
                 log.warning("dead-letter sink %s refused a copy: %s", sink, exc)
 
-        task = asyncio.create_task(send())
+        self._background_task(send())
+
+    def _background_task(self, coro: Coroutine[object, object, None]) -> None:
+        task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -246,7 +249,10 @@ class Dispatcher:
                     wake_at = min(wake_at, due_at)
                     continue
                 if subscription not in self._matcher.subscriptions:
+                    # Rows of a deleted subscription (an ingest that matched it committed just
+                    # after the deletion's clean-up): clean up again.
                     self._due.pop(subscription, None)
+                    self._background_task(self.forget(subscription))
                     continue
                 lane = self._lane(subscription)
                 if lane.free <= 0:
