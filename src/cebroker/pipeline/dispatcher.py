@@ -180,6 +180,10 @@ class Dispatcher:
     async def _failed(
         self, lane: Lane, item: Item, policy: DeliveryPolicy, exc: DeliveryError, label: str
     ) -> None:
+        if lane.id not in self._matcher.subscriptions:  # deleted during the attempt: nothing to keep
+            self._dropped.append((lane, item))
+            self._flush.set()
+            return
         attempts = item.row.attempts + 1
         error = str(exc)
         if exc.retryable:
