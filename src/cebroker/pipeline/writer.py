@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cebroker.errors import Overloaded
+from cebroker.pipeline.checkpoint import Checkpointer
 
 T = TypeVar("T")
 Job = Callable[[sqlite3.Connection], Any]
@@ -53,6 +54,7 @@ class SqliteWriter:
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._durable = True  # the connection's current synchronous mode (writer thread only)
+        self._checkpointer = Checkpointer(path)
 
     def start(self, init: Job) -> None:
         """Open the connection, run ``init`` (schema) in the thread and start serving jobs."""
@@ -65,6 +67,8 @@ class SqliteWriter:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=FULL")
                 conn.execute("PRAGMA busy_timeout=10000")
+                # Checkpoints run in their own thread (see checkpoint.py), not inside commits.
+                conn.execute("PRAGMA wal_autocheckpoint=0")
                 conn.execute("BEGIN IMMEDIATE")
                 init(conn)
                 conn.execute("COMMIT")
@@ -80,6 +84,7 @@ class SqliteWriter:
         ready.wait()
         if failure:
             raise failure[0]
+        self._checkpointer.start()
 
     def backlog(self) -> int:
         """Jobs waiting for the writer."""
@@ -107,6 +112,7 @@ class SqliteWriter:
 
     def stop(self) -> None:
         """Finish the queued jobs, close the connection and end the thread."""
+        self._checkpointer.stop()
         if self._thread is not None:
             self._queue.put(None)
             self._thread.join()
