@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cebroker.spark.feed import FeedConfig, reason
 from cebroker.spark.progress import ProgressReporter
-from cebroker.spark.rejects import streaming_scope
+from cebroker.spark.rejects import streaming_scope, write_summary
 
 
 def test_feed_options_defaults(tmp_path: Path) -> None:
@@ -36,7 +36,8 @@ def test_feed_options_defaults(tmp_path: Path) -> None:
 
 
 def test_progress_lines_count_rejects_per_batch(tmp_path: Path) -> None:
-    """One line per micro-batch with data, idle triggers skipped, rejects read from the error files."""
+    """One line per micro-batch with data, idle triggers skipped; rejects counted from the error
+    files, or taken with the broker's duplicates from the batch summary when there is one."""
     scope = tmp_path / streaming_scope("q1", 1)
     scope.mkdir(parents=True)
     (scope / "part-00000.jsonl").write_text('{"reason": "x"}\n{"reason": "y"}\n')
@@ -47,13 +48,21 @@ def test_progress_lines_count_rejects_per_batch(tmp_path: Path) -> None:
         {"id": "q1", "batchId": 1, "numInputRows": 10, "durationMs": {"triggerExecution": 100}},
         {"id": "q1", "batchId": 2, "numInputRows": 0, "durationMs": {"triggerExecution": 3}},
     ]
-    reporter.update(reports)
-    reporter.update(reports)  # already seen: no new lines
+    reporter.update(reports[:2])
+    write_summary(
+        tmp_path, streaming_scope("q1", 3), {"rows": 5, "accepted": 5, "duplicates": 5, "rejected": 0}
+    )
+    reports.append({"id": "q1", "batchId": 3, "numInputRows": 5, "durationMs": {"triggerExecution": 50}})
+    reporter.update(reports)  # the first two already seen: one new line
     assert lines == [
         "batch 0: 1,000 rows in 0.50 s (2,000 rows/s), 0 rejected | total 1,000 rows, 1 batches, 0 rejected",
         "batch 1: 10 rows in 0.10 s (100 rows/s), 2 rejected | total 1,010 rows, 2 batches, 2 rejected",
+        "batch 3: 5 rows in 0.05 s (100 rows/s), 0 rejected, 5 already in the broker | total 1,015 rows, "
+        "3 batches, 2 rejected",
     ]
-    assert reporter.summary().startswith("done: 1,010 rows in 2 batches, 1,683 rows/s while busy, 2 rejected")
+    summary = reporter.summary()
+    assert summary.startswith("done: 1,015 rows in 3 batches, 1,562 rows/s while busy, 2 rejected")
+    assert summary.endswith(", 5 already in the broker")
 
 
 def test_reason_picks_our_error_out_of_a_spark_traceback() -> None:

@@ -89,4 +89,6 @@ def test_a_failed_micro_batch_runs_again_without_duplicates(
     refusing.refuse_after(10**6, seconds=0)  # the broker is back
     start(spark, inputs, checkpoint, url).awaitTermination(120)
     assert refusing.forwarded_events == accepted_before + ROWS  # the whole batch was sent again
+    (summary,) = (checkpoint / "errors").glob("query-*/batch-0/_summary.json")
+    assert json.loads(summary.read_text())["duplicates"] == accepted_before
     assert_each_reading_once(broker)

@@ -137,4 +137,6 @@ def test_files_reach_the_sink_exactly_once_and_a_replayed_batch_is_deduplicated(
     start(spark, inputs, checkpoint, counted_url).awaitTermination(120)
     assert (checkpoint / "commits" / "2").exists()
     assert counter.forwarded_events == TICKS
+    (summary,) = (checkpoint / "errors").glob("query-*/batch-2/_summary.json")
+    assert json.loads(summary.read_text())["duplicates"] == TICKS  # the broker said: already have them
     assert_exactly_once(broker.sink.wait_for(VALID + 1, timeout=2))

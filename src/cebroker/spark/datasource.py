@@ -30,7 +30,7 @@ from pyspark.sql.types import StructType
 
 from cebroker.spark.columns import PlannedColumn, plan_columns
 from cebroker.spark.options import SinkConfigError, SinkOptions
-from cebroker.spark.rejects import streaming_scope
+from cebroker.spark.rejects import streaming_scope, write_summary
 from cebroker.spark.schema import column_specs
 from cebroker.spark.writer import PartitionStats, TaskScope, write_partition
 
@@ -44,8 +44,9 @@ _QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 @dataclass
 class PartitionReport(WriterCommitMessage):
-    """The commit message of one task: its partition and counts."""
+    """The commit message of one task: its error-location scope, partition and counts."""
 
+    scope: str
     partition: int
     stats: PartitionStats
 
@@ -91,11 +92,15 @@ class CloudEventsStreamWriter(DataSourceStreamArrowWriter):
             attempt=context.attemptNumber(),
         )
         stats = write_partition(iterator, plan=self.plan, options=self.options, task=task)
-        return PartitionReport(partition, stats)
+        return PartitionReport(task.scope, partition, stats)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Every task succeeded: the micro-batch is in the broker."""
+        """Every task succeeded: the micro-batch is in the broker. Its counts go beside its
+        rejected rows, where ``spark-feed`` reads them for its progress lines."""
         log.info("micro-batch %d committed: %s", batchId, _summary(messages))
+        reports = [m for m in messages if isinstance(m, PartitionReport)]
+        if reports and self.options.error_path is not None:
+            write_summary(self.options.error_path, reports[0].scope, _counts(reports))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """A task failed; the events already accepted stay (a replay is de-duplicated)."""
@@ -122,7 +127,7 @@ class CloudEventsBatchWriter(DataSourceArrowWriter):
             attempt=context.attemptNumber(),
         )
         stats = write_partition(iterator, plan=self.plan, options=self.options, task=task)
-        return PartitionReport(partition, stats)
+        return PartitionReport(task.scope, partition, stats)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Every task succeeded."""
@@ -154,13 +159,19 @@ def _task_context() -> TaskContext:
     return context
 
 
+def _counts(reports: list[PartitionReport]) -> dict[str, int]:
+    return {
+        "partitions": len(reports),
+        "rows": sum(r.stats.rows for r in reports),
+        "accepted": sum(r.stats.accepted for r in reports),
+        "duplicates": sum(r.stats.duplicates for r in reports),
+        "rejected": sum(r.stats.rejected for r in reports),
+    }
+
+
 def _summary(messages: list[WriterCommitMessage | None]) -> str:
-    reports = [m for m in messages if isinstance(m, PartitionReport)]
-    rows = sum(r.stats.rows for r in reports)
-    accepted = sum(r.stats.accepted for r in reports)
-    duplicates = sum(r.stats.duplicates for r in reports)
-    rejected = sum(r.stats.rejected for r in reports)
+    c = _counts([m for m in messages if isinstance(m, PartitionReport)])
     return (
-        f"{len(reports)} partitions, {rows} rows, {accepted} events accepted ({duplicates} already in the "
-        f"broker), {rejected} rejected"
+        f"{c['partitions']} partitions, {c['rows']} rows, {c['accepted']} events accepted "
+        f"({c['duplicates']} already in the broker), {c['rejected']} rejected"
     )

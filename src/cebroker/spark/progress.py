@@ -1,8 +1,9 @@
 """Console progress of a ``spark-feed`` query, from Spark's streaming progress reports.
 
 Each report (a ``StreamingQueryProgress``, a dict in PySpark 4) describes one finished
-micro-batch: its id, input rows and processing rate. Rejected rows are counted from the error
-location's files for that batch (the executors write them before the batch commits).
+micro-batch: its id, input rows and processing rate. The sink's own counts for that batch
+(rejected rows, events the broker already had) come from the batch's ``_summary.json`` in the
+error location, or, without one, from counting its rejected-row files.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cebroker.spark.rejects import count_rejected, streaming_scope
+from cebroker.spark.rejects import count_rejected, read_summary, streaming_scope
 
 
 @dataclass(slots=True)
@@ -22,6 +23,7 @@ class Totals:
     batches: int = 0
     rows: int = 0
     rejected: int = 0
+    duplicates: int = 0
     seconds: float = 0.0
 
     @property
@@ -51,28 +53,37 @@ class ProgressReporter:
             if rows == 0:
                 continue  # an idle trigger: nothing was written
             seconds = int((report.get("durationMs") or {}).get("triggerExecution", 0)) / 1000
-            rejected = self._rejected(str(report["id"]), batch_id)
+            rejected, duplicates = self._sink_counts(str(report["id"]), batch_id)
             self.totals.batches += 1
             self.totals.rows += rows
             self.totals.rejected += rejected
+            self.totals.duplicates += duplicates
             self.totals.seconds += seconds
             rate = rows / seconds if seconds > 0 else 0.0
+            replayed = f", {duplicates:,} already in the broker" if duplicates else ""
+            t = self.totals
             self._out(
                 f"batch {batch_id}: {rows:,} rows in {seconds:.2f} s ({rate:,.0f} rows/s), "
-                f"{rejected:,} rejected | total {self.totals.rows:,} rows, {self.totals.batches:,} batches, "
-                f"{self.totals.rejected:,} rejected"
+                f"{rejected:,} rejected{replayed} | total {t.rows:,} rows, {t.batches:,} batches, "
+                f"{t.rejected:,} rejected"
             )
 
     def summary(self) -> str:
         """The closing line."""
         t = self.totals
         where = f" (rejected rows in {self._error_path})" if t.rejected and self._error_path else ""
+        replayed = f", {t.duplicates:,} already in the broker" if t.duplicates else ""
         return (
             f"done: {t.rows:,} rows in {t.batches:,} batches, {t.rows_per_second:,.0f} rows/s while "
-            f"busy, {t.rejected:,} rejected{where}"
+            f"busy, {t.rejected:,} rejected{where}{replayed}"
         )
 
-    def _rejected(self, query_id: str, batch_id: int) -> int:
+    def _sink_counts(self, query_id: str, batch_id: int) -> tuple[int, int]:
+        """(rejected rows, events the broker already had) for one micro-batch."""
         if self._error_path is None:
-            return 0
-        return count_rejected(self._error_path, streaming_scope(query_id, batch_id))
+            return 0, 0
+        scope = streaming_scope(query_id, batch_id)
+        summary = read_summary(self._error_path, scope)
+        if summary is not None:
+            return summary.get("rejected", 0), summary.get("duplicates", 0)
+        return count_rejected(self._error_path, scope), 0

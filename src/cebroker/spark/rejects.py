@@ -11,6 +11,8 @@ Each line is one rejected row::
      "origin": "executor", "row": {"id": "a-17", "time": "yesterday", ...}}
 
 ``origin`` is ``executor`` (checked before sending) or ``broker`` (the broker refused it).
+When a streaming micro-batch commits, ``_summary.json`` beside its part files gives the batch's
+counts (``rows``, ``accepted``, ``duplicates``, ``rejected``), also when nothing was rejected.
 A partition's file is written to a temporary name and renamed into place when the partition has
 been sent, so a retried task replaces its file instead of adding duplicates, and a file a reader
 sees is complete.
@@ -90,6 +92,24 @@ def _record(row: RejectedRow, origin: str) -> dict[str, Any]:
 def streaming_scope(query_id: str, batch_id: int) -> str:
     """The directory (relative to the error location) of one micro-batch."""
     return f"query-{query_id}/batch-{batch_id}"
+
+
+def write_summary(root: Path, scope: str, counts: dict[str, int]) -> None:
+    """Write a committed micro-batch's counts (atomically) as ``<scope>/_summary.json``."""
+    directory = root / scope
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f"._summary.json.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(counts), encoding="utf-8")
+    os.replace(tmp, directory / "_summary.json")
+
+
+def read_summary(root: Path, scope: str) -> dict[str, int] | None:
+    """The counts :func:`write_summary` left for ``scope``, if any."""
+    try:
+        counts = json.loads((root / scope / "_summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else None
 
 
 def count_rejected(root: Path, scope: str) -> int:
