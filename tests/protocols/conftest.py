@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -10,15 +11,19 @@ from harness import CASES, ProtocolCase
 MARKS = {"MQTT3": "mqtt", "MQTT5": "mqtt", "AMQP": "amqp", "KAFKA": "kafka", "NATS": "nats"}
 
 
-def protocol_params(*, modes: bool = False) -> list[Any]:
-    """pytest params over every protocol case (and content mode), marked with the server they need."""
+def protocol_params(*, modes: bool = False, http: bool = False) -> list[Any]:
+    """pytest params over every protocol case (and content mode), marked with the server they
+    need. HTTP only when asked for: it pools connections and has no required setting, so it takes
+    part in the delivery and unreachable-target contracts; its own tests cover the rest."""
     params = []
     for name, case in CASES.items():
-        mark = getattr(pytest.mark, MARKS[name])
+        if name == "HTTP" and not http:
+            continue
+        marks = [getattr(pytest.mark, MARKS[name])] if name in MARKS else []
         if modes:
-            params += [pytest.param(case, mode, id=f"{name}-{mode}", marks=mark) for mode in case.modes]
+            params += [pytest.param(case, mode, id=f"{name}-{mode}", marks=marks) for mode in case.modes]
         else:
-            params.append(pytest.param(case, id=name, marks=mark))
+            params.append(pytest.param(case, id=name, marks=marks))
     return params
 
 
@@ -30,3 +35,21 @@ def server_of(request: pytest.FixtureRequest) -> Any:
         return request.getfixturevalue(case.fixture)
 
     return get
+
+
+class HttpSinkServer:
+    """A recording HTTP sink served by uvicorn on a free port."""
+
+    def __init__(self, sink: Any, url: str) -> None:
+        self.sink = sink
+        self.url = url
+
+
+@pytest.fixture(scope="session")
+def http_sink() -> Iterator[HttpSinkServer]:
+    """A shared recording HTTP sink (grants the webhook handshake)."""
+    from pipeline.servers import ServerThread, Sink
+
+    sink = Sink()
+    with ServerThread(sink) as server:
+        yield HttpSinkServer(sink, server.url)

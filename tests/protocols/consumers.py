@@ -187,3 +187,38 @@ class KafkaConsumer(Consumer):
         self._stop.set()
         await asyncio.to_thread(self._thread.join, 5)
         await asyncio.to_thread(self._consumer.close)
+
+
+class HttpConsumer(Consumer):
+    """Reads the requests a recording HTTP sink got on one path."""
+
+    def __init__(self, sink: Any, path: str) -> None:
+        super().__init__()
+        self._sink = sink
+        self._path = path
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> HttpConsumer:
+        self._task = asyncio.create_task(self._poll())
+        return self
+
+    async def _poll(self) -> None:
+        from ceprotocols.http.binding import from_binary, from_structured
+
+        seen = 0
+        while True:
+            requests = self._sink.at(self._path)
+            for request in requests[seen:]:
+                content_type = request.headers.get("content-type", "")
+                if content_type.startswith("application/cloudevents"):
+                    event = from_structured(request.body)
+                else:
+                    event = from_binary(request.headers, request.body)
+                await self._queue.put(Received(raw=request, event=event))
+            seen = len(requests)
+            await asyncio.sleep(0.02)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from consumers import AmqpConsumer, Consumer, KafkaConsumer, MqttConsumer, NatsConsumer
+from consumers import AmqpConsumer, Consumer, HttpConsumer, KafkaConsumer, MqttConsumer, NatsConsumer
 from servers import MosquittoServer, NatsServer, RabbitMQServer, TansuServer, free_port
 
 
@@ -16,8 +16,8 @@ from servers import MosquittoServer, NatsServer, RabbitMQServer, TansuServer, fr
 class ProtocolCase:
     """How to test one protocol against its server.
 
-    ``settings(name, mode)`` gives the protocol settings that target a fresh topic/queue/subject
-    called ``name``; ``consumer(server, name)`` reads from it; ``sink(server)`` is the sink URI.
+    ``sink(server, name)`` and ``settings(name, mode)`` target a fresh topic/queue/subject/path
+    called ``name``; ``consumer(server, name)`` reads from it.
     """
 
     protocol: str
@@ -25,7 +25,7 @@ class ProtocolCase:
     modes: tuple[str, ...]
     #: Whether attribute types survive binary mode (AMQP has native types; the others text).
     native_types: bool
-    sink: Callable[[Any], str]
+    sink: Callable[[Any, str], str]
     settings: Callable[[str, str], dict[str, Any]]
     consumer: Callable[[Any, str], Awaitable[Consumer]]
     unreachable_sink: Callable[[], str]
@@ -51,13 +51,27 @@ def _mqtt_settings(name: str, mode: str) -> dict[str, Any]:
     return {"topicname": name, "qos": 1, "contentmode": mode}
 
 
+async def _http_consumer(server: Any, name: str) -> Consumer:
+    return await HttpConsumer(server.sink, f"/{name}").start()
+
+
 CASES: dict[str, ProtocolCase] = {
+    "HTTP": ProtocolCase(
+        protocol="HTTP",
+        fixture="http_sink",
+        modes=("binary", "structured"),
+        native_types=False,
+        sink=lambda s, name: f"{s.url}/{name}",
+        settings=lambda name, mode: {"contentmode": mode},
+        consumer=_http_consumer,
+        unreachable_sink=lambda: f"http://127.0.0.1:{free_port()}/hook",
+    ),
     "MQTT3": ProtocolCase(
         protocol="MQTT3",
         fixture="mosquitto",
         modes=("structured",),
         native_types=False,
-        sink=lambda s: s.url,
+        sink=lambda s, name: s.url,
         settings=_mqtt_settings,
         consumer=lambda s, n: _mqtt_consumer(s, n, v5=False),
         unreachable_sink=lambda: f"mqtt://127.0.0.1:{free_port()}",
@@ -67,7 +81,7 @@ CASES: dict[str, ProtocolCase] = {
         fixture="mosquitto",
         modes=("binary", "structured"),
         native_types=False,
-        sink=lambda s: s.url,
+        sink=lambda s, name: s.url,
         settings=_mqtt_settings,
         consumer=lambda s, n: _mqtt_consumer(s, n, v5=True),
         unreachable_sink=lambda: f"mqtt://127.0.0.1:{free_port()}",
@@ -77,7 +91,7 @@ CASES: dict[str, ProtocolCase] = {
         fixture="rabbitmq",
         modes=("binary", "structured"),
         native_types=True,
-        sink=lambda s: s.url,
+        sink=lambda s, name: s.url,
         settings=lambda name, mode: {"address": f"/queue/{name}", "contentmode": mode},
         consumer=_amqp_consumer,
         unreachable_sink=lambda: f"amqp://127.0.0.1:{free_port()}",
@@ -87,7 +101,7 @@ CASES: dict[str, ProtocolCase] = {
         fixture="tansu",
         modes=("binary", "structured"),
         native_types=False,
-        sink=lambda s: s.url,
+        sink=lambda s, name: s.url,
         settings=lambda name, mode: {"topicname": name, "contentmode": mode},
         consumer=_kafka_consumer,
         unreachable_sink=lambda: f"kafka://127.0.0.1:{free_port()}",
@@ -97,7 +111,7 @@ CASES: dict[str, ProtocolCase] = {
         fixture="nats_server",
         modes=("binary", "structured"),
         native_types=False,
-        sink=lambda s: s.url,
+        sink=lambda s, name: s.url,
         settings=lambda name, mode: {"subject": name, "contentmode": mode},
         consumer=_nats_consumer,
         unreachable_sink=lambda: f"nats://127.0.0.1:{free_port()}",

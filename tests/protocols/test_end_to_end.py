@@ -90,7 +90,7 @@ async def test_subscription_delivers_posted_event_to_the_protocol(
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
             subscription = {
                 "protocol": case.protocol,
-                "sink": case.sink(server),
+                "sink": case.sink(server, name),
                 "protocolsettings": case.settings(name, mode),
                 "filters": [{"exact": {"subject": name}}],
             }

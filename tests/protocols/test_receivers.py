@@ -80,7 +80,7 @@ async def test_receives_events_in_every_mode(
             await sender.deliver(
                 event,
                 Destination(
-                    protocol=case.protocol, sink=case.sink(server), settings=case.settings(name, mode)
+                    protocol=case.protocol, sink=case.sink(server, name), settings=case.settings(name, mode)
                 ),
             )
         got = await collector.wait_for(len(sent))
@@ -110,7 +110,9 @@ async def test_invalid_message_is_counted_and_skipped(
         await sender.deliver(
             event,
             Destination(
-                protocol=case.protocol, sink=case.sink(server), settings=case.settings(name, case.modes[0])
+                protocol=case.protocol,
+                sink=case.sink(server, name),
+                settings=case.settings(name, case.modes[0]),
             ),
         )
         [got] = await collector.wait_for(1)
@@ -138,7 +140,9 @@ async def test_failing_callback_gets_the_events_again(
         await sender.deliver(
             event,
             Destination(
-                protocol=case.protocol, sink=case.sink(server), settings=case.settings(name, case.modes[0])
+                protocol=case.protocol,
+                sink=case.sink(server, name),
+                settings=case.settings(name, case.modes[0]),
             ),
         )
         [got] = await collector.wait_for(1)
@@ -163,7 +167,7 @@ async def test_event_refused_by_callback_is_isolated(
     task = await started(receiver, collector)
     sender = create_sender(case.protocol)
     destination = Destination(
-        protocol=case.protocol, sink=case.sink(server), settings=case.settings(name, case.modes[0])
+        protocol=case.protocol, sink=case.sink(server, name), settings=case.settings(name, case.modes[0])
     )
     try:
         good = [make_event() for _ in range(3)]

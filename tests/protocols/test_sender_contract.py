@@ -42,7 +42,7 @@ def test_unknown_protocol_is_a_clear_error() -> None:
 
 
 @pytest.mark.parametrize("payload", ["json-object", "binary", "text", "no-data"])
-@pytest.mark.parametrize(("case", "mode"), protocol_params(modes=True))
+@pytest.mark.parametrize(("case", "mode"), protocol_params(modes=True, http=True))
 async def test_delivers_event_intact(
     case: ProtocolCase, mode: str, payload: str, server_of: Callable[[ProtocolCase], Any]
 ) -> None:
@@ -56,7 +56,9 @@ async def test_delivers_event_intact(
         event = make_event(payload)
         await sender.deliver(
             event,
-            Destination(protocol=case.protocol, sink=case.sink(server), settings=case.settings(name, mode)),
+            Destination(
+                protocol=case.protocol, sink=case.sink(server, name), settings=case.settings(name, mode)
+            ),
         )
         [received] = await consumer.receive(1)
         assert received.event == expected(case, mode, event)
@@ -76,7 +78,7 @@ async def test_many_deliveries_share_one_connection(
     consumer = await case.consumer(server, name)
     sender = create_sender(case.protocol)
     destination = Destination(
-        protocol=case.protocol, sink=case.sink(server), settings=case.settings(name, case.modes[0])
+        protocol=case.protocol, sink=case.sink(server, name), settings=case.settings(name, case.modes[0])
     )
     try:
         events = [make_event() for _ in range(40)]
@@ -89,7 +91,7 @@ async def test_many_deliveries_share_one_connection(
         await consumer.close()
 
 
-@pytest.mark.parametrize("case", protocol_params())
+@pytest.mark.parametrize("case", protocol_params(http=True))
 async def test_unreachable_target_is_retryable_target_unreachable(case: ProtocolCase) -> None:
     """Nothing listens at the sink: TargetUnreachable, retryable, no client exception leaks."""
     sender = create_sender(case.protocol)
