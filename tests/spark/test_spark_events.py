@@ -126,6 +126,7 @@ def test_data_and_data_base64_together_are_rejected() -> None:
         ([("type", INT)], "must be a string"),
         ([("time", ValueKind.DATE)], "timestamp"),
         ([("data", ValueKind.OTHER)], "unsupported type"),
+        ([("data", B), ("data_base64", S)], "both become 'data_base64'"),
     ],
 )
 def test_unmappable_schema_fails_before_any_row(specs: list[tuple[str, ValueKind]], message: str) -> None:

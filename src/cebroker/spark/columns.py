@@ -78,6 +78,12 @@ def plan_columns(
     column that no CloudEvent can hold. With ``ignore_null_fields`` (as Spark's ``to_json``),
     null fields of a struct ``data`` are left out of the JSON."""
     planned = [_plan(spec, corrupt_column, ignore_null_fields) for spec in columns]
+    seen: dict[str, str] = {}
+    for col in planned:
+        if col.target is not None and seen.setdefault(col.target, col.name) != col.name:
+            raise SchemaError(
+                f"columns {seen[col.target]!r} and {col.name!r} both become {col.target!r}; keep one"
+            )
     planned.sort(key=lambda col: col.target is not None)
     return planned
 
