@@ -69,6 +69,8 @@ class SqliteWriter:
                 conn.execute("PRAGMA busy_timeout=10000")
                 # Checkpoints run in their own thread (see checkpoint.py), not inside commits.
                 conn.execute("PRAGMA wal_autocheckpoint=0")
+                # After a burst, give back disk: the WAL is cut to this size when it restarts.
+                conn.execute("PRAGMA journal_size_limit=67108864")
                 conn.execute("BEGIN IMMEDIATE")
                 init(conn)
                 conn.execute("COMMIT")
