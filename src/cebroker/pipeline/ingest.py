@@ -44,6 +44,8 @@ class Pipeline:
         self._max_backlog = max_backlog
         self.validator = validator
         self.validation_mode = validation_mode
+        self._accepted = metrics.events_in.labels("accepted")
+        self._duplicates = metrics.events_in.labels("duplicate")
 
     async def ingest(self, events: Sequence[Event]) -> IngestResult:
         """Validate, commit and schedule ``events`` (pointers ``/<index>/<attribute>``)."""
@@ -74,9 +76,9 @@ class Pipeline:
             raise ValidationError([FieldProblem("", f"an event is not JSON-serialisable: {exc}")]) from exc
         self._dispatcher.accept(clean, written)
         duplicates = sum(1 for w in written if w is None)
-        self._metrics.events_in.labels("accepted").inc(len(clean) - duplicates)
+        self._accepted.inc(len(clean) - duplicates)
         if duplicates:
-            self._metrics.events_in.labels("duplicate").inc(duplicates)
+            self._duplicates.inc(duplicates)
         self._metrics.matches.inc(sum(len(w.deliveries) for w in written if w is not None))
         return IngestResult(accepted=len(clean), duplicates=duplicates)
 
