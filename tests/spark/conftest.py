@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -43,13 +43,18 @@ class LiveBroker:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[LiveBroker]:
-    """The real broker app (SQLite file in ``tmp_path``) subscribed by a real HTTP sink that
-    receives structured-mode deliveries."""
-    sink = RecordingSink()
-    sink_server = ServerThread(sink)
-    broker_server = ServerThread(create_app(Settings(db=tmp_path / "broker.db", webhook_validation=False)))
-    try:
+def make_broker(tmp_path: Path) -> Iterator[Callable[..., LiveBroker]]:
+    """Starts real brokers (``Settings`` overrides as keywords, SQLite files in ``tmp_path``),
+    each subscribed by a real HTTP sink that receives structured-mode deliveries."""
+    servers: list[ServerThread] = []
+
+    def make(**overrides: Any) -> LiveBroker:
+        settings = Settings(db=tmp_path / f"broker{len(servers)}.db", webhook_validation=False, **overrides)
+        sink = RecordingSink()
+        sink_server = ServerThread(sink)
+        servers.append(sink_server)
+        broker_server = ServerThread(create_app(settings))
+        servers.append(broker_server)
         created = httpx.post(
             f"{broker_server.url}/subscriptions",
             json={
@@ -60,10 +65,19 @@ def broker(tmp_path: Path) -> Iterator[LiveBroker]:
             timeout=10,
         )
         assert created.status_code == 201, created.text
-        yield LiveBroker(broker_server.url, sink)
+        return LiveBroker(broker_server.url, sink)
+
+    try:
+        yield make
     finally:
-        broker_server.close()
-        sink_server.close()
+        for server in reversed(servers):
+            server.close()
+
+
+@pytest.fixture
+def broker(make_broker: Callable[..., LiveBroker]) -> LiveBroker:
+    """A broker with default settings and its recording sink."""
+    return make_broker()
 
 
 @pytest.fixture

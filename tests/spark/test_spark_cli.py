@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,3 +122,27 @@ def test_spark_feed_rate_runs_for_its_duration_and_stops_between_batches(
     assert len({e["id"] for e in events}) == counted
     assert {e["type"] for e in events} == {"cebroker.spark.rate"}
     assert all(isinstance(e["data"]["seq"], int) and e["time"].endswith("Z") for e in events)
+
+
+def test_an_event_the_broker_finds_too_large_goes_to_the_error_location(
+    spark: SparkSession, make_broker: Callable[..., LiveBroker], tmp_path: Path
+) -> None:
+    """The broker answers 413 for a batch holding one event over its size limit: the sink splits
+    the batch until that event stands alone, records it (origin ``broker``) and delivers the rest."""
+    small = make_broker(max_event_size=2048)
+    rows = [(f"s-{i}", "com.example.size", "x" * (5000 if i == 7 else 10)) for i in range(30)]
+    df = spark.createDataFrame(rows, "id STRING, type STRING, data STRING").coalesce(1)
+    errors = tmp_path / "errors"
+    (
+        df.write.format("cloudevents")
+        .mode("append")
+        .options(url=small.events_url, source="/sizes", batchSize="10", errorPath=str(errors))
+        .save()
+    )
+    events = small.sink.wait_for(29)
+    assert sorted(e["id"] for e in events) == sorted(f"s-{i}" for i in range(30) if i != 7)
+    (record,) = [
+        json.loads(line) for f in errors.rglob("part-*.jsonl") for line in f.read_text().splitlines()
+    ]
+    assert (record["origin"], record["position"], record["row"]["id"]) == ("broker", 7, "s-7")
+    assert "too large" in record["reason"]
