@@ -7,7 +7,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ceprotocols.errors import DeliveryRejected
 
-TLS_SCHEMES = frozenset({"mqtts", "amqps", "kafkas", "tls"})
+TLS_SCHEMES = frozenset({"mqtts", "wss", "amqps", "kafkas", "tls"})
 
 
 @dataclass(frozen=True, slots=True)

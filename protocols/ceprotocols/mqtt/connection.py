@@ -45,6 +45,7 @@ class MqttConnection:
         on_message: MessageHandler | None = None,
         manual_ack: bool = False,
         client_id: str | None = None,
+        websocket_path: str | None = None,
     ) -> None:
         self.host, self.port, self.v5 = host, port, v5
         self._loop = asyncio.get_running_loop()
@@ -53,7 +54,10 @@ class MqttConnection:
             client_id=client_id or f"cebroker-{uuid.uuid4().hex[:12]}",
             protocol=paho.MQTTv5 if v5 else paho.MQTTv311,
             manual_ack=manual_ack,
+            transport="websockets" if websocket_path is not None else "tcp",
         )
+        if websocket_path is not None:
+            self._client.ws_set_options(path=websocket_path)
         if isinstance(credential, Plain):
             self._client.username_pw_set(credential.identifier, credential.secret)
         elif isinstance(credential, AccessToken):

@@ -1,6 +1,7 @@
 """MQTT 3.1.1 (``MQTT3``) and MQTT 5 (``MQTT5``) delivery with paho-mqtt.
 
-Sink: ``mqtt://host[:1883]`` or ``mqtts://host[:8883]``. Settings (Subscriptions API 3.2.5.2):
+Sink: ``mqtt://host[:1883]`` or ``mqtts://host[:8883]``; ``ws://host[:80][/path]`` and
+``wss://`` speak MQTT over WebSocket (path default ``/mqtt``). Settings (Subscriptions API 3.2.5.2):
 ``topicname`` (required), ``qos`` (0, 1, 2; default 1), ``retain`` (default false), and for MQTT 5
 ``expiry`` (seconds) and ``userproperties`` (map); ``contentmode`` ``binary`` (default, MQTT 5
 only) or ``structured`` (the only mode of MQTT 3.1.1). A delivery completes on PUBACK (QoS 1) or
@@ -10,15 +11,15 @@ PUBCOMP (QoS 2); QoS 0 completes once written.
 from __future__ import annotations
 
 from ceprotocols.credentials import Credential, parse_credential
-from ceprotocols.endpoint import sink_endpoint
+from ceprotocols.endpoint import TLS_SCHEMES, sink_endpoint
 from ceprotocols.errors import BindingError, DeliveryError, DeliveryRejected, SettingsError
 from ceprotocols.mqtt import binding
 from ceprotocols.mqtt.connection import MqttConnection
-from ceprotocols.mqtt.settings import SCHEMES, parse_settings
+from ceprotocols.mqtt.settings import SCHEMES, WEBSOCKET_SCHEMES, parse_settings
 from ceprotocols.pool import ConnectionPool
 from ceprotocols.sender import Destination, Event
 
-_Key = tuple[str, int, bool, Credential | None]
+_Key = tuple[str, str, int, str | None, Credential | None]
 
 
 class MqttSender:
@@ -50,7 +51,8 @@ class MqttSender:
                 message = binding.to_binary(event, extra=settings.user_properties)
         except (SettingsError, BindingError) as exc:
             raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
-        key: _Key = (endpoint.host, endpoint.port, endpoint.tls, credential)
+        websocket_path = (endpoint.path or "/mqtt") if endpoint.scheme in WEBSOCKET_SCHEMES else None
+        key: _Key = (endpoint.scheme, endpoint.host, endpoint.port, websocket_path, credential)
         connection = await self._pool.get(key, lambda: self._open(key, destination.timeout))
         try:
             await connection.publish(
@@ -68,8 +70,15 @@ class MqttSender:
             raise DeliveryRejected(f"MQTT publish failed: {exc}", retryable=True) from exc
 
     async def _open(self, key: _Key, within: float) -> MqttConnection:
-        host, port, tls, credential = key
-        connection = MqttConnection(host, port, v5=self.v5, credential=credential, tls=tls)
+        scheme, host, port, websocket_path, credential = key
+        connection = MqttConnection(
+            host,
+            port,
+            v5=self.v5,
+            credential=credential,
+            tls=scheme in TLS_SCHEMES,
+            websocket_path=websocket_path,
+        )
         return await connection.open(within)
 
     @staticmethod

@@ -10,7 +10,9 @@ from ceprotocols.endpoint import EndpointError, parse_endpoint
 from ceprotocols.errors import SettingsError
 from ceprotocols.settings import SettingsReader
 
-SCHEMES = {"mqtt": 1883, "mqtts": 8883, "tcp": 1883, "ssl": 8883}
+SCHEMES = {"mqtt": 1883, "mqtts": 8883, "tcp": 1883, "ssl": 8883, "ws": 80, "wss": 443}
+#: Schemes that speak MQTT over WebSocket (the sink path is the WebSocket path, default ``/mqtt``).
+WEBSOCKET_SCHEMES = frozenset({"ws", "wss"})
 
 
 @dataclass(frozen=True, slots=True)
