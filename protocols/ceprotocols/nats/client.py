@@ -7,6 +7,7 @@ from typing import Any
 
 import nats
 from nats.aio.client import Client
+from nats.errors import AuthorizationError
 from nats.errors import Error as NatsError
 
 from ceprotocols.credentials import AccessToken, Credential, Plain
@@ -35,6 +36,12 @@ async def connect(endpoint: Endpoint, credential: Credential | None, within: flo
         options.update(user=credential.identifier, password=credential.secret)
     elif isinstance(credential, AccessToken):
         options["token"] = credential.token
+    seen: list[Exception] = []
+
+    async def on_error(error: Exception) -> None:
+        seen.append(error)
+        await _log_error(error)
+
     try:
         client = await nats.connect(
             servers=server_urls(endpoint),
@@ -44,13 +51,16 @@ async def connect(endpoint: Endpoint, credential: Credential | None, within: flo
             # unreachable sink. Try once more, then, once connected, reconnect without limit.
             max_reconnect_attempts=1,
             reconnect_time_wait=0.5,
-            error_cb=_log_error,
+            error_cb=on_error,
             **options,
         )
         client.options["max_reconnect_attempts"] = -1
         return client
     except (NatsError, OSError, TimeoutError) as exc:
         text = f"NATS {','.join(server_urls(endpoint))}: {type(exc).__name__} {exc}"
-        if "authorization" in str(exc).lower():
-            raise DeliveryRejected(text, status="authorization", retryable=False) from exc
+        # nats-py ends with "no servers" after the server refused us; the reason came to error_cb.
+        if any(isinstance(e, AuthorizationError) or "authorization" in str(e).lower() for e in [*seen, exc]):
+            raise DeliveryRejected(
+                f"{text} (authorization refused)", status="authorization", retryable=False
+            ) from exc
         raise TargetUnreachable(text) from exc
