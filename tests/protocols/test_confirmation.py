@@ -1,0 +1,123 @@
+"""Protocol-specific confirmation and settings, against the real servers: a delivery returns only
+once the server holds the message (JetStream ack, retained MQTT message, Kafka record with its
+key), and the optional settings reach the wire (QoS 2, settled AMQP links, link name/properties)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ce_samples import make_event
+from ceprotocols.registry import create_sender
+from ceprotocols.sender import Destination
+from consumers import AmqpConsumer, KafkaConsumer, MqttConsumer
+from harness import unique_name
+from servers import MosquittoServer, NatsServer, RabbitMQServer, TansuServer
+
+
+async def deliver(
+    protocol: str, sink: str, settings: dict[str, Any], event: dict[str, Any] | None = None
+) -> None:
+    sender = create_sender(protocol)
+    try:
+        await sender.deliver(
+            event or make_event(), Destination(protocol=protocol, sink=sink, settings=settings)
+        )
+    finally:
+        await sender.aclose()
+
+
+@pytest.mark.nats
+async def test_nats_stream_subject_is_stored_when_delivery_returns(nats_server: NatsServer) -> None:
+    """When a stream holds the subject, the sender waits for JetStream's publish ack: the stream
+    has the message the moment ``deliver`` returns."""
+    import nats
+
+    subject = f"{unique_name()}.orders"
+    stream = unique_name("S").replace("-", "_")
+    client = await nats.connect(nats_server.url)
+    try:
+        js = client.jetstream()
+        await js.add_stream(name=stream, subjects=[subject])
+        await deliver("NATS", nats_server.url, {"subject": subject})
+        info = await js.stream_info(stream)
+        assert info.state.messages == 1
+    finally:
+        await client.close()
+
+
+@pytest.mark.mqtt
+@pytest.mark.parametrize("qos", [0, 1, 2])
+async def test_mqtt_retained_message_is_held_when_delivery_returns(
+    qos: int, mosquitto: MosquittoServer
+) -> None:
+    """With ``retain``, a subscriber that arrives after ``deliver`` returned still gets the event
+    (MQTT 3.3.1.3), for every QoS (QoS 2 completes on PUBCOMP)."""
+    topic = unique_name()
+    event = make_event()
+    await deliver("MQTT5", mosquitto.url, {"topicname": topic, "qos": qos, "retain": True}, event)
+    consumer = await MqttConsumer(mosquitto.host, mosquitto.port, topic, v5=True).ready()
+    try:
+        [received] = await consumer.receive(1)
+        assert received.event["id"] == event["id"]
+        assert received.raw.retain
+    finally:
+        await consumer.close()
+
+
+@pytest.mark.mqtt
+async def test_mqtt5_expiry_and_user_properties_reach_the_wire(mosquitto: MosquittoServer) -> None:
+    """``expiry`` is the PUBLISH Message Expiry Interval; ``userproperties`` are added."""
+    topic = unique_name()
+    consumer = await MqttConsumer(mosquitto.host, mosquitto.port, topic, v5=True).ready()
+    try:
+        settings = {"topicname": topic, "expiry": 300, "userproperties": {"tenant": "acme"}}
+        await deliver("MQTT5", mosquitto.url, settings)
+        [received] = await consumer.receive(1)
+        properties = received.raw.properties
+        assert ("tenant", "acme") in properties.UserProperty
+        assert 0 < properties.MessageExpiryInterval <= 300
+    finally:
+        await consumer.close()
+
+
+@pytest.mark.amqp
+@pytest.mark.parametrize("mode", ["settled", "unsettled"])
+async def test_amqp_settlement_modes_and_link_settings(mode: str, rabbitmq: RabbitMQServer) -> None:
+    """Both settlement modes deliver; ``linkname`` and ``linkproperties`` are accepted on attach."""
+    queue = f"/queue/{unique_name()}"
+    consumer = await AmqpConsumer().start(rabbitmq.url, queue)
+    try:
+        settings = {
+            "address": queue,
+            "sendersettlementmode": mode,
+            "linkname": unique_name("link"),
+            "linkproperties": {"origin": "cebroker"},
+        }
+        event = make_event()
+        await deliver("AMQP", rabbitmq.url, settings, event)
+        [received] = await consumer.receive(1)
+        assert received.event["id"] == event["id"]
+    finally:
+        await consumer.close()
+
+
+@pytest.mark.kafka
+async def test_kafka_record_key_from_the_key_attribute(tansu: TansuServer) -> None:
+    """``partitionkeyextractor`` names the attribute whose value is the record key; by default
+    the ``partitionkey`` extension; the event itself is unchanged (Kafka binding 3.1)."""
+    topic = unique_name()
+    consumer = await KafkaConsumer().start(tansu.bootstrap, topic)
+    try:
+        keyed = make_event(partitionkey="customer-9")
+        by_subject = make_event(subject="order-77")
+        await deliver("KAFKA", tansu.url, {"topicname": topic, "acks": "1"}, keyed)
+        await deliver(
+            "KAFKA", tansu.url, {"topicname": topic, "partitionkeyextractor": "subject"}, by_subject
+        )
+        received = {r.event["id"]: r for r in await consumer.receive(2)}
+        assert received[keyed["id"]].raw.key == b"customer-9"
+        assert received[by_subject["id"]].raw.key == b"order-77"
+        assert "partitionkey" not in received[by_subject["id"]].event
+    finally:
+        await consumer.close()
