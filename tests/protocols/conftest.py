@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,3 +54,25 @@ def http_sink() -> Iterator[HttpSinkServer]:
     sink = Sink()
     with ServerThread(sink) as server:
         yield HttpSinkServer(sink, server.url)
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Start a broker (the real app under uvicorn on a free port) with Settings overrides;
+    returns its base URL. Stopped at the end of the test."""
+    from pipeline.servers import ServerThread
+
+    from cebroker.app import create_app
+    from cebroker.settings import Settings
+
+    running: list[Any] = []
+
+    def start(**overrides: Any) -> str:
+        settings = Settings(db=tmp_path / f"broker{len(running)}.db", webhook_validation=False, **overrides)
+        server = ServerThread(create_app(settings)).__enter__()
+        running.append(server)
+        return str(server.url)
+
+    yield start
+    for server in reversed(running):
+        server.__exit__(None, None, None)

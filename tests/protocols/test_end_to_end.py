@@ -6,8 +6,7 @@ ingested by ``--source`` arrives at a Kafka sink and at an HTTP sink (the bridge
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -25,26 +24,7 @@ from harness import ProtocolCase, unique_name
 from pipeline.servers import ServerThread, Sink
 from servers import MosquittoServer, TansuServer
 
-from cebroker.app import create_app
-from cebroker.settings import Settings
-
 STRUCTURED = {"content-type": "application/cloudevents+json"}
-
-
-@pytest.fixture
-def broker_factory(tmp_path: Path) -> Iterator[Callable[..., str]]:
-    """Start a broker (real app, uvicorn on a free port); returns its base URL."""
-    running: list[ServerThread] = []
-
-    def start(**overrides: Any) -> str:
-        settings = Settings(db=tmp_path / f"broker{len(running)}.db", webhook_validation=False, **overrides)
-        server = ServerThread(create_app(settings)).__enter__()
-        running.append(server)
-        return server.url
-
-    yield start
-    for server in reversed(running):
-        server.__exit__(None, None, None)
 
 
 def sdk_check(case: ProtocolCase, raw: Any, event: dict[str, Any]) -> None:
