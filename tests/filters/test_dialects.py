@@ -7,6 +7,7 @@ from typing import Any
 
 import cefilters
 import pytest
+from cefilters.dialects import DIALECTS
 
 EVENT: dict[str, object] = {
     "specversion": "1.0",
@@ -151,7 +152,15 @@ def test_compiled_filters_satisfy_the_filter_protocol() -> None:
         {"all": [{"exact": {"type": "a"}}]},
         {"any": [{"exact": {"type": "a"}}]},
         {"not": {"exact": {"type": "a"}}},
+        {"sql": "TRUE"},
         {"cel": "true"},
     ):
         assert isinstance(cefilters.compile([expression]), cefilters.Filter)
     assert isinstance(cefilters.compile([]), cefilters.Filter)
+
+
+def test_registry_names_the_seven_dialects_and_cel() -> None:
+    """Subscriptions API, Filters: "This specification defines the following 7 filter dialects that
+    all implementations MUST support"; ``cel`` is this library's extension. The registry is what the
+    broker advertises, so it must be exactly these."""
+    assert set(DIALECTS) == {"exact", "prefix", "suffix", "all", "any", "not", "sql", "cel"}
