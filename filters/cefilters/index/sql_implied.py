@@ -11,7 +11,7 @@ on the candidates it finds, so the derivation only has to be sound, not complete
 - ``attr = 'text'``, ``'text' = attr``, ``attr IN ('t1', 't2')``: ``exact``. Only for text literals
   whose comparison cannot succeed through a cast to another type: not ``true``/``false`` in any case
   (Boolean casts), and either not an integer or an integer in canonical decimal form (``'42'``, not
-  ``'042'``), because ``42 = '042'`` is true in CESQL while the canonical string of 42 is ``42``.
+  ``'042'``), because ``'042' = 42`` is true in CESQL while the canonical string of 42 is ``42``.
 - ``attr LIKE 'p%...'``: ``prefix`` ``p``; ``'...%s'``: ``suffix`` ``s``; no wildcard: ``exact``
   (``_`` and backslash escapes end a literal run like ``%``).
   LIKE compares the attribute's string form, which is the canonical string the index uses.
