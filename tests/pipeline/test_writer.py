@@ -1,0 +1,71 @@
+"""The group-commit writer: jobs share transactions, a failing job rolls back alone, and a full
+queue pushes back (architecture invariants "accepted means durable", "bounded memory")."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cebroker.errors import Overloaded
+from cebroker.pipeline.writer import SqliteWriter
+
+
+def _init(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+
+
+async def test_jobs_are_grouped_and_a_failing_job_rolls_back_alone(tmp_path: Path) -> None:
+    writer = SqliteWriter(tmp_path / "w.db")
+    writer.start(_init)
+    gate = threading.Event()
+    try:
+        # The first job holds the thread, so the next ones queue up and commit as one group.
+        blocker = asyncio.ensure_future(writer.run(lambda conn: gate.wait(5)))
+        await asyncio.sleep(0.05)
+
+        def insert(value: int) -> Callable[[sqlite3.Connection], int]:
+            def job(conn: sqlite3.Connection) -> int:
+                conn.execute("INSERT INTO t VALUES (?)", (value,))
+                if value == 3:
+                    raise ValueError("bad job")
+                return value
+
+            return job
+
+        jobs = [asyncio.ensure_future(writer.run(insert(v))) for v in range(6)]
+        gate.set()
+        await blocker
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        assert results[:3] == [0, 1, 2]
+        assert isinstance(results[3], ValueError)
+        assert results[4:] == [4, 5]
+        rows = await writer.run(lambda conn: [r[0] for r in conn.execute("SELECT x FROM t ORDER BY x")])
+        assert rows == [0, 1, 2, 4, 5]
+    finally:
+        gate.set()
+        writer.stop()
+
+
+async def test_a_full_queue_refuses_bounded_jobs(tmp_path: Path) -> None:
+    writer = SqliteWriter(tmp_path / "w.db", max_queue=2)
+    writer.start(_init)
+    gate = threading.Event()
+    try:
+        blocker = asyncio.ensure_future(writer.run(lambda conn: gate.wait(5)))
+        await asyncio.sleep(0.05)
+        queued = [asyncio.ensure_future(writer.run(lambda conn: None)) for _ in range(2)]
+        await asyncio.sleep(0)
+        with pytest.raises(Overloaded) as info:
+            await writer.run(lambda conn: None, bounded=True)
+        assert info.value.retry_after > 0
+        gate.set()
+        await asyncio.gather(blocker, *queued)
+        assert await writer.run(lambda conn: 7, bounded=True) == 7
+    finally:
+        gate.set()
+        writer.stop()
