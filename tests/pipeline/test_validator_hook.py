@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from starlette.testclient import TestClient
 
 from cebroker.api.ops import OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
@@ -19,6 +19,7 @@ from cebroker.settings import Settings
 from cebroker.store.component import StoreComponent
 from cebroker.store.sqlite import SqliteSubscriptionStore
 from pipeline.helpers import event
+from pipeline.servers import ServerThread
 
 
 class AmountValidator:
@@ -46,7 +47,7 @@ def _app(tmp_path: Path, mode: str) -> tuple[Any, PipelineComponent]:
 
 def test_enforce_refuses_with_a_pointer_per_violation(tmp_path: Path) -> None:
     app, _ = _app(tmp_path, "enforce")
-    with TestClient(app) as client:
+    with ServerThread(app) as server, httpx.Client(base_url=server.url) as client:
         batch = [event(1, data={"amount": 3}), event(2, data={}), event(3, data={"amount": "x"})]
         r = client.post("/events", json=batch, headers={"content-type": "application/cloudevents-batch+json"})
         assert r.status_code == 400
@@ -61,7 +62,7 @@ def test_enforce_refuses_with_a_pointer_per_violation(tmp_path: Path) -> None:
 
 def test_warn_accepts_and_counts(tmp_path: Path) -> None:
     app, _ = _app(tmp_path, "warn")
-    with TestClient(app) as client:
+    with ServerThread(app) as server, httpx.Client(base_url=server.url) as client:
         r = client.post(
             "/events", json=event(1, data={}), headers={"content-type": "application/cloudevents+json"}
         )
