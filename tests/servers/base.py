@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -13,6 +14,14 @@ from pathlib import Path
 from typing import IO
 
 INSTALL_HINT = "run scripts/install-servers.sh (CI does) to install the test servers"
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the test process dies, even if it is killed
+    before it could stop its servers (Linux only; elsewhere the servers need ``stop()``)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class ServerError(RuntimeError):
@@ -90,6 +99,7 @@ class ServerProcess:
             cwd=self.workdir,
             env=self.environment(),
             start_new_session=True,  # its own process group: stop() ends its children too
+            preexec_fn=die_with_parent,
         )
         self.wait_ready()
 

@@ -13,7 +13,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from servers.base import ServerError, ServerProcess, free_port, require_binary
+from servers.base import ServerError, ServerProcess, die_with_parent, free_port, require_binary
 
 
 def _rabbitmq_home() -> Path:
@@ -81,6 +81,7 @@ class RabbitMQServer(ServerProcess):
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=die_with_parent,
             )
         if not self._plugins_enabled:
             subprocess.run(
