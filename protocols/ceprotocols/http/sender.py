@@ -64,7 +64,7 @@ class HttpSender:
         self._transport = HttpTransport(max_idle=max_idle)
         self._client = httpx.AsyncClient(follow_redirects=False)
         self._credentials = CredentialResolver(self._client)
-        origin = webhook_origin or socket.getfqdn()
+        origin = webhook_origin or socket.gethostname()  # no DNS lookup (it could block)
         self._gate = WebhookGate(self._client, origin) if validate_webhooks else None
 
     async def deliver(self, event: Event, destination: Destination) -> None:
