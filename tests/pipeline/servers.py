@@ -85,6 +85,9 @@ class Sink:
         self.default: dict[str, Reply] = {}
         self.grant: dict[str, dict[str, str]] = {}
         self.responder: Callable[[Received], Reply | None] | None = None
+        #: Requests being answered right now, and the most ever at once.
+        self.inflight = 0
+        self.max_inflight = 0
         self._lock = threading.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -108,8 +111,15 @@ class Sink:
                 script = self.scripts.get(got.path)
                 reply = script.pop(0) if script else self.default.get(got.path, Reply())
             self.received.append(got)
-        if reply.delay:
-            await asyncio.sleep(reply.delay)
+        with self._lock:
+            self.inflight += 1
+            self.max_inflight = max(self.max_inflight, self.inflight)
+        try:
+            if reply.delay:
+                await asyncio.sleep(reply.delay)
+        finally:
+            with self._lock:
+                self.inflight -= 1
         await Response(reply.body, status_code=reply.status, headers=reply.headers)(scope, receive, send)
 
     def at(self, path: str) -> list[Received]:

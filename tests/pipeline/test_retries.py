@@ -133,3 +133,20 @@ def test_a_failing_sink_does_not_delay_another_subscription(broker: Broker, sink
         broker.send(event(i))
     sink.wait("/ok", 10)
     assert time.monotonic() - started < 3
+
+
+def test_concurrency_and_rate_limit_per_subscription(broker: Broker, sink: Sink) -> None:
+    """``config.concurrency`` bounds deliveries in flight; ``config.ratelimit`` paces them."""
+    sink.default["/one"] = Reply(200, delay=0.1)
+    broker.subscribe(f"{sink.url}/one", types=["one"], config={"concurrency": "1"})
+    broker.subscribe(f"{sink.url}/paced", types=["paced"], config={"ratelimit": "10"})
+    for i in range(6):
+        broker.send(event(i, type="one"))
+    sink.wait("/one", 6)
+    assert sink.max_inflight == 1
+    started = time.monotonic()
+    for i in range(15):
+        broker.send(event(100 + i, type="paced"))
+    sink.wait("/paced", 15)
+    # A full bucket holds 10; the 15th delivery needs 10 + 10 * t >= 15 tokens, so t >= 0.5 s.
+    assert time.monotonic() - started >= 0.45

@@ -239,7 +239,9 @@ class Dispatcher:
         lane.inflight.discard(delivery_id)
         if lane.id in self._due:
             self._wake.set()
-        elif lane.idle and self._lanes.get(lane.id) is lane:
+        elif lane.idle and lane.limiter is None and self._lanes.get(lane.id) is lane:
+            # An idle lane is dropped to bound memory, unless it carries a rate limit: its
+            # bucket must outlive short pauses or every trickle would start with a full burst.
             del self._lanes[lane.id]
 
     # -- background loops --------------------------------------------------------------------
