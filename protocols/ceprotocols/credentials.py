@@ -77,6 +77,13 @@ def parse_credential(
     raise _rejected(f"credentialtype {kind or '(missing)'!r} is not supported for {protocol}")
 
 
+def ensure_fresh(credential: Credential | None) -> None:
+    """Raise DeliveryRejected (not retryable) if ``credential`` is an access token that has
+    expired since it was parsed (prepared destinations are reused)."""
+    if isinstance(credential, AccessToken) and credential.expired:
+        raise _rejected("the access token has expired (accesstokenexpiresutc)")
+
+
 def _parse_expiry(value: Any) -> datetime:
     try:
         parsed = datetime.fromisoformat(str(value))

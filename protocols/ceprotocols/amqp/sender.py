@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from ceprotocols.amqp import binding
 from ceprotocols.amqp.connection import AmqpConnection
-from ceprotocols.amqp.settings import SCHEMES, parse_settings
-from ceprotocols.credentials import Credential, parse_credential
-from ceprotocols.endpoint import sink_endpoint
+from ceprotocols.amqp.settings import SCHEMES, AmqpSettings, parse_settings
+from ceprotocols.credentials import Credential, ensure_fresh, parse_credential
+from ceprotocols.endpoint import Endpoint, sink_endpoint
 from ceprotocols.errors import BindingError, DeliveryError, DeliveryRejected, SettingsError
 from ceprotocols.pool import ConnectionPool
+from ceprotocols.prepared import PreparedCache
 from ceprotocols.sender import Destination, Event
 
 _Key = tuple[str, str, int, Credential | None]
@@ -25,6 +26,7 @@ class AmqpSender:
     """Delivers events to AMQP 1.0 containers; one connection per (container, credentials)."""
 
     def __init__(self) -> None:
+        self._prepared = PreparedCache(self._prepare)
         self._pool: ConnectionPool[_Key, AmqpConnection] = ConnectionPool(self._close)
 
     @property
@@ -32,14 +34,22 @@ class AmqpSender:
         """How many AMQP connections are open."""
         return len(self._pool)
 
-    async def deliver(self, event: Event, destination: Destination) -> None:
-        """Send ``event`` and return once it is settled (see the module doc)."""
+    def _prepare(self, destination: Destination) -> tuple[Endpoint, AmqpSettings, Credential | None]:
         endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
         try:
             settings = parse_settings(destination.settings, endpoint)
             credential = parse_credential(destination.credential, protocol="AMQP", token_supported=False)
+        except SettingsError as exc:
+            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
+        return endpoint, settings, credential
+
+    async def deliver(self, event: Event, destination: Destination) -> None:
+        """Send ``event`` and return once it is settled (see the module doc)."""
+        endpoint, settings, credential = self._prepared.get(destination)
+        ensure_fresh(credential)
+        try:
             message = binding.to_structured(event) if settings.structured else binding.to_binary(event)
-        except (SettingsError, BindingError) as exc:
+        except BindingError as exc:
             raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
         key: _Key = (endpoint.scheme, endpoint.host, endpoint.port, credential)
         url = f"{endpoint.scheme}://{endpoint.host}:{endpoint.port}"

@@ -3,16 +3,22 @@ TLS and SASL (PLAIN, or OAUTHBEARER with a given access token)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ceprotocols.credentials import AccessToken, Credential, Plain
 from ceprotocols.endpoint import Endpoint
 
+#: librdkafka's own log lines (connection refused while a broker is down...) go to this logger
+#: instead of stderr.
+log = logging.getLogger("ceprotocols.kafka.client")
+
 
 def client_config(endpoint: Endpoint, credential: Credential | None) -> dict[str, Any]:
     """librdkafka settings for reaching ``endpoint`` with ``credential``."""
     config: dict[str, Any] = {
-        "bootstrap.servers": ",".join(f"{host}:{port}" for host, port in endpoint.hosts)
+        "bootstrap.servers": ",".join(f"{host}:{port}" for host, port in endpoint.hosts),
+        "logger": log,
     }
     tls = endpoint.tls
     if credential is None:

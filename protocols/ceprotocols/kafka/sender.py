@@ -7,14 +7,15 @@ completes on the record's delivery report (with ``acks=all``, once every in-sync
 
 from __future__ import annotations
 
-from ceprotocols.credentials import Credential, parse_credential
-from ceprotocols.endpoint import sink_endpoint
+from ceprotocols.credentials import Credential, ensure_fresh, parse_credential
+from ceprotocols.endpoint import Endpoint, sink_endpoint
 from ceprotocols.errors import BindingError, DeliveryRejected, SettingsError
 from ceprotocols.kafka import binding
 from ceprotocols.kafka.client import client_config
 from ceprotocols.kafka.producer import KafkaProducer
-from ceprotocols.kafka.settings import SCHEMES, parse_settings
+from ceprotocols.kafka.settings import SCHEMES, KafkaSettings, parse_settings
 from ceprotocols.pool import ConnectionPool
+from ceprotocols.prepared import PreparedCache
 from ceprotocols.sender import Destination, Event
 
 _Key = tuple[tuple[tuple[str, int], ...], bool, Credential | None, str | None, str, int]
@@ -24,6 +25,7 @@ class KafkaSender:
     """Delivers events to Kafka; one producer per (cluster, credentials, client id, acks)."""
 
     def __init__(self) -> None:
+        self._prepared = PreparedCache(self._prepare)
         self._pool: ConnectionPool[_Key, KafkaProducer] = ConnectionPool(self._close)
 
     @property
@@ -31,15 +33,23 @@ class KafkaSender:
         """How many producers are open."""
         return len(self._pool)
 
-    async def deliver(self, event: Event, destination: Destination) -> None:
-        """Produce ``event`` and return once its delivery report arrived (see the module doc)."""
+    def _prepare(self, destination: Destination) -> tuple[Endpoint, KafkaSettings, Credential | None]:
         endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
         try:
             settings = parse_settings(destination.settings, endpoint)
             credential = parse_credential(destination.credential, protocol="KAFKA")
+        except SettingsError as exc:
+            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
+        return endpoint, settings, credential
+
+    async def deliver(self, event: Event, destination: Destination) -> None:
+        """Produce ``event`` and return once its delivery report arrived (see the module doc)."""
+        endpoint, settings, credential = self._prepared.get(destination)
+        ensure_fresh(credential)
+        try:
             encode = binding.to_structured if settings.structured else binding.to_binary
             record = encode(event, key_attribute=settings.key_attribute)
-        except (SettingsError, BindingError) as exc:
+        except BindingError as exc:
             raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
         timeout_ms = max(1000, int(destination.timeout * 1000))
         key: _Key = (endpoint.hosts, endpoint.tls, credential, settings.client_id, settings.acks, timeout_ms)

@@ -10,13 +10,14 @@ PUBCOMP (QoS 2); QoS 0 completes once written.
 
 from __future__ import annotations
 
-from ceprotocols.credentials import Credential, parse_credential
+from ceprotocols.credentials import Credential, ensure_fresh, parse_credential
 from ceprotocols.endpoint import TLS_SCHEMES, sink_endpoint
 from ceprotocols.errors import BindingError, DeliveryError, DeliveryRejected, SettingsError
 from ceprotocols.mqtt import binding
 from ceprotocols.mqtt.connection import MqttConnection
-from ceprotocols.mqtt.settings import SCHEMES, WEBSOCKET_SCHEMES, parse_settings
+from ceprotocols.mqtt.settings import SCHEMES, WEBSOCKET_SCHEMES, MqttSettings, parse_settings
 from ceprotocols.pool import ConnectionPool
+from ceprotocols.prepared import PreparedCache
 from ceprotocols.sender import Destination, Event
 
 _Key = tuple[str, str, int, str | None, Credential | None]
@@ -29,18 +30,28 @@ class MqttSender:
         self.v5 = v5
         self.protocol = "MQTT5" if v5 else "MQTT3"
         self._pool: ConnectionPool[_Key, MqttConnection] = ConnectionPool(self._close)
+        self._prepared = PreparedCache(self._prepare)
 
     @property
     def connections(self) -> int:
         """How many broker connections are open (for tests and metrics)."""
         return len(self._pool)
 
-    async def deliver(self, event: Event, destination: Destination) -> None:
-        """Publish ``event`` and return once the broker confirmed it (see the module doc)."""
+    def _prepare(self, destination: Destination) -> tuple[_Key, MqttSettings]:
         endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
         try:
             settings = parse_settings(destination.settings, v5=self.v5)
             credential = parse_credential(destination.credential, protocol=self.protocol)
+        except SettingsError as exc:
+            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
+        websocket_path = (endpoint.path or "/mqtt") if endpoint.scheme in WEBSOCKET_SCHEMES else None
+        return (endpoint.scheme, endpoint.host, endpoint.port, websocket_path, credential), settings
+
+    async def deliver(self, event: Event, destination: Destination) -> None:
+        """Publish ``event`` and return once the broker confirmed it (see the module doc)."""
+        key, settings = self._prepared.get(destination)
+        ensure_fresh(key[-1])
+        try:
             if settings.structured:
                 message = binding.to_structured(event, v5=self.v5)
                 if settings.user_properties:
@@ -49,10 +60,8 @@ class MqttSender:
                     )
             else:
                 message = binding.to_binary(event, extra=settings.user_properties)
-        except (SettingsError, BindingError) as exc:
+        except BindingError as exc:
             raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
-        websocket_path = (endpoint.path or "/mqtt") if endpoint.scheme in WEBSOCKET_SCHEMES else None
-        key: _Key = (endpoint.scheme, endpoint.host, endpoint.port, websocket_path, credential)
         connection = await self._pool.get(key, lambda: self._open(key, destination.timeout))
         try:
             await connection.publish(

@@ -28,8 +28,8 @@ from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import APIError, NotFoundError
 
-from ceprotocols.credentials import Credential, parse_credential
-from ceprotocols.endpoint import sink_endpoint
+from ceprotocols.credentials import Credential, ensure_fresh, parse_credential
+from ceprotocols.endpoint import Endpoint, sink_endpoint
 from ceprotocols.errors import (
     BindingError,
     DeliveryError,
@@ -41,8 +41,9 @@ from ceprotocols.errors import (
 from ceprotocols.nats import binding
 from ceprotocols.nats.client import connect
 from ceprotocols.nats.flusher import Flusher
-from ceprotocols.nats.settings import SCHEMES, parse_settings
+from ceprotocols.nats.settings import SCHEMES, NatsSettings, parse_settings
 from ceprotocols.pool import ConnectionPool
+from ceprotocols.prepared import PreparedCache
 from ceprotocols.sender import Destination, Event
 
 _Key = tuple[tuple[tuple[str, int], ...], bool, Credential | None]
@@ -70,6 +71,7 @@ class NatsSender:
     """Delivers events to NATS; one connection per (servers, credentials), shared."""
 
     def __init__(self) -> None:
+        self._prepared = PreparedCache(self._prepare)
         self._pool: ConnectionPool[_Key, Client] = ConnectionPool(self._close)
         self._streams: dict[tuple[_Key, str], tuple[str | None, float]] = {}
         self._flushers: dict[int, Flusher] = {}
@@ -79,14 +81,22 @@ class NatsSender:
         """How many NATS connections are open."""
         return len(self._pool)
 
-    async def deliver(self, event: Event, destination: Destination) -> None:
-        """Publish ``event`` and return once confirmed (see the module doc)."""
+    def _prepare(self, destination: Destination) -> tuple[Endpoint, NatsSettings, Credential | None]:
         endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
         try:
             settings = parse_settings(destination.settings)
             credential = parse_credential(destination.credential, protocol="NATS")
+        except SettingsError as exc:
+            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
+        return endpoint, settings, credential
+
+    async def deliver(self, event: Event, destination: Destination) -> None:
+        """Publish ``event`` and return once confirmed (see the module doc)."""
+        endpoint, settings, credential = self._prepared.get(destination)
+        ensure_fresh(credential)
+        try:
             message = binding.to_structured(event) if settings.structured else binding.to_binary(event)
-        except (SettingsError, BindingError) as exc:
+        except BindingError as exc:
             raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
         key: _Key = (endpoint.hosts, endpoint.tls, credential)
         client = await self._pool.get(key, lambda: connect(endpoint, credential, destination.timeout))
