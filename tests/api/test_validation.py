@@ -103,6 +103,12 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "line breaks",
     ),
     (
+        "http-header-control",
+        http_sub(protocolsettings={"headers": {"x-esc": "v\x1b[2J"}}),
+        "/protocolsettings/headers/x-esc",
+        "control characters",
+    ),
+    (
         "http-header-name",
         http_sub(protocolsettings={"headers": {"bad name": "v"}}),
         "/protocolsettings/headers/bad name",

@@ -1,10 +1,13 @@
 """HTTP push delivery: the :class:`ceprotocols.sender.Sender` for ``protocol: HTTP``.
 
-Deliveries go over :class:`HttpTransport` (keep-alive connections pooled per origin, shared
-by every subscription); token refreshes and validation handshakes use ``httpx``. Protocol settings:
+Deliveries go over :class:`HttpTransport` (an aiohttp session whose keep-alive connections are
+pooled per origin and shared by every subscription); token refreshes and validation handshakes
+use ``httpx``. Protocol settings:
 ``method`` (default ``POST``), ``headers`` (copied into every request) and ``contentmode``
 (``binary``, the default, or ``structured``). A 2xx confirms; 5xx, 408 and 429 are retryable
 rejections carrying ``Retry-After``; other statuses (redirects are never followed) are final.
+A request that cannot be sent at all (a header value with a control character, an unusable
+URL) is a final rejection too: sending it again would fail the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import httpx
 from ceprotocols.errors import BindingError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
 from ceprotocols.http.binding import to_binary, to_structured
 from ceprotocols.http.credentials import CredentialResolver
-from ceprotocols.http.transport import HttpResponse, HttpTransport, HttpTransportError
+from ceprotocols.http.transport import Failure, HttpResponse, HttpTransport, HttpTransportError
 from ceprotocols.http.webhook import WebhookGate
 from ceprotocols.sender import Destination, Event
 
@@ -51,7 +54,9 @@ class HttpSender:
     Args:
         validate_webhooks: run the abuse-protection handshake before the first delivery to an origin.
         webhook_origin: the ``WebHook-Request-Origin`` this broker announces (its DNS name).
-        max_idle: idle keep-alive connections kept per sink origin.
+        max_connections: connections open at once, all sinks together.
+        max_per_host: connections open at once to one sink origin (deliveries beyond it wait
+            for a free connection, within their timeout).
     """
 
     def __init__(
@@ -59,9 +64,10 @@ class HttpSender:
         *,
         validate_webhooks: bool = True,
         webhook_origin: str | None = None,
-        max_idle: int = 64,
+        max_connections: int = 1024,
+        max_per_host: int = 256,
     ) -> None:
-        self._transport = HttpTransport(max_idle=max_idle)
+        self._transport = HttpTransport(max_connections=max_connections, max_per_host=max_per_host)
         self._client = httpx.AsyncClient(follow_redirects=False)
         self._credentials = CredentialResolver(self._client)
         origin = webhook_origin or socket.gethostname()  # no DNS lookup (it could block)
@@ -101,9 +107,13 @@ class HttpSender:
                 method, destination.sink, headers, body, deadline=destination.timeout
             )
         except HttpTransportError as exc:
-            if exc.timeout:
+            if exc.failure is Failure.TIMEOUT:
                 raise DeliveryTimeout(
                     f"no answer from {destination.sink} within {destination.timeout}s"
+                ) from exc
+            if exc.failure is Failure.INVALID:
+                raise DeliveryRejected(
+                    f"request to {destination.sink} cannot be sent: {exc}", retryable=False, status="invalid"
                 ) from exc
             raise TargetUnreachable(f"cannot reach {destination.sink}: {exc}") from exc
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from ceprotocols.errors import DeliveryRejected, TargetUnreachable
+from ceprotocols.errors import DeliveryRejected, DeliveryTimeout, TargetUnreachable
 from ceprotocols.http import HttpSender, parse_retry_after
 from ceprotocols.sender import Destination, Sender
 from pipeline.servers import Reply, ServerThread, Sink
@@ -91,3 +91,49 @@ async def test_handshake_to_an_unreachable_origin_is_retryable() -> None:
     finally:
         await sender.aclose()
     assert info.value.retryable
+
+
+async def test_header_with_a_line_break_is_a_final_rejection(sink: tuple[Sink, str]) -> None:
+    """A ``protocolsettings.headers`` value that would inject a header (RFC 9110 5.5) is refused
+    before anything is sent, as a final (not retryable) rejection naming the reason."""
+    recorder, url = sink
+    destination = Destination(
+        protocol="HTTP", sink=f"{url}/inj", settings={"headers": {"x-a": "v\r\nx-b: injected"}}
+    )
+    sender = HttpSender(validate_webhooks=False)
+    try:
+        with pytest.raises(DeliveryRejected, match="control character") as info:
+            await sender.deliver(EVENT, destination)
+    finally:
+        await sender.aclose()
+    assert not info.value.retryable
+    assert info.value.status == "invalid"
+    assert len(recorder.at("/inj")) == 0
+
+
+async def test_slow_sink_is_a_retryable_timeout(sink: tuple[Sink, str]) -> None:
+    """No answer within the destination's timeout: DeliveryTimeout, retryable."""
+    recorder, url = sink
+    recorder.default["/slow"] = Reply(200, delay=2.0)
+    sender = HttpSender(validate_webhooks=False)
+    try:
+        with pytest.raises(DeliveryTimeout) as info:
+            await sender.deliver(EVENT, Destination(protocol="HTTP", sink=f"{url}/slow", timeout=0.3))
+    finally:
+        await sender.aclose()
+    assert info.value.retryable
+
+
+async def test_event_without_content_type_is_sent_without_one(sink: tuple[Sink, str]) -> None:
+    """Binary mode, no data: no Content-Type, so the receiver sees no ``datacontenttype``
+    (HTTP Protocol Binding 3.1.1)."""
+    recorder, url = sink
+    event = {k: v for k, v in EVENT.items() if k != "data"}
+    sender = HttpSender(validate_webhooks=False)
+    try:
+        await sender.deliver(event, Destination(protocol="HTTP", sink=f"{url}/bare"))
+    finally:
+        await sender.aclose()
+    (received,) = recorder.at("/bare")
+    assert received.headers["ce-id"] == "1"
+    assert "content-type" not in {name.lower() for name in received.headers}

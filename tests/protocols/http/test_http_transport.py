@@ -1,5 +1,7 @@
-"""The lean HTTP/1.1 delivery transport against a raw socket server scripted byte by byte
-(RFC 9112: message body length by Content-Length, chunked coding or close; persistence)."""
+"""The delivery transport (an aiohttp adapter) against a raw socket server scripted byte by byte:
+RFC 9112 message body length (Content-Length, chunked coding, close) and persistence, plus the
+delivery policy the adapter adds (body prefix, no redirects, no cookies, one deadline, no
+header injection, errors translated)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from ceprotocols.http.transport import BODY_KEEP, HttpTransport, HttpTransportError
+from ceprotocols.http.transport import BODY_KEEP, Failure, HttpTransport, HttpTransportError
 
 
 class RawServer:
@@ -56,23 +58,27 @@ async def raw() -> AsyncIterator[tuple[RawServer, str]]:
 
 
 async def test_request_shape_and_keep_alive(raw: tuple[RawServer, str]) -> None:
-    """Request line with path and query, Host, Content-Length, headers; one connection reused."""
+    """Request line with path and query, Host, Content-Length, our headers and nothing that would
+    change the event (no default Content-Type, no Accept-Encoding); one connection reused."""
     server, url = raw
     server.replies = [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: 1\r\nX-A: 2\r\n\r\nok"] * 3
     transport = HttpTransport()
     for _ in range(3):
         response = await transport.request("POST", url, {"ce-id": "1"}, b"body", deadline=5)
-        assert (response.status, response.body, response.headers["x-a"]) == (200, b"ok", "1, 2")
+        assert (response.status, response.body, response.headers["x-a"]) == (200, b"ok", "1")
     await transport.aclose()
     assert server.connections == 1
     first = server.requests[0]
     assert first.startswith(b"POST /in?x=1 HTTP/1.1\r\n")
     assert b"Content-Length: 4\r\n" in first
     assert b"ce-id: 1\r\n" in first
+    assert b"content-type" not in first.lower()
+    assert b"accept-encoding" not in first.lower()
     assert first.endswith(b"\r\n\r\nbody")
 
 
 async def test_chunked_and_close_delimited_bodies(raw: tuple[RawServer, str]) -> None:
+    """RFC 9112 6.3: a chunked body (extensions, trailers) and a body delimited by close."""
     server, url = raw
     server.replies = [
         b"HTTP/1.1 500 Oops\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -89,9 +95,10 @@ async def test_chunked_and_close_delimited_bodies(raw: tuple[RawServer, str]) ->
 
 
 async def test_interim_response_and_large_body_are_handled(raw: tuple[RawServer, str]) -> None:
-    """A 100 Continue is skipped; a body over the keep limit is drained, its prefix kept."""
+    """A 100 Continue is skipped; a body over the keep limit is drained, its prefix kept, and
+    the connection serves the next request."""
     server, url = raw
-    big = b"x" * (BODY_KEEP + 10)
+    big = b"x" * (BODY_KEEP + 10) + b"y" * (3 * BODY_KEEP)
     server.replies = [
         b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 400 Bad\r\nContent-Length: %d\r\n\r\n%s" % (len(big), big),
         b"HTTP/1.1 204 No Content\r\n\r\n",
@@ -99,7 +106,7 @@ async def test_interim_response_and_large_body_are_handled(raw: tuple[RawServer,
     transport = HttpTransport()
     response = await transport.request("POST", url, {}, b"", deadline=5)
     assert response.status == 400
-    assert len(response.body) == BODY_KEEP
+    assert response.body == b"x" * BODY_KEEP
     assert (await transport.request("POST", url, {}, b"", deadline=5)).status == 204
     await transport.aclose()
     assert server.connections == 1
@@ -117,20 +124,55 @@ async def test_stale_keep_alive_connection_is_replaced(raw: tuple[RawServer, str
     assert server.connections == 2
 
 
-async def test_timeout_malformed_and_refused(raw: tuple[RawServer, str]) -> None:
+async def test_redirects_are_returned_and_cookies_not_kept(raw: tuple[RawServer, str]) -> None:
+    """HTTP Webhook spec 2.2: a redirect is the answer, not followed. A Set-Cookie from one
+    delivery is not sent with the next (subscriptions to one host share the pool)."""
+    server, url = raw
+    server.replies = [
+        b"HTTP/1.1 307 Moved\r\nLocation: /elsewhere\r\nSet-Cookie: s=1\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 204 No Content\r\n\r\n",
+    ]
+    transport = HttpTransport()
+    response = await transport.request("POST", url, {}, b"", deadline=5)
+    assert (response.status, response.headers["location"]) == (307, "/elsewhere")
+    assert (await transport.request("POST", url, {}, b"", deadline=5)).status == 204
+    await transport.aclose()
+    assert len(server.requests) == 2
+    assert all(r.startswith(b"POST /in?x=1 ") for r in server.requests)
+    assert b"cookie" not in server.requests[1].lower()
+
+
+@pytest.mark.parametrize(
+    "headers", [{"x-a": "v\r\nx-b: injected"}, {"x-a": "v\nx"}, {"x-a\r\nx-b": "v"}, {"x-a": "\x00"}]
+)
+async def test_header_injection_is_refused(raw: tuple[RawServer, str], headers: dict[str, str]) -> None:
+    """RFC 9110 5.5: CR, LF and NUL never reach the wire; the request is not sent at all."""
+    server, url = raw
+    transport = HttpTransport()
+    with pytest.raises(HttpTransportError, match="control character") as info:
+        await transport.request("POST", url, headers, b"", deadline=5)
+    await transport.aclose()
+    assert info.value.failure is Failure.INVALID
+    assert server.requests == []
+
+
+async def test_timeout_malformed_refused_and_bad_urls(raw: tuple[RawServer, str]) -> None:
+    """Each failure has its kind: timeout, unreachable (malformed answer, refused connect) or
+    invalid (a URL that is not http(s))."""
     server, url = raw
     server.replies = [b"HANG", b"nonsense\r\n\r\n"]
     transport = HttpTransport()
     with pytest.raises(HttpTransportError) as info:
         await transport.request("POST", url, {}, b"", deadline=0.2)
     assert info.value.timeout
-    with pytest.raises(HttpTransportError, match="status line") as info:
+    with pytest.raises(HttpTransportError) as info:
         await transport.request("POST", url, {}, b"", deadline=5)
-    assert not info.value.timeout
-    with pytest.raises(HttpTransportError):
+    assert info.value.failure is Failure.UNREACHABLE
+    with pytest.raises(HttpTransportError) as info:
         await transport.request("POST", "http://127.0.0.1:9/", {}, b"", deadline=5)
-    with pytest.raises(HttpTransportError, match="not an http"):
-        await transport.request("POST", "ftp://x/", {}, b"", deadline=5)
-    with pytest.raises(HttpTransportError, match="encodable"):
-        await transport.request("POST", url, {"x": "€"}, b"", deadline=5)
+    assert info.value.failure is Failure.UNREACHABLE
+    for bad in ("ftp://x/", "http://"):
+        with pytest.raises(HttpTransportError, match="not a usable") as info:
+            await transport.request("POST", bad, {}, b"", deadline=5)
+        assert info.value.failure is Failure.INVALID
     await transport.aclose()

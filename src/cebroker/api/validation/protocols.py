@@ -25,6 +25,9 @@ SinkCheck = Callable[[SplitResult, str, Problems], None]
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 #: Headers the sender sets itself; letting a subscription set them would corrupt the request.
 _RESERVED_HEADERS = frozenset({"content-type", "content-length", "host", "transfer-encoding", "connection"})
+#: RFC 9110 5.5: a field value has no control character but horizontal tab (CR and LF would
+#: inject a header; the HTTP client refuses to send any of them).
+_HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _KAFKA_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:(\d{1,5}))?")
 
@@ -50,7 +53,8 @@ class ProtocolRules:
 
 
 def http_headers(value: Any, pointer: str, problems: Problems) -> None:
-    """Header names are RFC 9110 tokens, not set by the sender itself; values are single-line."""
+    """Header names are RFC 9110 tokens, not set by the sender itself; values have no control
+    characters but tab (RFC 9110 5.5)."""
     if not isinstance(value, dict):
         problems.add(pointer, f"must be an object of header names to strings, got {type_name(value)}")
         return
@@ -62,8 +66,8 @@ def http_headers(value: Any, pointer: str, problems: Problems) -> None:
             problems.add(at, "is set by the broker when it delivers and cannot be overridden")
         elif not isinstance(item, str):
             problems.add(at, f"must be a string, got {type_name(item)}")
-        elif any(c in item for c in "\r\n\x00"):
-            problems.add(at, "must not contain line breaks or NUL")
+        elif _HEADER_CONTROL.search(item):
+            problems.add(at, "must not contain line breaks, NUL or other control characters")
 
 
 def mqtt_topic(value: Any, pointer: str, problems: Problems) -> None:
