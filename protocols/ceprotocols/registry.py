@@ -14,7 +14,7 @@ from ceprotocols.errors import SettingsError
 from ceprotocols.sender import Sender
 
 #: Client library module -> the extra that installs it.
-_EXTRAS = {"paho": "mqtt", "proton": "amqp", "confluent_kafka": "kafka", "nats": "nats", "httpx": "http"}
+_EXTRAS = {"paho": "mqtt", "proton": "amqp", "confluent_kafka": "kafka", "nats": "nats"}
 
 
 class MissingDependency(ImportError):
