@@ -69,7 +69,9 @@ def build_components(settings: Settings) -> list[Component]:
         from cebroker.sources import SourcesComponent
 
         # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it.
-        components.append(SourcesComponent(settings.sources, pipeline.pipeline))
+        components.append(
+            SourcesComponent(settings.sources, pipeline.pipeline, metrics=pipeline.metrics.registry)
+        )
     registry.ingestor = pipeline.pipeline
     # The registry serves `/` and `/<group>/...`, so its routes come after every other part's;
     # it announces its changes through the pipeline, so it starts after it.

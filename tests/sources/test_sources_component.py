@@ -107,3 +107,26 @@ def test_cli_sources_flag_and_environment(monkeypatch: pytest.MonkeyPatch) -> No
         ["serve", "--source", "kafka://h:9092/t?group=g", "--source", "amqp://h/queue/q"]
     )
     assert settings_from_args(args).sources == ("kafka://h:9092/t?group=g", "amqp://h/queue/q")
+
+
+async def test_source_counters_are_prometheus_metrics(mosquitto: MosquittoServer) -> None:
+    """Received, accepted and invalid counts per source are exported to the metrics registry."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    ingestor = RecordingIngestor()
+    source = f"{mosquitto.url}/component/three?version=3"
+    component = SourcesComponent([source], ingestor, metrics=registry)
+    await component.start()
+    try:
+        [receiver] = component.receivers
+        await until(lambda: receiver.stats.subscribed)
+        for payload in (ce(1), b"{broken"):
+            await asyncio.to_thread(publish.single, "component/three", payload, qos=1, port=mosquitto.port)
+        await until(lambda: receiver.stats.received == 2)
+        text = generate_latest(registry).decode()
+        assert f'cebroker_source_accepted_total{{source="{source}"}} 1.0' in text
+        assert f'cebroker_source_invalid_total{{source="{source}"}} 1.0' in text
+        assert f'cebroker_source_subscribed{{source="{source}"}} 1.0' in text
+    finally:
+        await component.stop()

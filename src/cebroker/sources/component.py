@@ -19,10 +19,12 @@ from typing import Any
 from ceprotocols.errors import BindingError
 from ceprotocols.receiver import Receiver
 from ceprotocols.sources import create_receiver
+from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
 from cebroker.errors import ValidationError
 from cebroker.pipeline.contracts import Ingestor
+from cebroker.sources.metrics import SourcesCollector
 
 log = logging.getLogger("cebroker.sources")
 
@@ -39,12 +41,15 @@ class SourcesComponent:
         ingestor: Ingestor,
         *,
         receiver_factory: Callable[[str], Receiver] = create_receiver,
+        metrics: CollectorRegistry | None = None,
     ) -> None:
         self.urls = list(urls)
         self._ingestor = ingestor
         self._factory = receiver_factory
         self.receivers: list[Receiver] = []
         self._tasks: list[asyncio.Task[None]] = []
+        if metrics is not None:
+            metrics.register(SourcesCollector(lambda: self.receivers))
 
     def routes(self) -> Sequence[BaseRoute]:
         """Sources serve no HTTP routes."""
