@@ -167,6 +167,18 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     )
 
 
+def _check_sources(sources: Sequence[str]) -> None:
+    """Reject a --source that cannot be consumed as a usage error (exit 2), before starting."""
+    from ceprotocols.errors import SettingsError
+    from ceprotocols.sources import create_receiver
+
+    for url in sources:
+        try:
+            create_receiver(url)  # builds the receiver only: no connection yet
+        except (SettingsError, ImportError) as exc:
+            build_parser().error(f"argument --source: {exc}")
+
+
 def _serve(args: argparse.Namespace) -> int:
     import logging
 
@@ -175,6 +187,7 @@ def _serve(args: argparse.Namespace) -> int:
     from cebroker.app import create_app
 
     settings = settings_from_args(args)
+    _check_sources(settings.sources)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -130,3 +130,29 @@ async def test_source_counters_are_prometheus_metrics(mosquitto: MosquittoServer
         assert f'cebroker_source_subscribed{{source="{source}"}} 1.0' in text
     finally:
         await component.stop()
+
+
+def test_cli_rejects_a_source_it_cannot_consume(tmp_path: Any) -> None:
+    """``cebroker serve --source`` with an unusable URL is a usage error (exit 2) naming it."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cebroker",
+            "serve",
+            "--db",
+            str(tmp_path / "b.db"),
+            "--source",
+            "kafka://127.0.0.1:9092",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "argument --source" in result.stderr
+    assert "kafka://127.0.0.1:9092" in result.stderr
