@@ -4,8 +4,8 @@ Source: ``mqtt://host[:1883]/<topic filter>[?qos=1&version=5&clientid=...]`` (``
 TLS; ``#`` and ``+`` wildcards are allowed in the path). With QoS 1/2 the client acknowledges
 manually (paho ``manual_ack``): a message is acknowledged only after the callback stored it.
 MQTT has no negative acknowledgement, so an invalid message is counted, logged and acknowledged.
-With a fixed ``clientid`` and ``clean=false`` the broker keeps the subscription and unacknowledged
-messages across reconnects; by default the session is clean.
+The session is clean: what is published while the source is disconnected is not kept for it
+(``?clientid=`` only fixes the client identifier).
 """
 
 from __future__ import annotations
