@@ -70,9 +70,13 @@ async def test_nats_credentials(
 
 @pytest.mark.amqp
 async def test_amqp_sasl_plain(rabbitmq: RabbitMQServer) -> None:
-    """PLAIN is SASL PLAIN; ACCESSTOKEN has no AMQP form here and is refused before connecting."""
+    """PLAIN is SASL PLAIN (a wrong password is final); ACCESSTOKEN has no AMQP form here and is
+    refused before connecting."""
     settings = {"address": f"/queue/{unique_name()}"}
     await deliver("AMQP", rabbitmq.url, settings, plain("guest", "guest"))
+    with pytest.raises(DeliveryRejected, match="refused the credentials") as caught:
+        await deliver("AMQP", rabbitmq.url, settings, plain("guest", "wrong"))
+    assert not caught.value.retryable
     with pytest.raises(DeliveryRejected, match="no access-token"):
         await deliver("AMQP", rabbitmq.url, settings, token("x"))
 

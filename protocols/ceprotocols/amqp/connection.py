@@ -137,6 +137,10 @@ class AmqpConnection:
             await self._run(self._connect, within)
         except (ProtonException, OSError) as exc:
             await self.close()
+            if "unauthorized-access" in str(exc) or "sasl" in str(exc).lower():
+                raise DeliveryRejected(
+                    f"AMQP {self.url} refused the credentials: {exc}", status="unauthorized", retryable=False
+                ) from exc
             raise TargetUnreachable(f"AMQP connect to {self.url} failed: {exc}") from exc
         return self
 
