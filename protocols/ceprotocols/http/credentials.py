@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
-import httpx
-
-from ceprotocols.errors import DeliveryRejected, DeliveryTimeout, TargetUnreachable
+from ceprotocols.errors import DeliveryRejected
+from ceprotocols.http.transport import HttpTransport, HttpTransportError, delivery_error
 
 # Refresh a little before the announced expiry so a token does not lapse in flight.
 _EXPIRY_MARGIN = 5.0
+#: Seconds a token endpoint has to answer.
+_REFRESH_TIMEOUT = 10.0
+_FORM_HEADERS = {"content-type": "application/x-www-form-urlencoded", "accept": "application/json"}
 
 
 @dataclass(slots=True)
@@ -54,8 +58,8 @@ def _scheme(kind: Any) -> str:
 class CredentialResolver:
     """Computes the ``Authorization`` header for a credential; caches refreshed tokens."""
 
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self._client = client
+    def __init__(self, transport: HttpTransport) -> None:
+        self._transport = transport
         self._tokens: dict[tuple[str, str], _Token] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
@@ -133,23 +137,23 @@ class CredentialResolver:
     async def _refresh(self, url: str, token: _Token) -> _Token:
         if not url:
             raise DeliveryRejected("REFRESHTOKEN credential without refreshtokenurl", retryable=False)
-        form = {"grant_type": "refresh_token", "refresh_token": token.refresh_token}
+        form = urlencode({"grant_type": "refresh_token", "refresh_token": token.refresh_token}).encode()
         try:
-            response = await self._client.post(url, data=form, headers={"accept": "application/json"})
-        except httpx.TimeoutException as exc:
-            raise DeliveryTimeout(f"token endpoint timed out: {exc}") from exc
-        except httpx.HTTPError as exc:
-            raise TargetUnreachable(f"token endpoint unreachable: {exc}") from exc
-        if response.status_code != 200:
-            transient = response.status_code >= 500 or response.status_code in (408, 429)
+            response = await self._transport.request(
+                "POST", url, _FORM_HEADERS, form, deadline=_REFRESH_TIMEOUT
+            )
+        except HttpTransportError as exc:
+            raise delivery_error(exc, "token refresh") from exc
+        if response.status != 200:
+            transient = response.status >= 500 or response.status in (408, 429)
             raise DeliveryRejected(
-                f"token endpoint answered {response.status_code}",
+                f"token endpoint answered {response.status}",
                 retryable=transient,
-                status=response.status_code,
+                status=response.status,
                 body=response.text[:1024],
             )
         try:
-            doc = response.json()
+            doc = json.loads(response.body)
             value = str(doc["access_token"])
         except (ValueError, KeyError, TypeError) as exc:
             raise DeliveryRejected("token endpoint answered without access_token", retryable=False) from exc

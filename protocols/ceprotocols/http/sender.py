@@ -1,8 +1,8 @@
 """HTTP push delivery: the :class:`ceprotocols.sender.Sender` for ``protocol: HTTP``.
 
-Deliveries go over :class:`HttpTransport` (an aiohttp session whose keep-alive connections are
-pooled per origin and shared by every subscription); token refreshes and validation handshakes
-use ``httpx``. Protocol settings:
+Deliveries, token refreshes and validation handshakes go over one :class:`HttpTransport` (an
+aiohttp session whose keep-alive connections are pooled per origin and shared by every
+subscription). Protocol settings:
 ``method`` (default ``POST``), ``headers`` (copied into every request) and ``contentmode``
 (``binary``, the default, or ``structured``). A 2xx confirms; 5xx, 408 and 429 are retryable
 rejections carrying ``Retry-After``; other statuses (redirects are never followed) are final.
@@ -18,12 +18,10 @@ from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from ceprotocols.errors import BindingError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
+from ceprotocols.errors import BindingError, DeliveryRejected
 from ceprotocols.http.binding import to_binary, to_structured
 from ceprotocols.http.credentials import CredentialResolver
-from ceprotocols.http.transport import Failure, HttpResponse, HttpTransport, HttpTransportError
+from ceprotocols.http.transport import HttpResponse, HttpTransport, HttpTransportError, delivery_error
 from ceprotocols.http.webhook import WebhookGate
 from ceprotocols.sender import Destination, Event
 
@@ -68,10 +66,9 @@ class HttpSender:
         max_per_host: int = 256,
     ) -> None:
         self._transport = HttpTransport(max_connections=max_connections, max_per_host=max_per_host)
-        self._client = httpx.AsyncClient(follow_redirects=False)
-        self._credentials = CredentialResolver(self._client)
+        self._credentials = CredentialResolver(self._transport)
         origin = webhook_origin or socket.gethostname()  # no DNS lookup (it could block)
-        self._gate = WebhookGate(self._client, origin) if validate_webhooks else None
+        self._gate = WebhookGate(self._transport, origin) if validate_webhooks else None
 
     async def deliver(self, event: Event, destination: Destination) -> None:
         """POST (or the configured method) the event; raise a DeliveryError unless 2xx."""
@@ -94,7 +91,6 @@ class HttpSender:
     async def aclose(self) -> None:
         """Close every connection."""
         await self._transport.aclose()
-        await self._client.aclose()
 
     async def _send(
         self, method: str, destination: Destination, headers: dict[str, str], body: bytes
@@ -107,15 +103,7 @@ class HttpSender:
                 method, destination.sink, headers, body, deadline=destination.timeout
             )
         except HttpTransportError as exc:
-            if exc.failure is Failure.TIMEOUT:
-                raise DeliveryTimeout(
-                    f"no answer from {destination.sink} within {destination.timeout}s"
-                ) from exc
-            if exc.failure is Failure.INVALID:
-                raise DeliveryRejected(
-                    f"request to {destination.sink} cannot be sent: {exc}", retryable=False, status="invalid"
-                ) from exc
-            raise TargetUnreachable(f"cannot reach {destination.sink}: {exc}") from exc
+            raise delivery_error(exc) from exc
 
     @staticmethod
     def _check(response: HttpResponse) -> None:

@@ -13,7 +13,9 @@ inject a line break. What this module adds is the delivery policy:
 * no cookies are kept (two subscriptions to the same host must not share state), no proxy is
   taken from the environment, and the response is not decompressed (none is asked for);
 * every aiohttp exception becomes :class:`HttpTransportError` with a :class:`Failure` kind, so
-  callers never see aiohttp.
+  callers never see aiohttp; :func:`delivery_error` turns that into the ceprotocols error.
+
+Deliveries, webhook validation handshakes and token refreshes all use the same session.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
+
+from ceprotocols.errors import DeliveryError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
 
 #: Response body bytes kept (the rest is read and dropped; dead letters keep a prefix only).
 BODY_KEEP = 64 * 1024
@@ -128,16 +132,16 @@ class HttpTransport:
                 kept = await _read_prefix(response.content)
                 return HttpResponse(response.status, response.headers, kept)
         except TimeoutError as exc:  # aiohttp's timeout errors derive from it too
-            raise HttpTransportError(f"no complete answer within {deadline}s", Failure.TIMEOUT) from exc
+            raise HttpTransportError(f"no answer from {url} within {deadline}s", Failure.TIMEOUT) from exc
         except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
             raise HttpTransportError(f"not a usable http(s) URL: {exc}", Failure.INVALID) from exc
         except aiohttp.ClientError as exc:
-            raise HttpTransportError(_describe(exc), Failure.UNREACHABLE) from exc
+            raise HttpTransportError(f"cannot reach {url}: {_describe(exc)}", Failure.UNREACHABLE) from exc
         except ValueError as exc:
             # aiohttp refuses a header name or value with a control character (CR/LF injection).
-            raise HttpTransportError(f"request cannot be sent: {exc}", Failure.INVALID) from exc
+            raise HttpTransportError(f"request to {url} cannot be sent: {exc}", Failure.INVALID) from exc
         except OSError as exc:
-            raise HttpTransportError(_describe(exc), Failure.UNREACHABLE) from exc
+            raise HttpTransportError(f"cannot reach {url}: {_describe(exc)}", Failure.UNREACHABLE) from exc
 
     async def aclose(self) -> None:
         """Close the session and every pooled connection."""
@@ -162,6 +166,21 @@ async def _read_prefix(content: aiohttp.StreamReader) -> bytes:
     while await content.read(_DRAIN_CHUNK):
         pass
     return b"".join(parts)
+
+
+def delivery_error(exc: HttpTransportError, during: str | None = None) -> DeliveryError:
+    """The :mod:`ceprotocols.errors` form of a failed exchange; ``during`` names an exchange
+    other than the delivery itself (e.g. ``"webhook validation"``) at the start of the message.
+
+    A timeout and an unreachable target are retryable; a request that cannot be sent is a final
+    rejection (``status="invalid"``), since sending it again would fail the same way.
+    """
+    message = f"{during}: {exc}" if during else str(exc)
+    if exc.failure is Failure.TIMEOUT:
+        return DeliveryTimeout(message)
+    if exc.failure is Failure.INVALID:
+        return DeliveryRejected(message, retryable=False, status="invalid")
+    return TargetUnreachable(message)
 
 
 def _describe(exc: BaseException) -> str:

@@ -14,9 +14,8 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import httpx
-
-from ceprotocols.errors import DeliveryRejected, DeliveryTimeout, TargetUnreachable
+from ceprotocols.errors import DeliveryRejected
+from ceprotocols.http.transport import HttpTransport, HttpTransportError, delivery_error
 
 #: Seconds a refusal is remembered before the sink is asked again.
 REFUSAL_TTL = 30.0
@@ -63,8 +62,8 @@ class _Grant:
 class WebhookGate:
     """Runs the validation handshake once per sink origin and enforces the granted rate."""
 
-    def __init__(self, client: httpx.AsyncClient, origin: str) -> None:
-        self._client = client
+    def __init__(self, transport: HttpTransport, origin: str) -> None:
+        self._transport = transport
         self.origin = origin
         self._grants: dict[str, _Grant] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -92,17 +91,15 @@ class WebhookGate:
 
     async def _handshake(self, url: str, wait: float) -> _Grant:
         try:
-            response = await self._client.request(
-                "OPTIONS", url, headers={"WebHook-Request-Origin": self.origin}, timeout=wait
+            response = await self._transport.request(
+                "OPTIONS", url, {"WebHook-Request-Origin": self.origin}, b"", deadline=wait
             )
-        except httpx.TimeoutException as exc:
-            raise DeliveryTimeout(f"webhook validation timed out: {exc}") from exc
-        except httpx.HTTPError as exc:
-            raise TargetUnreachable(f"webhook validation failed: {exc}") from exc
+        except HttpTransportError as exc:
+            raise delivery_error(exc, "webhook validation") from exc
         now = time.monotonic()
         allowed = response.headers.get("WebHook-Allowed-Origin", "").strip()
         if allowed not in ("*", self.origin):
-            reason = f"OPTIONS answered {response.status_code} without an allowed origin for {self.origin}"
+            reason = f"OPTIONS answered {response.status} without an allowed origin for {self.origin}"
             return _Grant(False, None, now, reason)
         rate = response.headers.get("WebHook-Allowed-Rate", "*").strip()
         cap = None
