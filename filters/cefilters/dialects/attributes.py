@@ -1,4 +1,5 @@
-"""What the ``exact``, ``prefix`` and ``suffix`` dialects share: the attribute map they take.
+"""What the ``exact``, ``prefix`` and ``suffix`` dialects share: the attribute map they take and
+the filter that tests each named attribute with one comparison.
 
 Subscriptions API, Filters: "The keys are the names of the CloudEvents attributes to be matched, and
 their values are the String values to use in the comparison ... The attribute name and value
@@ -16,9 +17,10 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
+from ..base import Event, canonical_string
 from ..errors import FilterError, pointer_token
 
-__all__ = ["ATTRIBUTE_NAME", "parse_attribute_map"]
+__all__ = ["ATTRIBUTE_NAME", "AttributeMapFilter", "parse_attribute_map"]
 
 ATTRIBUTE_NAME: Final = re.compile(r"[a-z0-9]+")
 """The CloudEvents attribute naming convention (core spec, section "Attribute Naming Convention")."""
@@ -57,3 +59,37 @@ def parse_attribute_map(dialect: str, value: object, path: str) -> tuple[tuple[s
             raise FilterError(member, "the value must not be an empty string")
         pairs.append((name, expected))
     return tuple(pairs)
+
+
+class AttributeMapFilter:
+    """A filter over an attribute map: every named attribute passes one string comparison.
+
+    Subclasses name the dialect by class and set the static ``compare``; a missing attribute, or
+    one without a canonical string, means no match.
+    """
+
+    __slots__ = ("pairs",)
+
+    def __init__(self, pairs: tuple[tuple[str, str], ...]) -> None:
+        self.pairs = pairs
+
+    @staticmethod
+    def compare(actual: str, expected: str, /) -> bool:
+        """The dialect's comparison of an attribute's string with the filter's value."""
+        raise NotImplementedError
+
+    def matches(self, event: Event) -> bool:
+        """Whether every attribute's canonical string passes the comparison with its value."""
+        compare = type(self).compare
+        for name, expected in self.pairs:
+            value = event.get(name)
+            if type(value) is not str:
+                value = canonical_string(value)
+                if value is None:
+                    return False
+            if not compare(value, expected):
+                return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self.pairs)!r})"
