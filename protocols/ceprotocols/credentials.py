@@ -8,6 +8,10 @@
 | NATS     | user / password                  | token                                   |
 
 ``REFRESHTOKEN`` is not supported by these protocols: a delivery with it is rejected (not retried).
+
+Two fields have two spellings, and a stored credential keeps the one its client used:
+``identifier`` / ``identity`` (PLAIN) and ``refreshtokenendpoint`` / ``refreshtokenurl``
+(REFRESHTOKEN). Every reader goes through :func:`canonical_credential` so that it names one field.
 """
 
 from __future__ import annotations
@@ -15,9 +19,35 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 from ceprotocols.errors import DeliveryRejected
+
+#: Alias -> canonical field name. The canonical names are the spec's prose (Subscriptions API
+#: 3.2.3: ``identifier``, ``refreshtokenendpoint``); the aliases are the older ``identity`` and
+#: ``refreshtokenurl``. Both spellings are accepted and stored as given.
+CREDENTIAL_ALIASES: Mapping[str, str] = MappingProxyType(
+    {"identity": "identifier", "refreshtokenurl": "refreshtokenendpoint"}
+)
+
+
+def canonical_credential(credential: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``credential`` with every alias read under its canonical name.
+
+    ``{"identity": "svc", ...}`` reads as ``{"identifier": "svc", ...}`` and
+    ``{"refreshtokenurl": u, ...}`` as ``{"refreshtokenendpoint": u, ...}``; other fields pass
+    through. Should both spellings be present (the API refuses that), the canonical one wins.
+    The result is read-only: it is ``credential`` itself when no alias is present, so the
+    common case costs no copy on the delivery path.
+    """
+    if not any(alias in credential for alias in CREDENTIAL_ALIASES):
+        return credential
+    canonical = {CREDENTIAL_ALIASES.get(name, name): value for name, value in credential.items()}
+    for alias, name in CREDENTIAL_ALIASES.items():
+        if alias in credential and name in credential:
+            canonical[name] = credential[name]
+    return MappingProxyType(canonical)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +86,12 @@ def parse_credential(
     of a type ``protocol`` cannot use."""
     if not credential:
         return None
+    credential = canonical_credential(credential)
     kind = str(credential.get("credentialtype", "")).upper()
     if kind == "PLAIN":
         identifier, secret = credential.get("identifier"), credential.get("secret")
         if not isinstance(identifier, str) or not isinstance(secret, str):
-            raise _rejected("PLAIN needs string identifier and secret")
+            raise _rejected("PLAIN needs string identifier (or identity) and secret")
         return Plain(identifier, secret)
     if kind == "ACCESSTOKEN":
         if not token_supported:

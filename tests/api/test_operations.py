@@ -149,13 +149,6 @@ async def test_secrets_never_returned(client: httpx.AsyncClient) -> None:
     }
 
 
-async def test_credential_aliases_are_stored_under_spec_names(client: httpx.AsyncClient) -> None:
-    doc = await create(
-        client, http_sub(sinkcredential={"credentialtype": "PLAIN", "identity": "bob", "secret": "pw"})
-    )
-    assert doc["sinkcredential"] == {"credentialtype": "PLAIN", "identifier": "bob"}
-
-
 async def test_replace_updates_and_bumps_etag(client: httpx.AsyncClient) -> None:
     """3.2.5 Update (PUT): 200 with the realized subscription; ETag changes; same id kept."""
     doc = await create(client, http_sub(types=["a"]))

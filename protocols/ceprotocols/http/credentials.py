@@ -1,12 +1,14 @@
 """Sink credentials (Subscriptions API, ``sinkcredential``) turned into ``Authorization`` values.
 
-* ``PLAIN``: HTTP Basic with ``identifier`` and ``secret``.
+* ``PLAIN``: HTTP Basic with ``identifier`` (or ``identity``) and ``secret``.
 * ``ACCESSTOKEN``: ``<accesstokentype> <accesstoken>``; once ``accesstokenexpiresutc`` has
   passed the credential is treated as failed (nothing can renew it).
 * ``REFRESHTOKEN``: the access token is used until it expires, then a new one is obtained with
-  the OAuth 2.0 ``refresh_token`` grant (RFC 6749 section 6) at ``refreshtokenurl`` (the spec's
-  ``refreshtokenendpoint`` is accepted too), cached per credential, and refreshed again on expiry
-  or when the sink answers 401.
+  the OAuth 2.0 ``refresh_token`` grant (RFC 6749 section 6) at ``refreshtokenendpoint`` (or
+  ``refreshtokenurl``), cached per credential, and refreshed again on expiry or when the sink
+  answers 401.
+
+Field spellings are resolved by :func:`ceprotocols.credentials.canonical_credential`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from ceprotocols.credentials import canonical_credential
 from ceprotocols.errors import DeliveryRejected
 from ceprotocols.http.transport import HttpTransport, HttpTransportError, delivery_error
 
@@ -71,6 +74,7 @@ class CredentialResolver:
         """
         if not credential:
             return None
+        credential = canonical_credential(credential)
         kind = str(credential.get("credentialtype", "")).upper()
         if kind == "PLAIN":
             raw = f"{credential.get('identifier', '')}:{credential.get('secret', '')}".encode()
@@ -89,6 +93,7 @@ class CredentialResolver:
         """Forget the cached access token (after a 401); True when a refresh may help."""
         if not credential or str(credential.get("credentialtype", "")).upper() != "REFRESHTOKEN":
             return False
+        credential = canonical_credential(credential)
         key = self._key(credential)
         token = self._tokens.get(key)
         if token is None:
@@ -99,7 +104,8 @@ class CredentialResolver:
 
     @staticmethod
     def _key(credential: Mapping[str, Any]) -> tuple[str, str]:
-        url = str(credential.get("refreshtokenurl") or credential.get("refreshtokenendpoint") or "")
+        """Cache key of a canonical credential: one token per endpoint and refresh token."""
+        url = str(credential.get("refreshtokenendpoint") or "")
         return url, str(credential.get("refreshtoken", ""))
 
     @staticmethod
@@ -136,7 +142,7 @@ class CredentialResolver:
 
     async def _refresh(self, url: str, token: _Token) -> _Token:
         if not url:
-            raise DeliveryRejected("REFRESHTOKEN credential without refreshtokenurl", retryable=False)
+            raise DeliveryRejected("REFRESHTOKEN credential without refreshtokenendpoint", retryable=False)
         form = urlencode({"grant_type": "refresh_token", "refresh_token": token.refresh_token}).encode()
         try:
             response = await self._transport.request(

@@ -74,7 +74,7 @@ def _credential_view(kind: str, visible: dict[str, Schema]) -> Schema:
     properties = {"credentialtype": {"const": kind}, **visible}
     return {
         "type": "object",
-        "description": "As stored, without the write-only secrets.",
+        "description": "As stored (fields spelt as the client gave them), without the write-only secrets.",
         "properties": properties,
         "required": list(properties),
         "additionalProperties": False,
@@ -211,21 +211,25 @@ SCHEMAS: dict[str, Schema] = {
             _credential("PLAIN", {"identifier": _TEXT}, ["secret"]),
             {
                 **_credential("PLAIN", {"identity": _TEXT}, ["secret"]),
-                "description": "'identity' is an alias of 'identifier' (stored as 'identifier').",
+                "description": "'identity' is an alias of 'identifier' (stored and returned as given).",
             },
             _credential("ACCESSTOKEN", _ACCESS_VIEW, ["accesstoken"]),
             _credential("REFRESHTOKEN", _REFRESH_VIEW, ["accesstoken", "refreshtoken"]),
             {
                 **_credential("REFRESHTOKEN", _REFRESH_ALIAS, ["accesstoken", "refreshtoken"]),
-                "description": "'refreshtokenurl' is an alias of 'refreshtokenendpoint' (stored as that).",
+                "description": (
+                    "'refreshtokenurl' is an alias of 'refreshtokenendpoint' (stored and returned as given)."
+                ),
             },
         ]
     },
     "SinkCredentialView": {
         "oneOf": [
             _credential_view("PLAIN", {"identifier": _TEXT}),
+            _credential_view("PLAIN", {"identity": _TEXT}),
             _credential_view("ACCESSTOKEN", _ACCESS_VIEW),
             _credential_view("REFRESHTOKEN", _REFRESH_VIEW),
+            _credential_view("REFRESHTOKEN", _REFRESH_ALIAS),
         ]
     },
     "Problem": {

@@ -1,8 +1,10 @@
 """``sinkcredential``: the three credential types of the Subscriptions API and their fields.
 
 Field names follow the spec's prose (section 3.2.3): ``identifier`` and ``refreshtokenendpoint``.
-The names ``identity`` and ``refreshtokenurl`` are accepted as aliases and stored under the
-spec's name, so that delivery reads one name only.
+The names ``identity`` and ``refreshtokenurl`` are accepted as aliases. The realized subscription
+keeps the spelling the client used (a client gets back what it sent); giving both spellings of
+one field is an error. Delivery reads either spelling through
+:func:`ceprotocols.credentials.canonical_credential`, which holds the one alias table.
 
 Secret fields (``secret``, ``accesstoken``, ``refreshtoken``) are checked for type only and are
 never quoted in a message: error messages name the field, not its value.
@@ -13,14 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ceprotocols.credentials import CREDENTIAL_ALIASES
+
 from cebroker.api.validation import checks
 from cebroker.api.validation.checks import Check
 from cebroker.api.validation.problems import Problems, child, quote, type_name
 
 POINTER = "/sinkcredential"
-
-#: Accepted alias -> the spec's field name it is stored under.
-ALIASES = {"identity": "identifier", "refreshtokenurl": "refreshtokenendpoint"}
 
 
 def _http_url(value: Any, pointer: str, problems: Problems) -> None:
@@ -73,10 +74,11 @@ def validate_credential(value: Any, problems: Problems) -> dict[str, Any] | None
         problems.add(at, hint)
         return None
     realized: dict[str, Any] = {"credentialtype": kind}
+    present: set[str] = set()  # canonical names of the fields given, whichever the spelling
     for given, item in value.items():
         if given == "credentialtype":
             continue
-        name: str = ALIASES.get(given) or given
+        name = CREDENTIAL_ALIASES.get(given, given)
         if name != given and name in value:
             problems.add(child(POINTER, given), f"give either {name!r} or its alias {given!r}, not both")
             continue
@@ -89,8 +91,9 @@ def validate_credential(value: Any, problems: Problems) -> dict[str, Any] | None
             )
         else:
             check(item, child(POINTER, given), problems)
-            realized[name] = item
+            realized[given] = item
+            present.add(name)
     for required in rules.fields:
-        if required not in realized:
+        if required not in present:
             problems.add(child(POINTER, required), f"is required for credentialtype {kind}")
     return realized if len(problems.items) == before else None
