@@ -17,28 +17,14 @@ from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 
 from ceprotocols.credentials import AccessToken, Credential, Plain
 from ceprotocols.errors import DeliveryError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
 from ceprotocols.mqtt.binding import MqttMessage
+from ceprotocols.mqtt.properties import publish_properties
 
 _EARLY_LIMIT = 10_000
 
-
-class _PublishProperties(Properties):
-    """paho's PUBLISH properties with a table lookup for property identifiers: paho scans every
-    property name (with a string replace each) on every attribute set and again when packing,
-    which dominated the cost of a binary-mode publish with a few user properties."""
-
-    _IDENTIFIERS: dict[str, int] = {}
-
-    def getIdentFromName(self, compressedName: str) -> int:  # overrides paho, hence its naming
-        table = _PublishProperties._IDENTIFIERS
-        if not table:
-            table.update({name.replace(" ", ""): ident for name, ident in self.names.items()})
-        return table.get(compressedName, -1)
 
 #: Called in paho's thread for each received PUBLISH.
 MessageHandler = Callable[[paho.MQTTMessage], None]
@@ -156,7 +142,7 @@ class MqttConnection:
     ) -> None:
         """Publish and return when the broker confirmed it (PUBACK for QoS 1, PUBCOMP for QoS 2)."""
         await self.wait_connected(within)
-        properties = self._properties(message, expiry) if self.v5 else None
+        properties = publish_properties(message, expiry) if self.v5 else None
         future: asyncio.Future[None] = self._loop.create_future()
         # Never hold our lock while calling into paho: paho calls on_publish while holding its own
         # message lock, so holding ours around publish() could deadlock the two threads.
@@ -182,20 +168,6 @@ class MqttConnection:
             raise DeliveryTimeout(
                 f"no MQTT acknowledgement from {self.host}:{self.port} within {within}s"
             ) from None
-
-    @staticmethod
-    def _properties(message: MqttMessage, expiry: int | None) -> Properties | None:
-        if message.content_type is None and not message.user_properties and expiry is None:
-            return None
-        # paho's Properties.__init__ has no annotations.
-        properties = _PublishProperties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
-        if message.content_type is not None:
-            properties.ContentType = message.content_type
-        if message.user_properties:
-            properties.UserProperty = list(message.user_properties)
-        if expiry is not None:
-            properties.MessageExpiryInterval = expiry
-        return properties
 
     # -- subscribe (receivers) ----------------------------------------------------------------------
 

@@ -74,6 +74,8 @@ class MqttSender:
             )
         except DeliveryError:
             raise
+        except BindingError as exc:  # a property value MQTT cannot carry
+            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
         except (OSError, ValueError, RuntimeError) as exc:  # paho raises these for socket/packet trouble
             await self._pool.discard(key, connection)
             raise DeliveryRejected(f"MQTT publish failed: {exc}", retryable=True) from exc
