@@ -104,6 +104,43 @@ def test_refresh_token_is_exchanged_cached_and_refreshed_on_401(
     assert endpoint.issued == 2
 
 
+def test_both_plain_spellings_send_the_same_basic_header(broker: Broker, sink: Sink) -> None:
+    """PLAIN under ``identifier`` or its alias ``identity``: the same ``Authorization`` header."""
+    for field in ("identifier", "identity"):
+        sub = broker.subscribe(
+            f"{sink.url}/{field}", sinkcredential={"credentialtype": "PLAIN", field: "svc", "secret": "pw"}
+        )
+        assert sub["sinkcredential"] == {"credentialtype": "PLAIN", field: "svc"}
+    broker.send(event(1))
+    (spec,) = sink.wait("/identifier", 1)
+    (alias,) = sink.wait("/identity", 1)
+    expected = "Basic " + base64.b64encode(b"svc:pw").decode()
+    assert spec.headers["authorization"] == alias.headers["authorization"] == expected
+
+
+def test_both_refresh_endpoint_spellings_share_one_token(
+    broker: Broker, sink: Sink, token_endpoint: tuple[TokenEndpoint, str]
+) -> None:
+    """REFRESHTOKEN under ``refreshtokenendpoint`` or its alias ``refreshtokenurl``: the grant goes
+    to the same endpoint, and the two credentials, equal once read canonically, share its token."""
+    endpoint, url = token_endpoint
+    base = {
+        "credentialtype": "REFRESHTOKEN",
+        "accesstoken": "stale",
+        "accesstokentype": "Bearer",
+        "accesstokenexpiresutc": "2020-01-01T00:00:00Z",
+        "refreshtoken": "r1",
+    }
+    for field in ("refreshtokenendpoint", "refreshtokenurl"):
+        sub = broker.subscribe(f"{sink.url}/{field}", sinkcredential={**base, field: url}, config=FAST)
+        assert sub["sinkcredential"][field] == url
+    broker.send(event(1))
+    (spec,) = sink.wait("/refreshtokenendpoint", 1)
+    (alias,) = sink.wait("/refreshtokenurl", 1)
+    assert spec.headers["authorization"] == alias.headers["authorization"] == "Bearer access-1"
+    assert endpoint.issued == 1
+
+
 def test_refused_refresh_goes_to_the_dead_letter(
     broker: Broker, sink: Sink, token_endpoint: tuple[TokenEndpoint, str]
 ) -> None:
