@@ -22,13 +22,10 @@ from pathlib import Path
 
 import httpx
 from ceprotocols.http.transport import HttpTransport
-from harness import sink, sink_stats
+from harness import pipeline_drain, sink, sink_stats
 
-from cebroker.pipeline.component import PipelineComponent
-from cebroker.pipeline.log import DeliveryLog, Incoming
-from cebroker.settings import Settings
+from cebroker.pipeline.log import Incoming
 from cebroker.store.base import Subscription
-from cebroker.store.sqlite import SqliteSubscriptionStore
 
 
 def _event(n: int) -> dict[str, object]:
@@ -84,29 +81,13 @@ async def plain_transport_loop(url: str, events: int, concurrency: int) -> float
 
 async def broker_drain(db: Path, url: str, events: int, concurrency: int) -> float:
     """Deliveries/s of the pipeline draining ``events`` pending deliveries."""
-    settings = Settings(db=db, webhook_validation=False)
-    store = SqliteSubscriptionStore(db)
-    await store.open()
     sub = Subscription(id="bench", protocol="HTTP", sink=url, config={"concurrency": str(concurrency)})
-    await store.create(sub)
-    journal = DeliveryLog(db, dedup_window=600)
-    await asyncio.to_thread(journal.open)
-    for start in range(0, events, 1000):
-        batch = [_event(n) for n in range(start, min(events, start + 1000))]
-        await journal.append([Incoming(e, "/bench", str(e["id"]), ("bench",)) for e in batch])
-    await asyncio.to_thread(journal.close)
 
-    component = PipelineComponent(settings, store)
-    started = time.perf_counter()
-    await component.start()
-    for _ in range(60_000):  # polled: the dispatcher has no "drained" event; ten minutes at most
-        if not component.dispatcher.pending:
-            break
-        await asyncio.sleep(0.01)
-    elapsed = time.perf_counter() - started
-    await component.stop()
-    await store.close()
-    return events / elapsed
+    def incoming(n: int) -> Incoming:
+        e = _event(n)
+        return Incoming(e, "/bench", str(e["id"]), ("bench",))
+
+    return await pipeline_drain(db, sub, events, incoming)
 
 
 def main() -> None:

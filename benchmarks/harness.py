@@ -1,5 +1,6 @@
 """Shared pieces of the benchmark scripts: a lean HTTP/1.1 load generator, a counting sink
-process, the broker as a child process and small reporting helpers.
+process, the broker as a child process, the in-process pipeline drain and small reporting
+helpers.
 
 The load generator speaks keep-alive HTTP/1.1 over raw asyncio streams, so that on a small
 machine the client costs far less CPU than the server it measures.
@@ -21,6 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from cebroker.pipeline.component import PipelineComponent
+from cebroker.pipeline.log import DeliveryLog, Incoming
+from cebroker.settings import Settings
+from cebroker.store.base import Subscription
+from cebroker.store.sqlite import SqliteSubscriptionStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -149,6 +156,37 @@ def sink() -> Child:
 def sink_stats(url: str) -> dict[str, float]:
     """Count and latency figures the sink has gathered."""
     return dict(json.loads(httpx.get(url + "/count").text))
+
+
+async def pipeline_drain(
+    db: Path, sub: Subscription, events: int, incoming: Callable[[int], Incoming]
+) -> float:
+    """Deliveries/s of the broker's pipeline, in this process, draining ``events`` deliveries.
+
+    ``sub`` is created in a fresh store in ``db`` and ``incoming(n)`` (n = 0..events-1) written
+    to the durable log first; then the pipeline starts and is timed until nothing is pending.
+    """
+    settings = Settings(db=db, webhook_validation=False)
+    store = SqliteSubscriptionStore(db)
+    await store.open()
+    await store.create(sub)
+    journal = DeliveryLog(db, dedup_window=600)
+    await asyncio.to_thread(journal.open)
+    for start in range(0, events, 1000):
+        await journal.append([incoming(n) for n in range(start, min(events, start + 1000))])
+    await asyncio.to_thread(journal.close)
+
+    component = PipelineComponent(settings, store)
+    started = time.perf_counter()
+    await component.start()
+    for _ in range(60_000):  # polled: the dispatcher has no "drained" event; ten minutes at most
+        if not component.dispatcher.pending:
+            break
+        await asyncio.sleep(0.01)
+    elapsed = time.perf_counter() - started
+    await component.stop()
+    await store.close()
+    return events / elapsed
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -31,11 +31,10 @@ from ceprotocols.amqp.connection import to_proton  # noqa: E402
 from ceprotocols.kafka import binding as kafka_binding  # noqa: E402
 from ceprotocols.mqtt import binding as mqtt_binding  # noqa: E402
 from ceprotocols.nats import binding as nats_binding  # noqa: E402
+from harness import pipeline_drain  # noqa: E402
 from servers import MosquittoServer, NatsServer, RabbitMQServer, ServerProcess, TansuServer  # noqa: E402
 
-from cebroker.pipeline.component import PipelineComponent  # noqa: E402
-from cebroker.pipeline.log import DeliveryLog, Incoming  # noqa: E402
-from cebroker.settings import Settings  # noqa: E402
+from cebroker.pipeline.log import Incoming  # noqa: E402
 from cebroker.store.base import Subscription  # noqa: E402
 
 
@@ -141,32 +140,13 @@ async def raw_nats(server: NatsServer, subject: str, events: int, window: int) -
 
 
 async def broker_drain(db: Path, sub: Subscription, events: int) -> float:
-    from cebroker.store.sqlite import SqliteSubscriptionStore
-
-    settings = Settings(db=db, webhook_validation=False)
-    store = SqliteSubscriptionStore(db)
-    await store.open()
-    await store.create(sub)
-    journal = DeliveryLog(db, dedup_window=600)
-    await asyncio.to_thread(journal.open)
     encoder = json.JSONEncoder(separators=(",", ":"))
-    for start in range(0, events, 1000):
-        batch = [event(n) for n in range(start, min(events, start + 1000))]
-        await journal.append(
-            [Incoming(encoder.encode(e).encode(), "/bench", str(e["id"]), (sub.id,)) for e in batch]
-        )
-    await asyncio.to_thread(journal.close)
-    component = PipelineComponent(settings, store)
-    started = time.perf_counter()
-    await component.start()
-    for _ in range(60_000):  # polled: ten minutes at most
-        if not component.dispatcher.pending:
-            break
-        await asyncio.sleep(0.01)
-    elapsed = time.perf_counter() - started
-    await component.stop()
-    await store.close()
-    return events / elapsed
+
+    def incoming(n: int) -> Incoming:
+        e = event(n)
+        return Incoming(encoder.encode(e).encode(), "/bench", str(e["id"]), (sub.id,))
+
+    return await pipeline_drain(db, sub, events, incoming)
 
 
 # -- per protocol ----------------------------------------------------------------------------------
