@@ -41,7 +41,7 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "/sink",
         "needs a sink scheme of mqtt, mqtts",
     ),
-    ("sink-mqtt-websocket", {**VALID["MQTT5"], "sink": "wss://h/mqtt"}, "/sink", "mqtt, mqtts"),
+    ("sink-mqtt-websocket", {**VALID["MQTT5"], "sink": "https://h/mqtt"}, "/sink", "mqtt, mqtts, ws, wss"),
     ("sink-amqp-scheme", {**VALID["AMQP"], "sink": "https://h/q"}, "/sink", "amqp, amqps"),
     ("sink-kafka-scheme", {**VALID["KAFKA"], "sink": "http://k:9092"}, "/sink", "kafka"),
     ("sink-nats-scheme", {**VALID["NATS"], "sink": "amqp://n"}, "/sink", "nats, tls"),

@@ -143,8 +143,8 @@ def _mqtt(version: int) -> ProtocolRules:
     else:
         refused = {"expiry": _MQTT5_ONLY, "userproperties": _MQTT5_ONLY}
     return ProtocolRules(
-        # MQTT over WebSockets (ws, wss) is not offered: the MQTT sender speaks TCP and TLS only.
-        schemes=frozenset({"mqtt", "mqtts"}),
+        # ws and wss are MQTT over WebSocket (the request path defaults to /mqtt).
+        schemes=frozenset({"mqtt", "mqtts", "ws", "wss"}),
         settings=settings,
         required={"topicname"},
         defaults={"qos": 1, "retain": False},
