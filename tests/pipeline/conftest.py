@@ -6,13 +6,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from cebroker.app import create_app
 from cebroker.settings import Settings
 from pipeline.helpers import Broker
-from pipeline.servers import ServerThread, Sink
+from pipeline.servers import ServedApps, ServerThread, Sink
 
 
 @pytest.fixture
@@ -25,21 +24,17 @@ def sink() -> Iterator[Sink]:
 
 @pytest.fixture
 def make_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
-    stack: list[tuple[ServerThread, httpx.Client]] = []
+    served = ServedApps()
 
     def make(**overrides: Any) -> Broker:
         defaults: dict[str, Any] = {"db": tmp_path / "broker.db", "webhook_validation": False}
         settings = Settings(**{**defaults, **overrides})
         app = create_app(settings)
-        server = ServerThread(app).__enter__()
-        client = httpx.Client(base_url=server.url, timeout=30)
-        stack.append((server, client))
+        server, client = served.start(app)
         return Broker(server, client, app)
 
     yield make
-    for server, client in reversed(stack):
-        client.close()
-        server.__exit__(None, None, None)
+    served.close()
 
 
 @pytest.fixture

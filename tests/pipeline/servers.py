@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import uvicorn
 from starlette.requests import Request
 from starlette.responses import Response
@@ -48,6 +49,29 @@ class ServerThread:
         self._server.force_exit = True  # do not wait for a deliberately slow request to finish
         self._thread.join(timeout=20)
         self._sock.close()
+
+
+class ServedApps:
+    """Apps served on free ports, each with an HTTP client; ``close`` stops them, newest first."""
+
+    def __init__(self) -> None:
+        self._running: list[tuple[ServerThread, httpx.Client]] = []
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    def start(self, app: ASGIApp) -> tuple[ServerThread, httpx.Client]:
+        """Serve ``app``; returns its server and a client bound to it."""
+        server = ServerThread(app).__enter__()
+        client = httpx.Client(base_url=server.url, timeout=30)
+        self._running.append((server, client))
+        return server, client
+
+    def close(self) -> None:
+        """Close every client and stop every server."""
+        for server, client in reversed(self._running):
+            client.close()
+            server.__exit__(None, None, None)
 
 
 @dataclass

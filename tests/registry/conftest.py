@@ -6,9 +6,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from pipeline.servers import ServerThread
+from pipeline.servers import ServedApps, ServerThread
 from starlette.testclient import TestClient
 
 from cebroker.app import create_app
@@ -46,19 +45,13 @@ def sink() -> Iterator[UrlSink]:
 @pytest.fixture
 def make_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
     """Start whole brokers (every component) on free ports; each gets its own database."""
-    stack: list[tuple[ServerThread, httpx.Client]] = []
+    served = ServedApps()
 
     def make(**overrides: Any) -> Broker:
         settings = Settings(
-            **{"db": tmp_path / f"broker{len(stack)}.db", "webhook_validation": False, **overrides}
+            **{"db": tmp_path / f"broker{len(served)}.db", "webhook_validation": False, **overrides}
         )
-        app = create_app(settings)
-        server = ServerThread(app).__enter__()
-        client = httpx.Client(base_url=server.url, timeout=30)
-        stack.append((server, client))
-        return Broker(server, client)
+        return Broker(*served.start(create_app(settings)))
 
     yield make
-    for server, client in reversed(stack):
-        client.close()
-        server.__exit__(None, None, None)
+    served.close()
