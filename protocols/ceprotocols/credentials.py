@@ -31,6 +31,8 @@ CREDENTIAL_ALIASES: Mapping[str, str] = MappingProxyType(
     {"identity": "identifier", "refreshtokenurl": "refreshtokenendpoint"}
 )
 
+_ALIAS_NAMES = frozenset(CREDENTIAL_ALIASES)
+
 
 def canonical_credential(credential: Mapping[str, Any]) -> Mapping[str, Any]:
     """``credential`` with every alias read under its canonical name.
@@ -38,10 +40,10 @@ def canonical_credential(credential: Mapping[str, Any]) -> Mapping[str, Any]:
     ``{"identity": "svc", ...}`` reads as ``{"identifier": "svc", ...}`` and
     ``{"refreshtokenurl": u, ...}`` as ``{"refreshtokenendpoint": u, ...}``; other fields pass
     through. Should both spellings be present (the API refuses that), the canonical one wins.
-    The result is read-only: it is ``credential`` itself when no alias is present, so the
-    common case costs no copy on the delivery path.
+    The result is a read-only view: ``credential`` itself when no alias is present (the common
+    case costs no copy on the delivery path), else a new mapping that refuses writes.
     """
-    if not any(alias in credential for alias in CREDENTIAL_ALIASES):
+    if _ALIAS_NAMES.isdisjoint(credential):
         return credential
     canonical = {CREDENTIAL_ALIASES.get(name, name): value for name, value in credential.items()}
     for alias, name in CREDENTIAL_ALIASES.items():
