@@ -91,15 +91,28 @@ FILTER = st.recursive(
     ),
     max_leaves=5,
 )
+_ACCESS = {
+    "accesstoken": TEXT,
+    "accesstokenexpiresutc": st.just("2031-02-03T04:05:06Z"),
+    "accesstokentype": st.just("bearer"),
+}
+# Both spellings of the aliased fields: the realized subscription keeps the one sent.
 CREDENTIAL = st.one_of(
-    st.fixed_dictionaries({"credentialtype": st.just("PLAIN"), "identifier": TEXT, "secret": TEXT}),
-    st.fixed_dictionaries(
-        {
-            "credentialtype": st.just("ACCESSTOKEN"),
-            "accesstoken": TEXT,
-            "accesstokenexpiresutc": st.just("2031-02-03T04:05:06Z"),
-            "accesstokentype": st.just("bearer"),
-        }
+    *(
+        st.fixed_dictionaries({"credentialtype": st.just("PLAIN"), name: TEXT, "secret": TEXT})
+        for name in ("identifier", "identity")
+    ),
+    st.fixed_dictionaries({"credentialtype": st.just("ACCESSTOKEN"), **_ACCESS}),
+    *(
+        st.fixed_dictionaries(
+            {
+                "credentialtype": st.just("REFRESHTOKEN"),
+                **_ACCESS,
+                "refreshtoken": TEXT,
+                name: st.just("https://auth.example/token"),
+            }
+        )
+        for name in ("refreshtokenendpoint", "refreshtokenurl")
     ),
 )
 
@@ -134,7 +147,9 @@ def subscriptions(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     }
     if "sinkcredential" in body:
         expected["sinkcredential"] = {
-            k: v for k, v in body["sinkcredential"].items() if k not in ("secret", "accesstoken")
+            k: v
+            for k, v in body["sinkcredential"].items()
+            if k not in ("secret", "accesstoken", "refreshtoken")
         }
     return body, expected
 
