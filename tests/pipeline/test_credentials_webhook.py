@@ -76,10 +76,12 @@ def token_endpoint() -> Iterator[tuple[TokenEndpoint, str]]:
         yield endpoint, f"{server.url}/token"
 
 
+@pytest.mark.parametrize("field", ["refreshtokenendpoint", "refreshtokenurl"])
 def test_refresh_token_is_exchanged_cached_and_refreshed_on_401(
-    broker: Broker, sink: Sink, token_endpoint: tuple[TokenEndpoint, str]
+    broker: Broker, sink: Sink, token_endpoint: tuple[TokenEndpoint, str], field: str
 ) -> None:
-    """REFRESHTOKEN: an expired access token is refreshed once and cached; a 401 refreshes again."""
+    """REFRESHTOKEN: an expired access token is refreshed once and cached; a 401 refreshes again
+    (under either spelling of the token endpoint's field)."""
     endpoint, url = token_endpoint
     cred = {
         "credentialtype": "REFRESHTOKEN",
@@ -87,7 +89,7 @@ def test_refresh_token_is_exchanged_cached_and_refreshed_on_401(
         "accesstokentype": "Bearer",
         "accesstokenexpiresutc": "2020-01-01T00:00:00Z",
         "refreshtoken": "r1",
-        "refreshtokenendpoint": url,
+        field: url,
     }
     broker.subscribe(f"{sink.url}/oauth", sinkcredential=cred, config=FAST)
     broker.send(event(1))
