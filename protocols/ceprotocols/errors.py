@@ -74,3 +74,31 @@ class SettingsError(ProtocolError, ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.reason = message
+
+
+class RejectedAsInvalid:
+    """A context manager that turns the given errors into a final ``DeliveryRejected``.
+
+    An unusable destination (``SettingsError``) or an event its binding cannot encode
+    (``BindingError``) fails the same way on every attempt, so the delivery is refused for good,
+    with status ``invalid``. Instances hold no state and are shared.
+    """
+
+    __slots__ = ("kinds",)
+
+    def __init__(self, *kinds: type[ProtocolError]) -> None:
+        self.kinds = kinds
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        if exc is not None and isinstance(exc, self.kinds):
+            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
+
+
+INVALID_SETTINGS = RejectedAsInvalid(SettingsError)
+"""Wraps the parsing of a destination's sink settings and credential."""
+
+INVALID_EVENT = RejectedAsInvalid(BindingError)
+"""Wraps the encoding of an event into its protocol's message."""

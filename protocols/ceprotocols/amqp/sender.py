@@ -14,7 +14,11 @@ from ceprotocols.amqp.connection import AmqpConnection
 from ceprotocols.amqp.settings import SCHEMES, AmqpSettings, parse_settings
 from ceprotocols.credentials import Credential, ensure_fresh, parse_credential
 from ceprotocols.endpoint import Endpoint, sink_endpoint
-from ceprotocols.errors import BindingError, DeliveryError, DeliveryRejected, SettingsError
+from ceprotocols.errors import (
+    INVALID_EVENT,
+    INVALID_SETTINGS,
+    DeliveryError,
+)
 from ceprotocols.pool import ConnectionPool
 from ceprotocols.prepared import PreparedCache
 from ceprotocols.sender import Destination, Event
@@ -36,21 +40,17 @@ class AmqpSender:
 
     def _prepare(self, destination: Destination) -> tuple[Endpoint, AmqpSettings, Credential | None]:
         endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
-        try:
+        with INVALID_SETTINGS:
             settings = parse_settings(destination.settings, endpoint)
             credential = parse_credential(destination.credential, protocol="AMQP", token_supported=False)
-        except SettingsError as exc:
-            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
         return endpoint, settings, credential
 
     async def deliver(self, event: Event, destination: Destination) -> None:
         """Send ``event`` and return once it is settled (see the module doc)."""
         endpoint, settings, credential = self._prepared.get(destination)
         ensure_fresh(credential)
-        try:
+        with INVALID_EVENT:
             message = binding.to_structured(event) if settings.structured else binding.to_binary(event)
-        except BindingError as exc:
-            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
         key: _Key = (endpoint.scheme, endpoint.host, endpoint.port, credential)
         url = f"{endpoint.scheme}://{endpoint.host}:{endpoint.port}"
         connection = await self._pool.get(

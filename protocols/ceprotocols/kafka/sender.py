@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ceprotocols.credentials import Credential, ensure_fresh, parse_credential
 from ceprotocols.endpoint import Endpoint, sink_endpoint
-from ceprotocols.errors import BindingError, DeliveryRejected, SettingsError
+from ceprotocols.errors import INVALID_EVENT, INVALID_SETTINGS
 from ceprotocols.kafka import binding
 from ceprotocols.kafka.client import client_config
 from ceprotocols.kafka.producer import KafkaProducer
@@ -35,22 +35,18 @@ class KafkaSender:
 
     def _prepare(self, destination: Destination) -> tuple[Endpoint, KafkaSettings, Credential | None]:
         endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
-        try:
+        with INVALID_SETTINGS:
             settings = parse_settings(destination.settings, endpoint)
             credential = parse_credential(destination.credential, protocol="KAFKA")
-        except SettingsError as exc:
-            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
         return endpoint, settings, credential
 
     async def deliver(self, event: Event, destination: Destination) -> None:
         """Produce ``event`` and return once its delivery report arrived (see the module doc)."""
         endpoint, settings, credential = self._prepared.get(destination)
         ensure_fresh(credential)
-        try:
+        with INVALID_EVENT:
             encode = binding.to_structured if settings.structured else binding.to_binary
             record = encode(event, key_attribute=settings.key_attribute)
-        except BindingError as exc:
-            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
         timeout_ms = max(1000, int(destination.timeout * 1000))
         key: _Key = (endpoint.hosts, endpoint.tls, credential, settings.client_id, settings.acks, timeout_ms)
 

@@ -31,11 +31,11 @@ from nats.js.errors import APIError, NotFoundError
 from ceprotocols.credentials import Credential, ensure_fresh, parse_credential
 from ceprotocols.endpoint import Endpoint, sink_endpoint
 from ceprotocols.errors import (
-    BindingError,
+    INVALID_EVENT,
+    INVALID_SETTINGS,
     DeliveryError,
     DeliveryRejected,
     DeliveryTimeout,
-    SettingsError,
     TargetUnreachable,
 )
 from ceprotocols.nats import binding
@@ -83,21 +83,17 @@ class NatsSender:
 
     def _prepare(self, destination: Destination) -> tuple[Endpoint, NatsSettings, Credential | None]:
         endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
-        try:
+        with INVALID_SETTINGS:
             settings = parse_settings(destination.settings)
             credential = parse_credential(destination.credential, protocol="NATS")
-        except SettingsError as exc:
-            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
         return endpoint, settings, credential
 
     async def deliver(self, event: Event, destination: Destination) -> None:
         """Publish ``event`` and return once confirmed (see the module doc)."""
         endpoint, settings, credential = self._prepared.get(destination)
         ensure_fresh(credential)
-        try:
+        with INVALID_EVENT:
             message = binding.to_structured(event) if settings.structured else binding.to_binary(event)
-        except BindingError as exc:
-            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
         key: _Key = (endpoint.hosts, endpoint.tls, credential)
         client = await self._pool.get(key, lambda: connect(endpoint, credential, destination.timeout))
         where = f"NATS {destination.sink} {settings.subject}"
