@@ -148,40 +148,28 @@ class AffixSide(ExactSide[K]):
 
     def collect(self, value: str, matched: set[K], candidates: list[set[K]]) -> None:
         """Add the sure keys of every stored prefix (suffix) of ``value``; append check keys."""
-        # The hottest loop of matching; the probe is written out twice (short lengths, then the
-        # group's) rather than looping over a concatenated list or calling a helper per length.
+        # The hottest loop of matching: the short lengths, then those of the value's group, are
+        # probed in one nested loop rather than over a concatenated list or via a helper call.
         size = len(value)
         sure, check, suffix = self.sure, self.check, self._suffix
-        for length in self.short.lengths:
-            if length > size:
-                break
-            part = value[size - length :] if suffix else value[:length]
-            if sure:
-                found = sure.get(part)
-                if found:
-                    matched |= found
-            if check:
-                found = check.get(part)
-                if found:
-                    candidates.append(found)
+        short = self.short.lengths
         width = self.width
-        if not width or width > size:
-            return
-        group = self.groups.get(value[size - width :] if suffix else value[:width])
-        if group is None:
-            return
-        for length in group.lengths:
-            if length > size:
-                break
-            part = value[size - length :] if suffix else value[:length]
-            if sure:
-                found = sure.get(part)
-                if found:
-                    matched |= found
-            if check:
-                found = check.get(part)
-                if found:
-                    candidates.append(found)
+        group = None
+        if width and width <= size:
+            group = self.groups.get(value[size - width :] if suffix else value[:width])
+        for lengths in (short,) if group is None else (short, group.lengths):
+            for length in lengths:
+                if length > size:
+                    break
+                part = value[size - length :] if suffix else value[:length]
+                if sure:
+                    found = sure.get(part)
+                    if found:
+                        matched |= found
+                if check:
+                    found = check.get(part)
+                    if found:
+                        candidates.append(found)
 
     def _group(self, group_key: str) -> _Lengths:
         group = self.groups.get(group_key)
