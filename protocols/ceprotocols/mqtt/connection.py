@@ -1,10 +1,12 @@
 """One paho-mqtt client bridged to asyncio.
 
-paho runs its network loop in its own thread and reports through callbacks (callback API
-version 2). This class turns those callbacks into asyncio futures resolved on the owning event
-loop: a connect future, one future per in-flight PUBLISH (resolved on PUBACK for QoS 1, PUBCOMP
-for QoS 2, on write for QoS 0) and one per SUBSCRIBE. When the connection drops, every pending
-publish fails with TargetUnreachable and paho reconnects by itself.
+paho reports through callbacks (callback API version 2), from the event loop itself when the
+loop drives its socket (senders: :class:`~ceprotocols.mqtt.network.LoopNetwork`) or from paho's
+network thread (receivers, whose message handler may block). This class turns those callbacks
+into asyncio futures resolved on the owning event loop: a connect future, one future per
+in-flight PUBLISH (resolved on PUBACK for QoS 1, PUBCOMP for QoS 2, on write for QoS 0) and one
+per SUBSCRIBE. When the connection drops, every pending publish fails with TargetUnreachable and
+the client reconnects.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 from ceprotocols.credentials import AccessToken, Credential, Plain
 from ceprotocols.errors import DeliveryError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
 from ceprotocols.mqtt.binding import MqttMessage
+from ceprotocols.mqtt.network import LoopNetwork, Network, ThreadedNetwork
 from ceprotocols.mqtt.properties import publish_properties
 
 _EARLY_LIMIT = 10_000
@@ -32,7 +35,9 @@ MessageHandler = Callable[[paho.MQTTMessage], None]
 
 class MqttConnection:
     """A connected MQTT 3.1.1 or 5 client. Create with :meth:`open`; all methods are called
-    from the event loop that opened it, except ``on_message`` which runs in paho's thread."""
+    from the event loop that opened it. With ``on_message`` the client keeps paho's network
+    thread and the handler runs there (it may block, for back pressure); without, the event
+    loop drives the socket."""
 
     def __init__(
         self,
@@ -64,14 +69,19 @@ class MqttConnection:
             self._client.username_pw_set(credential.token_type, credential.token)
         if tls:
             self._client.tls_set()
-        self._client.reconnect_delay_set(min_delay=1, max_delay=5)
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
         self._client.on_publish = self._on_publish
         self._client.on_subscribe = self._on_subscribe
         if on_message is not None:
             self._client.on_message = lambda _client, _userdata, message: on_message(message)
-        # Guards the mid tables: paho may confirm a publish before publish() has returned its mid.
+        self._network: Network = (
+            ThreadedNetwork(self._client, self._loop)
+            if on_message is not None
+            else LoopNetwork(self._client, self._loop)
+        )
+        # Guards the mid tables against paho's thread (ThreadedNetwork), which may confirm a
+        # publish before publish() has returned its mid.
         self._lock = threading.Lock()
         self._pending: dict[int, asyncio.Future[None]] = {}
         self._early: dict[int, Any] = {}
@@ -90,8 +100,7 @@ class MqttConnection:
     async def open(self, within: float) -> MqttConnection:
         """Connect, waiting at most ``within`` seconds for CONNACK."""
         try:
-            self._client.connect_async(self.host, self.port, keepalive=30)
-            self._client.loop_start()
+            self._network.start(self.host, self.port, keepalive=30)
             await asyncio.wait_for(asyncio.shield(self._first_connect), within)
         except TimeoutError:
             await self.close()
@@ -104,12 +113,11 @@ class MqttConnection:
         return self
 
     async def close(self) -> None:
-        """Disconnect and stop paho's network thread."""
+        """Disconnect and stop the network IO."""
         if self._closed:
             return
         self._closed = True
-        self._client.disconnect()
-        await asyncio.to_thread(self._client.loop_stop)
+        await self._network.stop()
         self._fail_pending(TargetUnreachable("MQTT connection closed"))
 
     @property
@@ -195,10 +203,10 @@ class MqttConnection:
         """Acknowledge a received QoS 1/2 message (manual-ack clients)."""
         self._client.ack(mid, qos)
 
-    # -- paho callbacks (paho's thread) -------------------------------------------------------------
+    # -- paho callbacks (paho's thread or the event loop, see Network.call) ------------------
 
     def _on_connect(self, client: paho.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
-        self._loop.call_soon_threadsafe(self._connected_changed, reason)
+        self._network.call(self._connected_changed, reason)
 
     def _connected_changed(self, reason: Any) -> None:
         if reason.is_failure:
@@ -218,10 +226,12 @@ class MqttConnection:
                 self._client.subscribe(topic, qos=qos)
 
     def _on_disconnect(self, client: paho.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
-        self._loop.call_soon_threadsafe(self._disconnected, reason)
+        self._network.call(self._disconnected, reason)
 
     def _disconnected(self, reason: Any) -> None:
         self._connected.clear()
+        if not self._closed:
+            self._network.lost()
         self._fail_pending(TargetUnreachable(f"MQTT connection to {self.host}:{self.port} lost: {reason}"))
 
     def _on_publish(self, client: paho.Client, userdata: Any, mid: int, reason: Any, props: Any) -> None:
@@ -241,7 +251,7 @@ class MqttConnection:
             if self._wake_pending:
                 return
             self._wake_pending = True
-        self._loop.call_soon_threadsafe(self._settle_acked)
+        self._network.call(self._settle_acked)
 
     def _settle_acked(self) -> None:
         with self._lock:
@@ -256,7 +266,7 @@ class MqttConnection:
             if future is None:
                 self._early_subacks[mid] = list(codes)
                 return
-        self._loop.call_soon_threadsafe(_resolve, future, list(codes))
+        self._network.call(_resolve, future, list(codes))
 
     def _settle(self, future: asyncio.Future[None], reason: Any) -> None:
         if future.done():
