@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ceprotocols.errors import DeliveryRejected
+from ceprotocols.errors import DeliveryRejected, SettingsError
 
 TLS_SCHEMES = frozenset({"mqtts", "wss", "amqps", "kafkas", "tls"})
 
@@ -93,3 +93,12 @@ def sink_endpoint(url: str, *, schemes: dict[str, int]) -> Endpoint:
         return parse_endpoint(url, schemes=schemes)
     except EndpointError as exc:
         raise DeliveryRejected(f"sink: {exc}", retryable=False, status="sink") from exc
+
+
+def checked_sink(url: str, *, schemes: dict[str, int]) -> Endpoint:
+    """:func:`parse_endpoint` for a sink being validated: a bad sink is a ``SettingsError`` on
+    the ``sink`` member."""
+    try:
+        return parse_endpoint(url, schemes=schemes)
+    except EndpointError as exc:
+        raise SettingsError("sink", str(exc)) from exc

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ceprotocols.endpoint import Endpoint, EndpointError, parse_endpoint
+from ceprotocols.endpoint import Endpoint, checked_sink
 from ceprotocols.errors import SettingsError
 from ceprotocols.settings import SettingsReader
 
@@ -47,8 +47,5 @@ def parse_settings(settings: Mapping[str, Any] | None, endpoint: Endpoint) -> Am
 
 def check(sink: str, settings: Mapping[str, Any]) -> AmqpSettings:
     """Validate a sink and its settings; SettingsError names the bad member."""
-    try:
-        endpoint = parse_endpoint(sink, schemes=SCHEMES)
-    except EndpointError as exc:
-        raise SettingsError("sink", str(exc)) from exc
+    endpoint = checked_sink(sink, schemes=SCHEMES)
     return parse_settings(settings, endpoint)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ceprotocols.endpoint import Endpoint, EndpointError, parse_endpoint
+from ceprotocols.endpoint import Endpoint, checked_sink
 from ceprotocols.errors import SettingsError
 from ceprotocols.eventform import ATTRIBUTE_NAME
 from ceprotocols.settings import SettingsReader
@@ -61,8 +61,5 @@ def parse_settings(settings: Mapping[str, Any] | None, endpoint: Endpoint) -> Ka
 
 def check(sink: str, settings: Mapping[str, Any]) -> KafkaSettings:
     """Validate a sink and its settings; SettingsError names the bad member."""
-    try:
-        endpoint = parse_endpoint(sink, schemes=SCHEMES)
-    except EndpointError as exc:
-        raise SettingsError("sink", str(exc)) from exc
+    endpoint = checked_sink(sink, schemes=SCHEMES)
     return parse_settings(settings, endpoint)

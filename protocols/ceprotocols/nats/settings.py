@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ceprotocols.endpoint import EndpointError, parse_endpoint
+from ceprotocols.endpoint import checked_sink
 from ceprotocols.errors import SettingsError
 from ceprotocols.settings import SettingsReader
 
@@ -38,8 +38,5 @@ def parse_settings(settings: Mapping[str, Any] | None) -> NatsSettings:
 
 def check(sink: str, settings: Mapping[str, Any]) -> NatsSettings:
     """Validate a sink and its settings; SettingsError names the bad member."""
-    try:
-        parse_endpoint(sink, schemes=SCHEMES)
-    except EndpointError as exc:
-        raise SettingsError("sink", str(exc)) from exc
+    checked_sink(sink, schemes=SCHEMES)
     return parse_settings(settings)
