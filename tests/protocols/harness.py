@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ceprotocols.sender import Destination
 from consumers import AmqpConsumer, Consumer, HttpConsumer, KafkaConsumer, MqttConsumer, NatsConsumer
 from servers import MosquittoServer, NatsServer, RabbitMQServer, TansuServer, free_port
 
@@ -29,6 +30,15 @@ class ProtocolCase:
     settings: Callable[[str, str], dict[str, Any]]
     consumer: Callable[[Any, str], Awaitable[Consumer]]
     unreachable_sink: Callable[[], str]
+
+    def destination(self, server: Any, name: str, mode: str | None = None) -> Destination:
+        """Where to deliver to ``name`` on ``server`` in ``mode`` (the case's first mode when
+        ``None``)."""
+        return Destination(
+            protocol=self.protocol,
+            sink=self.sink(server, name),
+            settings=self.settings(name, self.modes[0] if mode is None else mode),
+        )
 
 
 async def _mqtt_consumer(server: MosquittoServer, name: str, *, v5: bool) -> Consumer:

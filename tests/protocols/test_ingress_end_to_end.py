@@ -13,7 +13,6 @@ import pytest
 from ce_samples import make_event
 from ceprotocols.http.binding import from_binary
 from ceprotocols.registry import create_sender
-from ceprotocols.sender import Destination
 from conftest import protocol_params
 from harness import ProtocolCase, source_url, unique_name
 from pipeline.servers import ServerThread, Sink
@@ -43,11 +42,7 @@ async def test_source_events_reach_an_http_subscription(
             async with asyncio.timeout(45):
                 while len({r.headers["ce-id"] for r in sink.at("/in")}) < len(events):
                     for event, mode in zip(events, case.modes, strict=True):
-                        destination = Destination(
-                            protocol=case.protocol,
-                            sink=case.sink(server, name),
-                            settings=case.settings(name, mode),
-                        )
+                        destination = case.destination(server, name, mode)
                         await sender.deliver(event, destination)
                     await asyncio.sleep(0.5)
         finally:

@@ -14,7 +14,6 @@ from ce_samples import make_event
 from ceprotocols.errors import BindingError
 from ceprotocols.receiver import Receiver
 from ceprotocols.registry import create_sender
-from ceprotocols.sender import Destination
 from ceprotocols.sources import create_receiver
 from conftest import protocol_params
 from harness import ProtocolCase, publish_raw, source_url, unique_name
@@ -79,9 +78,7 @@ async def test_receives_events_in_every_mode(
             sent.append(event)
             await sender.deliver(
                 event,
-                Destination(
-                    protocol=case.protocol, sink=case.sink(server, name), settings=case.settings(name, mode)
-                ),
+                case.destination(server, name, mode),
             )
         got = await collector.wait_for(len(sent))
         assert [e["id"] for e in got] == [e["id"] for e in sent]
@@ -109,11 +106,7 @@ async def test_invalid_message_is_counted_and_skipped(
         event = make_event()
         await sender.deliver(
             event,
-            Destination(
-                protocol=case.protocol,
-                sink=case.sink(server, name),
-                settings=case.settings(name, case.modes[0]),
-            ),
+            case.destination(server, name),
         )
         [got] = await collector.wait_for(1)
         assert got["id"] == event["id"]
@@ -139,11 +132,7 @@ async def test_failing_callback_gets_the_events_again(
         event = make_event()
         await sender.deliver(
             event,
-            Destination(
-                protocol=case.protocol,
-                sink=case.sink(server, name),
-                settings=case.settings(name, case.modes[0]),
-            ),
+            case.destination(server, name),
         )
         [got] = await collector.wait_for(1)
         assert got["id"] == event["id"]
@@ -166,9 +155,7 @@ async def test_event_refused_by_callback_is_isolated(
     collector = Collector(reject_type="com.example.bad")
     task = await started(receiver, collector)
     sender = create_sender(case.protocol)
-    destination = Destination(
-        protocol=case.protocol, sink=case.sink(server, name), settings=case.settings(name, case.modes[0])
-    )
+    destination = case.destination(server, name)
     try:
         good = [make_event() for _ in range(3)]
         await sender.deliver(good[0], destination)

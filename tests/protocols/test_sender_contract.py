@@ -56,9 +56,7 @@ async def test_delivers_event_intact(
         event = make_event(payload)
         await sender.deliver(
             event,
-            Destination(
-                protocol=case.protocol, sink=case.sink(server, name), settings=case.settings(name, mode)
-            ),
+            case.destination(server, name, mode),
         )
         [received] = await consumer.receive(1)
         assert received.event == expected(case, mode, event)
@@ -77,9 +75,7 @@ async def test_many_deliveries_share_one_connection(
     name = unique_name()
     consumer = await case.consumer(server, name)
     sender = create_sender(case.protocol)
-    destination = Destination(
-        protocol=case.protocol, sink=case.sink(server, name), settings=case.settings(name, case.modes[0])
-    )
+    destination = case.destination(server, name)
     try:
         events = [make_event() for _ in range(40)]
         await asyncio.gather(*(sender.deliver(event, destination) for event in events))
