@@ -21,9 +21,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 
 class ServerThread:
-    """An ASGI app served by uvicorn in a background thread; ``url`` once started."""
+    """An ASGI app served by uvicorn in a background thread; ``url`` once started.
 
-    def __init__(self, app: ASGIApp) -> None:
+    On exit in-flight requests are cut short unless ``force_exit`` is false, in which case
+    stopping waits for them (up to the join timeout).
+    """
+
+    def __init__(self, app: ASGIApp, *, force_exit: bool = True) -> None:
+        self._force_exit = force_exit
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
@@ -46,7 +51,8 @@ class ServerThread:
 
     def __exit__(self, *exc: object) -> None:
         self._server.should_exit = True
-        self._server.force_exit = True  # do not wait for a deliberately slow request to finish
+        # By default do not wait for a deliberately slow request to finish.
+        self._server.force_exit = self._force_exit
         self._thread.join(timeout=20)
         self._sock.close()
 

@@ -6,41 +6,26 @@ Each is an ASGI app served by uvicorn in a thread on a socket bound to port 0 of
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from typing import Any
 
 import httpx
-import uvicorn
+from pipeline.servers import ServerThread as PipelineServerThread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 
-class ServerThread:
-    """Serves ``app`` on a free loopback port until closed; ``url`` is its base URL."""
+class ServerThread(PipelineServerThread):
+    """Serves ``app`` on a free loopback port from construction until closed; ``url`` is its
+    base URL. Closing lets in-flight requests finish."""
 
     def __init__(self, app: ASGIApp) -> None:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="warning", lifespan="auto", access_log=False)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 20
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("server did not start")
-            time.sleep(0.01)
+        super().__init__(app, force_exit=False)
+        self.__enter__()
 
     def close(self) -> None:
         """Stop serving and wait for the thread."""
-        self._server.should_exit = True
-        self._thread.join(timeout=20)
-        self._sock.close()
+        self.__exit__(None, None, None)
 
 
 async def _body(receive: Receive) -> bytes:
