@@ -8,6 +8,7 @@ counts the frames, so each test shows the delivery really travelled over WebSock
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -54,6 +55,26 @@ async def test_delivers_over_websocket(
         assert [r.event for r in received] == expected
         assert relay.handshakes == [("/mqtt", "mqtt")]
         assert relay.frames >= 3  # CONNECT and the two PUBLISH packets
+    finally:
+        await sender.aclose()
+        await consumer.close()
+
+
+async def test_concurrent_deliveries_over_websocket(
+    mosquitto: MosquittoServer, relay: WebSocketRelay
+) -> None:
+    """Many deliveries in flight on one WebSocket connection all complete: acknowledgements that
+    arrive together in one read are all handled (none waits for more bytes on the socket)."""
+    name = unique_name()
+    consumer = await MqttConsumer(mosquitto.host, mosquitto.port, name, v5=True).ready()
+    sender = create_sender("MQTT5")
+    try:
+        events = [make_event("text") for _ in range(150)]
+        destination = Destination(protocol="MQTT5", sink=relay.url, settings={"topicname": name, "qos": 1})
+        await asyncio.wait_for(asyncio.gather(*(sender.deliver(e, destination) for e in events)), 20)
+        received = await consumer.receive(150)
+        assert sorted(r.event["id"] for r in received) == sorted(e["id"] for e in events)
+        assert len(relay.handshakes) == 1
     finally:
         await sender.aclose()
         await consumer.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -108,11 +109,14 @@ class LoopNetwork:
         if self._fd is not None:
             self._client.loop_write()
         self._forget_socket()
+        leftover = self._client.socket()  # DISCONNECT not fully written: close without it
+        if leftover is not None:
+            leftover.close()
 
     # -- connecting ---------------------------------------------------------------------------
 
     async def _connect(self) -> None:
-        for attempt in range(1_000_000):
+        for attempt in itertools.count():
             await asyncio.sleep(RECONNECT_DELAYS[min(attempt, len(RECONNECT_DELAYS) - 1)])
             if self._stopped:
                 return
