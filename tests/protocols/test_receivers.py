@@ -6,14 +6,16 @@ callback returned)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, NamedTuple
 
 import pytest
 from ce_samples import make_event
 from ceprotocols.errors import BindingError
 from ceprotocols.receiver import Receiver
 from ceprotocols.registry import create_sender
+from ceprotocols.sender import Sender
 from ceprotocols.sources import create_receiver
 from conftest import protocol_params
 from harness import ProtocolCase, publish_raw, source_url, unique_name
@@ -46,18 +48,32 @@ class Collector:
         return self.events
 
 
-async def started(receiver: Receiver, collector: Collector) -> asyncio.Task[None]:
+class Live(NamedTuple):
+    """A running receiver on a fresh topic/queue/subject ``name`` and a sender to publish there."""
+
+    name: str
+    receiver: Receiver
+    sender: Sender
+
+
+@asynccontextmanager
+async def receiving(case: ProtocolCase, server: Any, collector: Collector) -> AsyncIterator[Live]:
+    """Start a receiver feeding ``collector`` and wait until it is subscribed; on exit close the
+    sender and stop the receiver."""
+    name = unique_name()
+    receiver = create_receiver(source_url(case, server, name))
     task = asyncio.create_task(receiver.run(collector))
     async with asyncio.timeout(20):
         while not receiver.stats.subscribed:  # noqa: ASYNC110 - polling the receiver's counter
             await asyncio.sleep(0.05)
-    return task
-
-
-async def stop(receiver: Receiver, task: asyncio.Task[None]) -> None:
-    await receiver.aclose()
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    sender = create_sender(case.protocol)
+    try:
+        yield Live(name, receiver, sender)
+    finally:
+        await sender.aclose()
+        await receiver.aclose()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 @pytest.mark.parametrize("case", protocol_params())
@@ -66,27 +82,17 @@ async def test_receives_events_in_every_mode(
 ) -> None:
     """Each content mode the binding defines decodes to the event that was sent."""
     server = server_of(case)
-    name = unique_name()
-    receiver = create_receiver(source_url(case, server, name))
     collector = Collector()
-    task = await started(receiver, collector)
-    sender = create_sender(case.protocol)
-    try:
+    async with receiving(case, server, collector) as live:
         sent = []
         for mode in case.modes:
             event = make_event("json-object", modeext=mode)
             sent.append(event)
-            await sender.deliver(
-                event,
-                case.destination(server, name, mode),
-            )
+            await live.sender.deliver(event, case.destination(server, live.name, mode))
         got = await collector.wait_for(len(sent))
         assert [e["id"] for e in got] == [e["id"] for e in sent]
         assert [e["data"] for e in got] == [e["data"] for e in sent]
-        assert receiver.stats.accepted == len(sent)
-    finally:
-        await sender.aclose()
-        await stop(receiver, task)
+        assert live.receiver.stats.accepted == len(sent)
 
 
 @pytest.mark.parametrize("case", protocol_params())
@@ -96,24 +102,14 @@ async def test_invalid_message_is_counted_and_skipped(
     """A message that is not a CloudEvent never stops the consumer: it is counted as invalid
     and the next valid event still arrives (issue: ingress)."""
     server = server_of(case)
-    name = unique_name()
-    receiver = create_receiver(source_url(case, server, name))
     collector = Collector()
-    task = await started(receiver, collector)
-    sender = create_sender(case.protocol)
-    try:
-        await publish_raw(case, server, name, b"definitely not a cloudevent")
+    async with receiving(case, server, collector) as live:
+        await publish_raw(case, server, live.name, b"definitely not a cloudevent")
         event = make_event()
-        await sender.deliver(
-            event,
-            case.destination(server, name),
-        )
+        await live.sender.deliver(event, case.destination(server, live.name))
         [got] = await collector.wait_for(1)
         assert got["id"] == event["id"]
-        assert receiver.stats.invalid == 1
-    finally:
-        await sender.aclose()
-        await stop(receiver, task)
+        assert live.receiver.stats.invalid == 1
 
 
 @pytest.mark.parametrize("case", protocol_params())
@@ -123,24 +119,14 @@ async def test_failing_callback_gets_the_events_again(
     """A transient callback failure acknowledges nothing: the same event is handed over again
     until the callback stores it, and it is stored once."""
     server = server_of(case)
-    name = unique_name()
-    receiver = create_receiver(source_url(case, server, name))
     collector = Collector(transient_failures=2)
-    task = await started(receiver, collector)
-    sender = create_sender(case.protocol)
-    try:
+    async with receiving(case, server, collector) as live:
         event = make_event()
-        await sender.deliver(
-            event,
-            case.destination(server, name),
-        )
+        await live.sender.deliver(event, case.destination(server, live.name))
         [got] = await collector.wait_for(1)
         assert got["id"] == event["id"]
         assert collector.calls == 3
-        assert receiver.stats.retries == 2
-    finally:
-        await sender.aclose()
-        await stop(receiver, task)
+        assert live.receiver.stats.retries == 2
 
 
 @pytest.mark.parametrize("case", protocol_params())
@@ -150,24 +136,17 @@ async def test_event_refused_by_callback_is_isolated(
     """When the callback refuses an event as invalid, only that event is dropped; the others of
     the same batch are stored."""
     server = server_of(case)
-    name = unique_name()
-    receiver = create_receiver(source_url(case, server, name))
     collector = Collector(reject_type="com.example.bad")
-    task = await started(receiver, collector)
-    sender = create_sender(case.protocol)
-    destination = case.destination(server, name)
-    try:
+    async with receiving(case, server, collector) as live:
+        destination = case.destination(server, live.name)
         good = [make_event() for _ in range(3)]
-        await sender.deliver(good[0], destination)
-        await sender.deliver(make_event(type="com.example.bad"), destination)
-        await sender.deliver(good[1], destination)
-        await sender.deliver(good[2], destination)
+        await live.sender.deliver(good[0], destination)
+        await live.sender.deliver(make_event(type="com.example.bad"), destination)
+        await live.sender.deliver(good[1], destination)
+        await live.sender.deliver(good[2], destination)
         got = await collector.wait_for(3)
         assert sorted(e["id"] for e in got) == sorted(e["id"] for e in good)
-        assert receiver.stats.invalid == 1
-    finally:
-        await sender.aclose()
-        await stop(receiver, task)
+        assert live.receiver.stats.invalid == 1
 
 
 def test_source_urls_are_checked() -> None:
