@@ -14,6 +14,7 @@ import base64
 import contextlib
 import hashlib
 import socket
+import ssl
 import threading
 from typing import BinaryIO
 
@@ -24,14 +25,22 @@ _CONTINUATION, _BINARY, _CLOSE, _PING, _PONG = 0x0, 0x2, 0x8, 0x9, 0xA
 
 
 class WebSocketRelay:
-    """A WebSocket endpoint on 127.0.0.1 at ``path`` relaying MQTT to ``target_port``.
+    """A WebSocket endpoint on 127.0.0.1 at ``path`` relaying MQTT to ``target_port``, over TLS
+    when given a server ``tls`` context.
 
     ``handshakes`` records the path and subprotocol of every upgrade request and ``frames`` counts
     the binary frames relayed from clients, so tests can show the traffic went over WebSocket.
     """
 
-    def __init__(self, target_port: int, *, path: str = "/mqtt", target_host: str = "127.0.0.1") -> None:
-        self.host, self.port, self.path = "127.0.0.1", free_port(), path
+    def __init__(
+        self,
+        target_port: int,
+        *,
+        path: str = "/mqtt",
+        target_host: str = "127.0.0.1",
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self.host, self.port, self.path, self.tls = "127.0.0.1", free_port(), path, tls
         self.target = (target_host, target_port)
         self.handshakes: list[tuple[str, str]] = []
         self.frames = 0
@@ -41,8 +50,8 @@ class WebSocketRelay:
 
     @property
     def url(self) -> str:
-        """The ``ws://`` URL of the endpoint (with its path)."""
-        return f"ws://{self.host}:{self.port}{self.path}"
+        """The ``ws://`` (``wss://`` with ``tls``) URL of the endpoint, with its path."""
+        return f"{'wss' if self.tls else 'ws'}://{self.host}:{self.port}{self.path}"
 
     def start(self) -> None:
         """Listen and accept connections in a daemon thread."""
@@ -72,6 +81,8 @@ class WebSocketRelay:
 
     def _serve(self, client: socket.socket) -> None:
         with contextlib.suppress(OSError, ConnectionError):
+            if self.tls is not None:  # the TLS handshake, in this connection's thread
+                client = self.tls.wrap_socket(client, server_side=True)
             reader = client.makefile("rb")
             if not self._handshake(client, reader):
                 client.close()
