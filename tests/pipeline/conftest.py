@@ -11,14 +11,12 @@ import pytest
 from cebroker.app import create_app
 from cebroker.settings import Settings
 from pipeline.helpers import Broker
-from pipeline.servers import ServedApps, ServerThread, Sink
+from pipeline.servers import ServedApps, Sink, served_sink
 
 
 @pytest.fixture
 def sink() -> Iterator[Sink]:
-    recorder = Sink()
-    with ServerThread(recorder) as server:
-        recorder.url = server.url
+    with served_sink() as recorder:
         yield recorder
 
 

@@ -9,7 +9,8 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,3 +178,12 @@ def wait_until(check: Callable[[], Any], timeout: float = 15.0) -> Any:
             return value
         time.sleep(0.05)
     raise AssertionError("condition not met in time")
+
+
+@contextmanager
+def served_sink() -> Iterator[Sink]:
+    """A recording sink served on a free port, with its ``url`` set, for the block's duration."""
+    recorder = Sink()
+    with ServerThread(recorder) as server:
+        recorder.url = server.url
+        yield recorder

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline.servers import ServedApps, ServerThread
+from pipeline.servers import ServedApps, Sink, served_sink
 from starlette.testclient import TestClient
 
 from cebroker.app import create_app
 from cebroker.registry.component import RegistryComponent
 from cebroker.settings import Settings
-from registry.support import BASE, DOCUMENT_SCHEMA, Broker, RecordingIngestor, UrlSink, make_client
+from registry.support import BASE, DOCUMENT_SCHEMA, Broker, RecordingIngestor, make_client
 
 
 @pytest.fixture
@@ -34,11 +34,9 @@ def client(component: RegistryComponent) -> Iterator[TestClient]:
 
 
 @pytest.fixture
-def sink() -> Iterator[UrlSink]:
+def sink() -> Iterator[Sink]:
     """A recording HTTP sink on a free port."""
-    recorder = UrlSink()
-    with ServerThread(recorder) as server:
-        recorder.url = server.url
+    with served_sink() as recorder:
         yield recorder
 
 

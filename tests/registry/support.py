@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pipeline.servers import ServerThread, Sink
+from pipeline.servers import ServerThread
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
@@ -20,12 +20,6 @@ SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 SAMPLES = SHARED / "conformance" / "xregistry-samples" / "xregistry-spec"
 SCENARIOS = SAMPLES / "cloudevents" / "samples" / "scenarios"
 DOCUMENT_SCHEMA = SAMPLES / "schemas" / "cloudevents-document-schema.json"
-
-
-class UrlSink(Sink):
-    """A recording HTTP sink that knows its base URL."""
-
-    url = ""
 
 
 class Broker:

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pipeline.servers import Received
+from pipeline.servers import Received, Sink
 
-from registry.support import SCENARIOS, Broker, UrlSink
+from registry.support import SCENARIOS, Broker
 
 BROKER_URL = "http://broker.test"
 #: generous: deliveries retry with backoff when a loaded machine is slow to answer
@@ -43,7 +43,7 @@ def registry_broker(make_broker: Callable[..., Broker]) -> Callable[..., Broker]
     return make
 
 
-def test_change_events_reach_a_subscription(registry_broker: Callable[..., Broker], sink: UrlSink) -> None:
+def test_change_events_reach_a_subscription(registry_broker: Callable[..., Broker], sink: Sink) -> None:
     """Registry writes become CloudEvents on the broker's own path; a prefix filter on subject
     follows one group, a types filter selects the Message Catalog's older event type."""
     broker = registry_broker()
