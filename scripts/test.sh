@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/install-servers.sh
 scripts/bootstrap.sh --dev
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 .venv/bin/mypy
 set +e
 .venv/bin/python -m pytest "$@"
