@@ -4,6 +4,12 @@ Callers on the event loop submit small functions of a connection; the thread tak
 queued at that moment, runs each inside its own savepoint (a failing job rolls back alone)
 and commits them together in one transaction, then resolves each caller's future. With
 ``synchronous=FULL`` a commit is one fsync, shared by all the requests that arrived meanwhile.
+
+Under load the thread competes with the event loop for the GIL: every SQLite statement and
+every wake-up of the loop releases it, and taking it back from a busy loop can cost up to the
+interpreter's switch interval (5 ms). A group therefore issues as few statements and wake-ups
+as it can: jobs that undo their own partial writes (``guarded``) skip the savepoint, and all the
+futures of one event loop are resolved by a single wake-up.
 """
 
 from __future__ import annotations
@@ -33,15 +39,21 @@ class _Pending:
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
     durable: bool
+    guarded: bool
 
 
-def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]
+
+
+def _resolve(outcomes: list[Outcome]) -> None:
+    """Settle the futures of one event loop (runs on that loop)."""
+    for future, result, error in outcomes:
+        if future.done():
+            continue  # the caller was cancelled meanwhile
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
 
 
 class SqliteWriter:
@@ -93,7 +105,12 @@ class SqliteWriter:
         return self._queue.qsize()
 
     async def run(
-        self, fn: Callable[[sqlite3.Connection], T], *, bounded: bool = False, durable: bool = True
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        bounded: bool = False,
+        durable: bool = True,
+        guarded: bool = False,
     ) -> T:
         """Run ``fn`` in the writer's next transaction and return its result once committed.
 
@@ -102,6 +119,8 @@ class SqliteWriter:
         ``synchronous=NORMAL``: in WAL mode that survives a process crash (the write is in the
         OS) but not a power cut, and skips the fsync. It suits bookkeeping whose loss only
         repeats work (a delivery confirmed but not yet deleted is delivered again).
+        A ``guarded`` job promises that when it raises it has left no write behind (it runs its
+        own savepoint), so the writer does not wrap it in one.
         """
         if self._thread is None:
             raise RuntimeError("the log writer is not running")
@@ -109,7 +128,7 @@ class SqliteWriter:
             raise Overloaded("the event log is busy; retry shortly", retry_after=1.0)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put(_Pending(fn, future, loop, durable))
+        self._queue.put(_Pending(fn, future, loop, durable, guarded))
         return await future
 
     def stop(self) -> None:
@@ -140,29 +159,46 @@ class SqliteWriter:
         conn.close()
 
     def _commit(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
-        outcomes: list[tuple[Any, BaseException | None]] = []
         durable = any(job.durable for job in group)
         if durable != self._durable:
             conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
             self._durable = durable
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for job in group:
-                conn.execute("SAVEPOINT job")
-                try:
-                    outcomes.append((job.fn(conn), None))
-                    conn.execute("RELEASE job")
-                except Exception as exc:
-                    conn.execute("ROLLBACK TO job")
-                    conn.execute("RELEASE job")
-                    outcomes.append((None, exc))
+            outcomes = [self._run_job(conn, job) for job in group]
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             log.exception("event log commit failed")
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             outcomes = [(None, exc)] * len(group)
+        self._wake(group, outcomes)
+
+    @staticmethod
+    def _run_job(conn: sqlite3.Connection, job: _Pending) -> tuple[Any, BaseException | None]:
+        """Run one job of the open transaction; a failing job leaves no write behind."""
+        if job.guarded:
+            try:
+                return job.fn(conn), None
+            except Exception as exc:
+                return None, exc
+        conn.execute("SAVEPOINT job")
+        try:
+            result = job.fn(conn)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO job")
+            conn.execute("RELEASE job")
+            return None, exc
+        conn.execute("RELEASE job")
+        return result, None
+
+    @staticmethod
+    def _wake(group: list[_Pending], outcomes: list[tuple[Any, BaseException | None]]) -> None:
+        """Hand the outcomes to their event loops, one wake-up per loop."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
         for job, (result, error) in zip(group, outcomes, strict=True):
-            # A closed loop means nobody waits for this result any more.
+            by_loop.setdefault(job.loop, []).append((job.future, result, error))
+        for loop, settled in by_loop.items():
+            # A closed loop means nobody waits for these results any more.
             with contextlib.suppress(RuntimeError):
-                job.loop.call_soon_threadsafe(_resolve, job.future, result, error)
+                loop.call_soon_threadsafe(_resolve, settled)
