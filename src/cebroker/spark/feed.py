@@ -17,16 +17,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cebroker.spark.columns import SchemaError, plan_columns
 from cebroker.spark.datasource import SHORT_NAME, CloudEventsDataSource
 from cebroker.spark.options import SinkOptions
 from cebroker.spark.progress import ProgressReporter
+from cebroker.spark.schema import column_specs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.types import StructType
 
 _RAISED = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Unavailable|Rejected): ")
 CORRUPT_COLUMN = "_corrupt_record"
+#: Reader options per input format, for schema inference and the stream alike. CSV: a header
+#: line names the columns, and a quote inside a quoted cell is doubled (RFC 4180, as spreadsheets
+#: and Python's csv module write it); Spark's default escape character is a backslash, which
+#: would split such a cell and turn the line into a corrupt record.
+_READER_OPTIONS: dict[str, dict[str, str]] = {"csv": {"header": "true", "escape": '"'}}
 
 
 class FeedError(RuntimeError):
@@ -115,9 +123,7 @@ def input_stream(spark: SparkSession, config: FeedConfig) -> DataFrame:
         )
     if config.input is None:
         raise FeedError("give --input DIR (files to feed) or --rate N (synthetic load)")
-    reader = spark.readStream.format(config.format)
-    if config.format == "csv":
-        reader = reader.option("header", "true")
+    reader = spark.readStream.format(config.format).options(**_READER_OPTIONS.get(config.format, {}))
     if config.format in ("json", "csv"):
         # Malformed lines become rows carrying the raw text; the sink moves them to the error location.
         reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
@@ -133,9 +139,7 @@ def _schema(spark: SparkSession, config: FeedConfig, directory: Path) -> str:
         ddl = config.schema
     else:
         try:
-            reader = spark.read.format(config.format)
-            if config.format == "csv":
-                reader = reader.option("header", "true")
+            reader = spark.read.format(config.format).options(**_READER_OPTIONS.get(config.format, {}))
             ddl = reader.load(str(directory)).schema.toDDL()
         except AnalysisException as exc:
             raise FeedError(
@@ -148,14 +152,28 @@ def _schema(spark: SparkSession, config: FeedConfig, directory: Path) -> str:
 
 
 def start_query(spark: SparkSession, config: FeedConfig) -> StreamingQuery:
-    """Start the streaming query into the broker (options checked before Spark starts it)."""
+    """Start the streaming query into the broker (options and columns checked before it starts)."""
     options = config.options()
-    SinkOptions.parse(options)  # fail with the option's name before any Spark job starts
-    writer = input_stream(spark, config).writeStream.format(SHORT_NAME).options(**options)
+    sink = SinkOptions.parse(options)  # fail with the option's name before any Spark job starts
+    stream = input_stream(spark, config)
+    _check_columns(stream.schema, sink)
+    writer = stream.writeStream.format(SHORT_NAME).options(**options)
     # Following: a one-second cadence batches the rate source's rows and leaves gaps between
     # micro-batches in which --duration can stop the query without cancelling one.
     trigger = {"availableNow": True} if config.once else {"processingTime": "1 second"}
     return writer.trigger(**trigger).start()
+
+
+def _check_columns(schema: StructType, sink: SinkOptions) -> None:
+    """Refuse an input with a column no CloudEvent can hold before the query starts. The sink
+    makes the same check, but only inside the running query, where Spark logs the failure with
+    a JVM stack trace and a hint to resume from the checkpoint that cannot help."""
+    try:
+        plan_columns(
+            column_specs(schema), sink.corrupt_record_column, ignore_null_fields=sink.ignore_null_fields
+        )
+    except SchemaError as exc:
+        raise FeedError(f"the input cannot become CloudEvents: {exc}") from None
 
 
 def run(config: FeedConfig, out: Callable[[str], None] = print) -> int:
