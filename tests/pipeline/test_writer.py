@@ -69,3 +69,41 @@ async def test_a_full_queue_refuses_bounded_jobs(tmp_path: Path) -> None:
     finally:
         gate.set()
         writer.stop()
+
+
+async def test_a_guarded_job_failing_alone_keeps_the_group(tmp_path: Path) -> None:
+    """A ``guarded`` job runs without the writer's savepoint; when it undoes its own writes and
+    raises, the other jobs of its group still commit and it alone fails."""
+    writer = SqliteWriter(tmp_path / "w.db")
+    writer.start(_init)
+    gate = threading.Event()
+    try:
+        blocker = asyncio.ensure_future(writer.run(lambda conn: gate.wait(5)))
+        await asyncio.sleep(0.05)
+
+        def guarded_failure(conn: sqlite3.Connection) -> None:
+            conn.execute("SAVEPOINT own")
+            conn.execute("INSERT INTO t VALUES (99)")
+            conn.execute("ROLLBACK TO own")
+            conn.execute("RELEASE own")
+            raise ValueError("guarded job failed")
+
+        def insert(value: int) -> Callable[[sqlite3.Connection], int]:
+            return lambda conn: conn.execute("INSERT INTO t VALUES (?)", (value,)).rowcount
+
+        jobs = [
+            asyncio.ensure_future(writer.run(insert(1), guarded=True)),
+            asyncio.ensure_future(writer.run(guarded_failure, guarded=True)),
+            asyncio.ensure_future(writer.run(insert(2))),
+        ]
+        gate.set()
+        await blocker
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        assert results[0] == 1
+        assert results[2] == 1
+        assert isinstance(results[1], ValueError)
+        rows = await writer.run(lambda conn: [r[0] for r in conn.execute("SELECT x FROM t ORDER BY x")])
+        assert rows == [1, 2]
+    finally:
+        gate.set()
+        writer.stop()

@@ -92,7 +92,9 @@ class DeliveryLog:
                 raise RuntimeError("append was not written")  # _append_waiting sets one of the two
             return call.result
 
-        return await self.writer.run(job, bounded=True)
+        # Guarded: the job writes only through _append_waiting, which rolls its own savepoint
+        # back on failure, so the writer's per-job savepoint would be two wasted statements.
+        return await self.writer.run(job, bounded=True, guarded=True)
 
     def _append_waiting(self, conn: sqlite3.Connection) -> None:
         """Write every waiting call at once; if that fails, each on its own, so one caller's
