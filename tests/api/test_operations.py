@@ -37,19 +37,20 @@ async def test_create_returns_realized_subscription(client: httpx.AsyncClient) -
         "filters": [{"prefix": {"type": "com."}}],
         "sink": "https://sink.example/events",
         "protocol": "HTTP",
-        "protocolsettings": {"method": "POST"},
+        "protocolsettings": {"method": "POST", "contentmode": "binary"},
     }
 
 
 @pytest.mark.parametrize(
     ("protocol", "defaults"),
     [
-        ("HTTP", {"method": "POST"}),
-        ("MQTT3", {"topicname": "t/1", "qos": 1, "retain": False}),
-        ("MQTT5", {"topicname": "t/1", "qos": 1, "retain": False}),
-        ("AMQP", {"sendersettlementmode": "unsettled"}),
-        ("KAFKA", {"topicname": "ev", "acks": "all"}),
-        ("NATS", {"subject": "ev.x"}),
+        ("HTTP", {"method": "POST", "contentmode": "binary"}),
+        # MQTT 3.1.1 has no headers: structured is its only content mode (MQTT binding 3.1)
+        ("MQTT3", {"topicname": "t/1", "qos": 1, "retain": False, "contentmode": "structured"}),
+        ("MQTT5", {"topicname": "t/1", "qos": 1, "retain": False, "contentmode": "binary"}),
+        ("AMQP", {"sendersettlementmode": "unsettled", "contentmode": "binary"}),
+        ("KAFKA", {"topicname": "ev", "acks": "all", "contentmode": "binary"}),
+        ("NATS", {"subject": "ev.x", "contentmode": "binary"}),
     ],
 )
 async def test_protocol_defaults_are_applied(

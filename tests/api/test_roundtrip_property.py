@@ -23,6 +23,7 @@ TEXT = st.text(
 TOKEN = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=10)
 HOST = st.sampled_from(["127.0.0.1", "broker.example", "[::1]"])
 PORT = st.integers(1, 65535)
+CONTENT_MODE = st.sampled_from(["binary", "structured"])
 
 SETTINGS: dict[str, tuple[st.SearchStrategy[str], st.SearchStrategy[dict[str, Any]], dict[str, Any]]] = {
     "HTTP": (
@@ -34,9 +35,10 @@ SETTINGS: dict[str, tuple[st.SearchStrategy[str], st.SearchStrategy[dict[str, An
             optional={
                 "method": st.sampled_from(["POST", "PUT", "PATCH"]),
                 "headers": st.dictionaries(st.from_regex(r"x-[a-z]{1,6}", fullmatch=True), TOKEN, max_size=3),
+                "contentmode": CONTENT_MODE,
             },
         ),
-        {"method": "POST"},
+        {"method": "POST", "contentmode": "binary"},
     ),
     "MQTT5": (
         st.builds(lambda s, h, p: f"{s}://{h}:{p}", st.sampled_from(["mqtt", "mqtts"]), HOST, PORT),
@@ -47,9 +49,10 @@ SETTINGS: dict[str, tuple[st.SearchStrategy[str], st.SearchStrategy[dict[str, An
                 "retain": st.booleans(),
                 "expiry": st.integers(0, 2**32 - 1),
                 "userproperties": st.dictionaries(TOKEN, TEXT, max_size=3),
+                "contentmode": CONTENT_MODE,
             },
         ),
-        {"qos": 1, "retain": False},
+        {"qos": 1, "retain": False, "contentmode": "binary"},
     ),
     "AMQP": (
         st.builds(lambda s, h, t: f"{s}://{h}/queue/{t}", st.sampled_from(["amqp", "amqps"]), HOST, TOKEN),
@@ -59,9 +62,10 @@ SETTINGS: dict[str, tuple[st.SearchStrategy[str], st.SearchStrategy[dict[str, An
                 "linkname": TOKEN,
                 "sendersettlementmode": st.sampled_from(["settled", "unsettled"]),
                 "linkproperties": st.dictionaries(TOKEN, TEXT, max_size=2),
+                "contentmode": CONTENT_MODE,
             },
         ),
-        {"sendersettlementmode": "unsettled"},
+        {"sendersettlementmode": "unsettled", "contentmode": "binary"},
     ),
     "KAFKA": (
         st.builds(
@@ -70,14 +74,21 @@ SETTINGS: dict[str, tuple[st.SearchStrategy[str], st.SearchStrategy[dict[str, An
         ),
         st.fixed_dictionaries(
             {"topicname": st.from_regex(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,20}", fullmatch=True)},
-            optional={"acks": st.sampled_from(["0", "1", "all", -1]), "clientid": TOKEN},
+            optional={
+                "acks": st.sampled_from(["0", "1", "all", -1]),
+                "clientid": TOKEN,
+                "contentmode": CONTENT_MODE,
+            },
         ),
-        {"acks": "all"},
+        {"acks": "all", "contentmode": "binary"},
     ),
     "NATS": (
         st.builds(lambda s, h, p: f"{s}://{h}:{p}", st.sampled_from(["nats", "tls"]), HOST, PORT),
-        st.fixed_dictionaries({"subject": st.builds(".".join, st.lists(TOKEN, min_size=1, max_size=3))}),
-        {},
+        st.fixed_dictionaries(
+            {"subject": st.builds(".".join, st.lists(TOKEN, min_size=1, max_size=3))},
+            optional={"contentmode": CONTENT_MODE},
+        ),
+        {"contentmode": "binary"},
     ),
 }
 

@@ -12,6 +12,7 @@ from cebroker.api.conditional import check_if_match
 from cebroker.api.query import next_link, parse_query
 from cebroker.api.validation import realize
 from cebroker.errors import PreconditionFailed, ValidationError
+from cebroker.sources.rules import register_protocol_rules
 from cebroker.store.base import SubscriptionQuery
 
 
@@ -51,6 +52,10 @@ def test_realize_survives_pathological_nesting() -> None:
 
 
 def test_realize_ignores_body_id_on_create() -> None:
+    """3.2.5.1: the server assigns the id; defaults are applied (contentmode comes from the
+    protocol bridge's registered rules, registered here so the result does not depend on
+    which test built an app first)."""
+    register_protocol_rules()
     sub = realize(
         {
             "id": "client-chosen",
@@ -61,7 +66,7 @@ def test_realize_ignores_body_id_on_create() -> None:
         subscription_id="srv",
     )
     assert sub.id == "srv"
-    assert sub.protocolsettings == {"subject": "a"}
+    assert sub.protocolsettings == {"subject": "a", "contentmode": "binary"}
 
 
 @pytest.mark.parametrize(

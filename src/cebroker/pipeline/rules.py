@@ -42,6 +42,7 @@ def register_subscription_rules() -> None:
         "contentmode",
         _content_mode,
         schema={"type": "string", "enum": list(CONTENT_MODES), "default": "binary"},
+        default="binary",
     )
     for key in POLICY_KEYS:
         register_config_key(key, _policy_check(key))

@@ -41,12 +41,14 @@ def register_protocol_rules() -> None:
             "contentmode",
             _content_mode("binary", "structured"),
             schema={"type": "string", "enum": ["binary", "structured"], "default": "binary"},
+            default="binary",
         )
     register_setting(
         "MQTT3",
         "contentmode",
         _content_mode("structured"),
         schema={"type": "string", "enum": ["structured"], "default": "structured"},
+        default="structured",
     )
     register_setting(
         "KAFKA",
