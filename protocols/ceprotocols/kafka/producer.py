@@ -3,7 +3,10 @@
 A daemon thread serves the producer's callbacks (``poll``); each delivery report resolves the
 asyncio future of its record on the owning loop. librdkafka reconnects by itself; the error
 callback remembers whether the brokers are down so that a record that times out is reported as
-TargetUnreachable rather than a plain timeout.
+TargetUnreachable rather than a plain timeout, and whether they refused our credential or denied
+us the cluster or topic: librdkafka reports a refused SASL login only there (the queued records then
+fail with ``_MSG_TIMED_OUT``), and retrying a wrong password cannot succeed, so those records are a
+final DeliveryRejected naming the refusal. A later successful delivery forgets both.
 """
 
 from __future__ import annotations
@@ -18,20 +21,46 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from ceprotocols.errors import DeliveryError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
 from ceprotocols.kafka.binding import KafkaRecord
 
-_CONNECTIVITY = frozenset(
-    {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE, KafkaError._AUTHENTICATION}
+_CONNECTIVITY = frozenset({KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE})
+_REFUSALS = frozenset(
+    {
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
 )
+_TIMEOUTS = frozenset({KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT})
 
 
-def translate(error: KafkaError, where: str) -> DeliveryError:
-    """The DeliveryError for a librdkafka error."""
+def is_refusal(error: KafkaError) -> bool:
+    """Whether ``error`` says the cluster refused our credential or denied us access."""
+    return error.code() in _REFUSALS
+
+
+def _refused(where: str, refusal: KafkaError, text: str) -> DeliveryRejected:
+    cause = f"{refusal.name()} {refusal.str()}"
+    return DeliveryRejected(
+        f"{where}: refused by the cluster: {cause} ({text})", status=refusal.name(), retryable=False
+    )
+
+
+def translate(error: KafkaError, where: str, refusal: KafkaError | None = None) -> DeliveryError:
+    """The DeliveryError for a librdkafka error.
+
+    ``refusal`` is the authentication or authorization error the producer's error callback last
+    saw, if any: a record that then times out or finds no broker failed because of it, so it is
+    a final DeliveryRejected naming that cause instead of a retryable timeout.
+    """
     code = error.code()
     text = f"{where}: {error.name()} {error.str()}"
-    if code in (KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT):
+    if code in _REFUSALS:
+        return DeliveryRejected(text, status=error.name(), retryable=False)
+    if refusal is not None and (code in _TIMEOUTS or code in _CONNECTIVITY):
+        return _refused(where, refusal, f"{error.name()} {error.str()}")
+    if code in _TIMEOUTS:
         return DeliveryTimeout(text)
     if code in _CONNECTIVITY:
-        if code == KafkaError._AUTHENTICATION:
-            return DeliveryRejected(text, status=error.name(), retryable=False)
         return TargetUnreachable(text, status=error.name())
     retryable = bool(error.retriable()) or code == KafkaError._QUEUE_FULL
     return DeliveryRejected(text, status=error.name(), retryable=retryable)
@@ -44,6 +73,7 @@ class KafkaProducer:
         self.where = where
         self._loop = asyncio.get_running_loop()
         self._down_since: float | None = None
+        self._refusal: KafkaError | None = None
         self._producer = Producer({**config, "error_cb": self._on_error})
         self._running = True
         self._thread = threading.Thread(target=self._serve, name="kafka-producer", daemon=True)
@@ -54,7 +84,9 @@ class KafkaProducer:
             self._producer.poll(0.1)
 
     def _on_error(self, error: KafkaError) -> None:  # librdkafka's thread
-        if error.code() in _CONNECTIVITY:
+        if is_refusal(error):
+            self._refusal = error
+        elif error.code() in _CONNECTIVITY:
             self._down_since = self._down_since or time.monotonic()
 
     async def produce(self, topic: str, record: KafkaRecord, within: float) -> None:
@@ -73,7 +105,7 @@ class KafkaProducer:
                 f"{self.where}: local queue full", status="queue-full", retryable=True
             ) from exc
         except KafkaException as exc:
-            raise translate(exc.args[0], self.where) from exc
+            raise translate(exc.args[0], self.where, self._refusal) from exc
         try:
             await asyncio.wait_for(future, within)
         except TimeoutError:
@@ -82,6 +114,8 @@ class KafkaProducer:
             raise self._timeout_error(str(exc)) from exc
 
     def _timeout_error(self, text: str) -> DeliveryError:
+        if self._refusal is not None:
+            return _refused(self.where, self._refusal, text)
         if self._down_since is not None:
             return TargetUnreachable(f"{self.where}: brokers unreachable ({text})")
         return DeliveryTimeout(f"{self.where}: {text}")
@@ -91,9 +125,10 @@ class KafkaProducer:
             return
         if error is None:
             self._down_since = None
+            self._refusal = None
             future.set_result(None)
         else:
-            future.set_exception(translate(error, self.where))
+            future.set_exception(translate(error, self.where, self._refusal))
 
     async def close(self) -> None:
         """Flush what is queued (briefly) and stop the callback thread."""
