@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ceprotocols.credentials import Credential, ensure_fresh, parse_credential
 from ceprotocols.endpoint import TLS_SCHEMES, sink_endpoint
-from ceprotocols.errors import BindingError, DeliveryError, DeliveryRejected, SettingsError
+from ceprotocols.errors import INVALID_EVENT, INVALID_SETTINGS, DeliveryError, DeliveryRejected
 from ceprotocols.mqtt import binding
 from ceprotocols.mqtt.connection import MqttConnection
 from ceprotocols.mqtt.settings import SCHEMES, WEBSOCKET_SCHEMES, MqttSettings, parse_settings
@@ -39,11 +39,9 @@ class MqttSender:
 
     def _prepare(self, destination: Destination) -> tuple[_Key, MqttSettings]:
         endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
-        try:
+        with INVALID_SETTINGS:
             settings = parse_settings(destination.settings, v5=self.v5)
             credential = parse_credential(destination.credential, protocol=self.protocol)
-        except SettingsError as exc:
-            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
         websocket_path = (endpoint.path or "/mqtt") if endpoint.scheme in WEBSOCKET_SCHEMES else None
         return (endpoint.scheme, endpoint.host, endpoint.port, websocket_path, credential), settings
 
@@ -51,7 +49,7 @@ class MqttSender:
         """Publish ``event`` and return once the broker confirmed it (see the module doc)."""
         key, settings = self._prepared.get(destination)
         ensure_fresh(key[-1])
-        try:
+        with INVALID_EVENT:
             if settings.structured:
                 message = binding.to_structured(event, v5=self.v5)
                 if settings.user_properties:
@@ -60,22 +58,19 @@ class MqttSender:
                     )
             else:
                 message = binding.to_binary(event, extra=settings.user_properties)
-        except BindingError as exc:
-            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
         connection = await self._pool.get(key, lambda: self._open(key, destination.timeout))
         try:
-            await connection.publish(
-                settings.topic,
-                message,
-                qos=settings.qos,
-                retain=settings.retain,
-                expiry=settings.expiry,
-                within=destination.timeout,
-            )
+            with INVALID_EVENT:  # a property value MQTT cannot carry
+                await connection.publish(
+                    settings.topic,
+                    message,
+                    qos=settings.qos,
+                    retain=settings.retain,
+                    expiry=settings.expiry,
+                    within=destination.timeout,
+                )
         except DeliveryError:
             raise
-        except BindingError as exc:  # a property value MQTT cannot carry
-            raise DeliveryRejected(str(exc), retryable=False, status="invalid") from exc
         except (OSError, ValueError, RuntimeError) as exc:  # paho raises these for socket/packet trouble
             await self._pool.discard(key, connection)
             raise DeliveryRejected(f"MQTT publish failed: {exc}", retryable=True) from exc

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ceprotocols.endpoint import EndpointError, parse_endpoint
+from ceprotocols.endpoint import checked_sink
 from ceprotocols.errors import SettingsError
 from ceprotocols.settings import SettingsReader
 
@@ -53,8 +53,5 @@ def parse_settings(settings: Mapping[str, Any] | None, *, v5: bool) -> MqttSetti
 
 def check(sink: str, settings: Mapping[str, Any], *, v5: bool) -> MqttSettings:
     """Validate a sink and its settings; SettingsError names the bad member."""
-    try:
-        parse_endpoint(sink, schemes=SCHEMES)
-    except EndpointError as exc:
-        raise SettingsError("sink", str(exc)) from exc
+    checked_sink(sink, schemes=SCHEMES)
     return parse_settings(settings, v5=v5)
