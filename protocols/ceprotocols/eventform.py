@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import calendar
 import json
 import re
 from collections.abc import Mapping
@@ -30,6 +31,22 @@ STRUCTURED_PREFIX = "application/cloudevents"
 BATCH_PREFIX = "application/cloudevents-batch"
 #: Attribute names: lower-case ASCII letters and digits (Core spec 3.1.1 "Attribute Naming").
 ATTRIBUTE_NAME = re.compile(r"^[a-z0-9]{1,20}$")
+# RFC 3339 section 5.6 date-time with field ranges, so only days 29-31 need a calendar check.
+_RFC3339 = re.compile(
+    r"(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?"
+    r"([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)"
+)
+
+
+def is_timestamp(value: str) -> bool:
+    """Whether ``value`` is an RFC 3339 date-time (section 5.6), the form of the ``time``
+    attribute and of every Timestamp in the JSON format; the date must exist (no 2024-02-30)."""
+    match = _RFC3339.fullmatch(value)
+    if match is None:
+        return False
+    day = int(match.group(3))
+    return day <= 28 or day <= calendar.monthrange(int(match.group(1)), int(match.group(2)))[1]
+
 
 _JSON_TYPE = re.compile(r"^[a-zA-Z0-9!#$&^_.+-]+/([a-zA-Z0-9!#$&^_.-]+\+)?json\s*(;.*)?$", re.IGNORECASE)
 _TEXT_TYPE = re.compile(r"^(text/[^;]+|[^/;]+/([^;]*\+)?xml)\s*(;.*)?$", re.IGNORECASE)

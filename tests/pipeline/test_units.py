@@ -7,6 +7,7 @@ import pytest
 from cebroker.errors import ValidationError
 from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
 from cebroker.pipeline.validation import event_problems, normalize
+from cebroker.spark.attributes import InvalidValue, check_rfc3339
 
 GOOD = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t"}
 
@@ -21,10 +22,23 @@ def test_rfc3339_times_are_accepted(time: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "time", ["2024-01-01", "2024-01-01 00:00:00Z", "2024-13-01T00:00:00Z", "2024-01-01T00:00:00"]
+    "time",
+    [
+        "2024-01-01",
+        "2024-01-01 00:00:00Z",
+        "2024-13-01T00:00:00Z",
+        "2024-01-01T00:00:00",
+        "2024-02-30T00:00:00Z",
+        "2023-02-29T00:00:00Z",
+        "2024-04-31T00:00:00Z",
+    ],
 )
 def test_non_rfc3339_times_are_refused(time: str) -> None:
+    """RFC 3339 5.6 full-date: the day must exist in its month (the Spark sink applies the
+    same rule on its executors, so both refuse the same rows)."""
     assert [p.pointer for p in event_problems({**GOOD, "time": time})] == ["/time"]
+    with pytest.raises(InvalidValue):
+        check_rfc3339(time)
 
 
 def test_attribute_names_and_extension_types() -> None:

@@ -8,18 +8,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from ceprotocols.eventform import ATTRIBUTE_NAME, is_timestamp
+
 from cebroker.errors import FieldProblem
 
-_NAME = re.compile(r"[a-z0-9]{1,20}")
-# RFC 3339 section 5.6 date-time (upper or lower case T/Z, fractional seconds any length).
-_RFC3339 = re.compile(
-    r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?"
-    r"([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)"
-)
 _REQUIRED = ("id", "source", "type")
 _STRING_ATTRIBUTES = frozenset({"id", "source", "type", "subject", "datacontenttype", "dataschema"})
 _PAYLOAD = frozenset({"data", "data_base64"})
@@ -68,7 +63,7 @@ def _looks_valid(event: Any) -> bool:
         if name in _PAYLOAD:
             continue
         if name not in _KNOWN_NAMES:
-            if type(name) is not str or not _NAME.fullmatch(name):
+            if type(name) is not str or not ATTRIBUTE_NAME.fullmatch(name):
                 return False
             if len(_KNOWN_NAMES) < _KNOWN_LIMIT:
                 _KNOWN_NAMES.add(name)
@@ -78,7 +73,7 @@ def _looks_valid(event: Any) -> bool:
         if kind is int and not _INT_MIN <= value <= _INT_MAX:
             return False
     time = event.get("time")
-    if time is not None and (type(time) is not str or not _RFC3339.fullmatch(time)):
+    if time is not None and (type(time) is not str or not is_timestamp(time)):
         return False
     return "data_base64" not in event
 
@@ -105,14 +100,14 @@ def event_problems(event: Any, prefix: str = "") -> list[FieldProblem]:
         if name in _PAYLOAD:
             continue
         pointer = f"{prefix}/{name}"
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
+        if not isinstance(name, str) or not ATTRIBUTE_NAME.fullmatch(name):
             problems.append(FieldProblem(pointer, "attribute names are 1-20 characters of a-z and 0-9"))
             continue
         if value is None:
             continue  # null means absent (JSON Event Format 2.2)
         _check_value(name, value, pointer, problems)
     time = event.get("time")
-    if isinstance(time, str) and not _RFC3339.fullmatch(time):
+    if isinstance(time, str) and not is_timestamp(time):
         problems.append(FieldProblem(f"{prefix}/time", "must be an RFC 3339 timestamp"))
     if "data" in event and event.get("data_base64") is not None:
         problems.append(FieldProblem(f"{prefix}/data_base64", "an event has data or data_base64, not both"))

@@ -2,7 +2,8 @@
 
 Spark executors validate rows before sending them, so that one bad row goes to the error
 location instead of making the broker refuse a whole batch. This module must stay cheap to import
-there: no broker service code, no third-party imports.
+there: no broker service code; besides the standard library only the pure event-form rules of
+``ceprotocols.eventform``, which the broker's ingress uses too, so both accept the same events.
 
 The rules (CloudEvents 1.0 core + JSON event format): ``specversion`` is ``1.0``; ``id``,
 ``source`` and ``type`` are non-empty strings; attribute names are ``[a-z0-9]{1,20}``; ``time``
@@ -14,9 +15,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import calendar
 import datetime as dt
 import re
+
+from ceprotocols.eventform import ATTRIBUTE_NAME, is_timestamp
 
 SPECVERSION = "1.0"
 #: Attributes every event carries.
@@ -29,12 +31,6 @@ DATA_MEMBERS = ("data", "data_base64")
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
-_NAME = re.compile(r"[a-z0-9]{1,20}")
-# RFC 3339 section 5.6 date-time with field ranges, so only days 29-31 need a calendar check.
-_RFC3339 = re.compile(
-    r"(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?"
-    r"([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)"
-)
 _ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:\S*")
 
 
@@ -44,19 +40,13 @@ class InvalidValue(ValueError):
 
 def is_attribute_name(name: str) -> bool:
     """Whether ``name`` is a valid CloudEvents attribute name (lower-case a-z, 0-9, 1-20 chars)."""
-    return _NAME.fullmatch(name) is not None
+    return ATTRIBUTE_NAME.fullmatch(name) is not None
 
 
 def check_rfc3339(value: str) -> str:
     """Return ``value`` if it is an RFC 3339 timestamp, else raise :class:`InvalidValue`."""
-    match = _RFC3339.fullmatch(value)
-    if match is None:
+    if not is_timestamp(value):
         raise InvalidValue(f"not an RFC 3339 timestamp: {value!r}")
-    day = int(match.group(3))
-    if day > 28:
-        year, month = int(match.group(1)), int(match.group(2))
-        if day > calendar.monthrange(year, month)[1]:
-            raise InvalidValue(f"not an RFC 3339 timestamp: {value!r} (no day {day} in {year}-{month:02d})")
     return value
 
 
