@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real servers the test suite starts on 127.0.0.1: mosquitto, nats-server, RabbitMQ
-# (AMQP 1.0 plugin enabled per test run), a Java runtime for Spark, and a compose client to check
-# docker-compose.yml. tansu (Kafka protocol) comes from PyPI with the dev extra. Nothing is started
+# (AMQP 1.0 plugin enabled per test run), PostgreSQL, a Java runtime for Spark, and a compose client
+# to check docker-compose.yml. tansu (Kafka protocol) comes from PyPI with the dev extra. Nothing is started
 # here: the test fixtures start and stop each server.
 set -euo pipefail
 need=()
@@ -9,6 +9,7 @@ command -v mosquitto >/dev/null 2>&1 || need+=(mosquitto)
 command -v nats-server >/dev/null 2>&1 || need+=(nats-server)
 dpkg -s rabbitmq-server >/dev/null 2>&1 || need+=(rabbitmq-server)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
 # docker-compose.yml is checked with `docker compose config` (no engine needed); without the
 # compose plugin, Debian's docker-compose does the same check.
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then

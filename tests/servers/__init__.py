@@ -1,4 +1,5 @@
-"""Real servers for tests: mosquitto, nats-server, RabbitMQ (AMQP 1.0) and tansu (Kafka protocol).
+"""Real servers for tests: mosquitto, nats-server, RabbitMQ (AMQP 1.0), tansu (Kafka protocol) and
+PostgreSQL.
 
 Each server runs as a child process bound to 127.0.0.1 on free ports, in its own temporary
 directory, and can be stopped and restarted on the same ports (for resilience tests). The pytest
@@ -9,12 +10,14 @@ fixtures that start them live in :mod:`servers.fixtures`, registered for the who
 from servers.base import ServerError, ServerProcess, free_port
 from servers.mosquitto import MosquittoServer
 from servers.nats import NatsServer
+from servers.postgres import PostgresServer
 from servers.rabbitmq import RabbitMQServer
 from servers.tansu import TansuServer
 
 __all__ = [
     "MosquittoServer",
     "NatsServer",
+    "PostgresServer",
     "RabbitMQServer",
     "ServerError",
     "ServerProcess",

@@ -1,7 +1,8 @@
 """pytest fixtures that start real servers (registered for the whole suite in tests/conftest.py).
 
-``mosquitto``, ``nats_server``, ``rabbitmq`` and ``tansu`` are session-scoped and shared: tests
-must use their own topic/subject/queue names and must not stop them. Tests that stop or
+``mosquitto``, ``nats_server``, ``rabbitmq``, ``tansu`` and ``postgres`` are session-scoped and
+shared: tests must use their own topic/subject/queue names (``postgres_url`` gives each test its
+own database) and must not stop them. Tests that stop or
 restart a server (resilience) ask ``server_factory`` for a private one, torn down afterwards.
 """
 
@@ -16,6 +17,7 @@ import pytest
 from servers.base import ServerError, ServerProcess
 from servers.mosquitto import MosquittoServer
 from servers.nats import NatsServer
+from servers.postgres import PostgresServer
 from servers.rabbitmq import RabbitMQServer
 from servers.tansu import TansuServer
 
@@ -30,7 +32,7 @@ def _started(server: S) -> Iterator[S]:
     try:
         yield server
     finally:
-        if isinstance(server, RabbitMQServer):
+        if isinstance(server, RabbitMQServer | PostgresServer):
             server.close()
         else:
             server.stop()
@@ -60,6 +62,22 @@ def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuServer]:
     yield from _started(TansuServer(tmp_path_factory.mktemp("tansu")))
 
 
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """A shared PostgreSQL cluster (about two seconds to create and start, once per session)."""
+    try:
+        server = PostgresServer(tmp_path_factory.mktemp("postgres"))
+    except ServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield from _started(server)
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresServer) -> str:
+    """The URL of a new, empty database on the shared PostgreSQL, for this test alone."""
+    return postgres.create_database()
+
+
 @pytest.fixture
 def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     """Start a private server: ``server_factory(NatsServer, token="t")``. Every server it started
@@ -77,7 +95,7 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
 
     yield start
     for server in reversed(started):
-        if isinstance(server, RabbitMQServer):
+        if isinstance(server, RabbitMQServer | PostgresServer):
             server.close()
         else:
             server.stop()

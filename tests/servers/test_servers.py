@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from servers import MosquittoServer, NatsServer, RabbitMQServer, TansuServer
+from servers import MosquittoServer, NatsServer, PostgresServer, RabbitMQServer, TansuServer
 from servers.base import ServerProcess, port_open
 
 
@@ -74,3 +74,19 @@ async def test_nats_token_auth(server_factory: Callable[..., NatsServer]) -> Non
     await client.flush(timeout=2)
     await client.close()
     await asyncio.sleep(0)
+
+
+def test_postgres_restarts_and_gives_each_test_its_own_database(
+    server_factory: Callable[..., PostgresServer],
+) -> None:
+    """A private cluster answers SQL, keeps a committed row across a fast restart, and hands out
+    distinct empty databases."""
+    server = server_factory(PostgresServer)
+    first, second = server.create_database(), server.create_database()
+    assert first != second
+    db = first.rsplit("/", 1)[1]
+    server.psql("CREATE TABLE t (n int); INSERT INTO t VALUES (42)", database=db)
+    server.restart()
+    result = server.psql("SELECT n FROM t", database=db)
+    assert result.stdout.split() == ["n", "----", "42", "(1", "row)"]
+    assert server.psql("SELECT 1 FROM t", database=second.rsplit("/", 1)[1], check=False).returncode != 0
