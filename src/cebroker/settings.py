@@ -1,41 +1,108 @@
-"""Broker settings: one frozen object, built by the CLI from flags and ``CEBROKER_*`` variables."""
+"""Broker settings: one frozen object, and the one declaration of every ``cebroker serve`` setting.
+
+Each field below is a setting (see :mod:`cebroker.options`): its name gives the flag
+(``--max-event-size``) and the variable (``CEBROKER_MAX_EVENT_SIZE``), its kind the type and
+limits that both are checked against. Settings built in code are checked the same way.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from cebroker.options import (
+    Boolean,
+    Choice,
+    Duration,
+    FilePath,
+    HttpUrl,
+    Integer,
+    Kind,
+    Many,
+    Size,
+    Text,
+    check_declared,
+    setting,
+)
+
+#: Prefix of every ``serve`` setting's environment variable.
+VARIABLE_PREFIX = "CEBROKER_"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+@dataclass(frozen=True)
+class SourceUrl(Kind[str]):
+    """A URL a protocol receiver can be built for (scheme known, client library installed).
+
+    Only text read from a flag or variable is tried this way; the sources component builds the
+    receivers again when it starts, and refuses a bad URL given in code there.
+    """
+
+    @property
+    def metavar(self) -> str:
+        return "URL"
+
+    def convert(self, text: str) -> str:
+        from ceprotocols.errors import SettingsError
+        from ceprotocols.sources import create_receiver
+
+        try:
+            create_receiver(text)  # builds the receiver only: no connection yet
+        except SettingsError as exc:
+            raise ValueError(exc.reason) from exc
+        except ImportError as exc:  # the protocol's client library is not installed
+            raise ValueError(str(exc)) from exc
+        return text
 
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """Everything the service needs to start. Defaults are the embedded single-process setup."""
 
-    host: str = "127.0.0.1"
-    port: int = 8080
-    db: Path = field(default_factory=lambda: Path("cebroker.db"))
-    log_level: str = "info"
+    host: str = setting("127.0.0.1", Text(), "address to bind", metavar="HOST")
+    port: int = setting(8080, Integer(0, 65535), "TCP port", metavar="PORT")
+    db: Path = setting(Path("cebroker.db"), FilePath(), "SQLite database file, created on first start")
+    log_level: str = setting("info", Choice(LOG_LEVELS), "log level")
     #: Public base URL of this broker (for Location headers, registry ``self`` links, webhook
     #: origin); derived from host and port when not set.
-    base_url: str | None = None
-    #: Largest accepted subscription request body, in bytes.
-    max_subscription_body: int = 64 * 1024
-    #: Event pipeline: largest single event and largest batch request body, in bytes.
-    max_event_size: int = 1024 * 1024
-    max_batch_size: int = 16 * 1024 * 1024
-    #: Seconds within which a repeated (source, id) is acknowledged but not delivered again.
-    dedup_window: float = 600.0
-    #: Pending deliveries above which ingress answers 503 with Retry-After.
-    max_backlog: int = 1_000_000
-    #: Run the CloudEvents webhook validation handshake before delivering to an HTTP sink.
-    webhook_validation: bool = True
-    #: Registry check of incoming events: off, warn or enforce.
-    event_validation: str = "off"
+    base_url: str | None = setting(
+        None,
+        HttpUrl(),
+        "public base URL of this broker, if not http://HOST:PORT",
+        default_text="http://HOST:PORT",
+    )
+    max_subscription_body: int = setting(64 * 1024, Size(), "largest subscription request body")
+    max_event_size: int = setting(1024 * 1024, Size(), "largest event; larger gets 413")
+    max_batch_size: int = setting(16 * 1024 * 1024, Size(), "largest batch request body")
+    dedup_window: float = setting(
+        600.0, Duration(), "how long a repeated (source, id) is acknowledged but not delivered again"
+    )
+    max_backlog: int = setting(
+        1_000_000, Integer(minimum=1), "pending deliveries above which ingress answers 503 with Retry-After"
+    )
+    webhook_validation: bool = setting(
+        True, Boolean(), "CloudEvents webhook validation handshake before HTTP delivery"
+    )
+    event_validation: str = setting(
+        "off", Choice(("off", "warn", "enforce")), "check incoming events against registry definitions"
+    )
     #: JSON Schema of registry documents (e.g. the spec's CloudEvents registry document schema)
     #: applied to imports; the registry's built-in rules apply either way.
-    registry_document_schema: Path | None = None
+    registry_document_schema: Path | None = setting(
+        None, FilePath(must_exist=True), "JSON Schema applied to registry imports"
+    )
     #: Protocol ingress: URLs consumed continuously into the ingest path (``mqtt://``, ``kafka://``,
     #: ``nats://``, ``amqp://``; see the protocols documentation).
-    sources: tuple[str, ...] = ()
+    sources: tuple[str, ...] = setting(
+        (),
+        Many(SourceUrl()),
+        "consume CloudEvents from this URL (mqtt://, kafka://, nats://, amqp://); repeatable, "
+        "the variable takes several separated by spaces",
+        flag="--source",
+    )
+
+    def __post_init__(self) -> None:
+        check_declared(self)
 
     @property
     def public_url(self) -> str:

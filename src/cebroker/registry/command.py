@@ -6,16 +6,26 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import sys
 
 import httpx
 
+from cebroker.options import Duration, HttpUrl, Option, OptionParser, argument_type
 from cebroker.registry.sync import Replicator, SyncError, follow
 
+#: ``--to``: the broker written to; shares ``serve``'s variable for the broker's public URL.
+TARGET = Option(
+    name="target",
+    kind=HttpUrl(),
+    default="http://127.0.0.1:8080",
+    help="base URL of this broker",
+    flag="--to",
+    variable="CEBROKER_BASE_URL",
+)
 
-def add_registry(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+
+def add_registry(sub: argparse._SubParsersAction[OptionParser]) -> None:
     """Register the ``registry`` command and its ``sync`` subcommand."""
     p = sub.add_parser(
         "registry", help="registry operations", description="Operations on a broker's registry."
@@ -34,13 +44,7 @@ def add_registry(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     s.add_argument(
         "--from", dest="source", required=True, metavar="URL", help="base URL of the source registry"
     )
-    s.add_argument(
-        "--to",
-        dest="target",
-        default=os.environ.get("CEBROKER_BASE_URL") or "http://127.0.0.1:8080",
-        metavar="URL",
-        help="base URL of this broker [CEBROKER_BASE_URL]",
-    )
+    s.add_option(TARGET)
     s.add_argument("--follow", action="store_true", help="keep following the source's change events")
     s.add_argument(
         "--listen",
@@ -51,7 +55,13 @@ def add_registry(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     s.add_argument(
         "--sink-url", default=None, metavar="URL", help="URL the source delivers to, if not the listener"
     )
-    s.add_argument("--timeout", type=float, default=30.0, help="HTTP timeout in seconds")
+    s.add_argument(
+        "--timeout",
+        type=argument_type(Duration(positive=True)),
+        default=30.0,
+        metavar="DURATION",
+        help="HTTP timeout (seconds, or with a unit: 500ms, 1m)",
+    )
 
 
 async def _sync(args: argparse.Namespace) -> int:

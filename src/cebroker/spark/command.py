@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cebroker.options import Duration, Integer, OptionParser, argument_type
 
-def add_spark_feed(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+_POSITIVE = argument_type(Integer(minimum=1))
+
+
+def add_spark_feed(sub: argparse._SubParsersAction[OptionParser]) -> None:
     """Add ``cebroker spark-feed`` to the command line."""
     p = sub.add_parser(
         "spark-feed",
@@ -20,7 +24,7 @@ def add_spark_feed(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--input", type=Path, help="directory of input files to follow")
-    what.add_argument("--rate", type=_positive_int, metavar="N", help="generate N synthetic rows per second")
+    what.add_argument("--rate", type=_POSITIVE, metavar="N", help="generate N synthetic rows per second")
     p.add_argument(
         "--format",
         choices=("json", "parquet", "csv"),
@@ -44,13 +48,18 @@ def add_spark_feed(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="checkpoint directory (default: ./.spark-feed/<hash of input and url>)",
     )
     p.add_argument(
-        "--batch-size", type=_positive_int, default=1000, help="events per HTTP request (default: 1000)"
+        "--batch-size", type=_POSITIVE, default=1000, help="events per HTTP request (default: 1000)"
     )
     p.add_argument("--error-path", type=Path, help="where rejected rows go (default: <checkpoint>/errors)")
     p.add_argument("--source", help="source attribute for rows without one (default: file://<input dir>)")
     p.add_argument("--type", help="type attribute for rows without one")
     p.add_argument("--schema", help="input schema as DDL, e.g. 'id STRING, type STRING, data STRING'")
-    p.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long (following mode)")
+    p.add_argument(
+        "--duration",
+        type=argument_type(Duration(positive=True)),
+        metavar="DURATION",
+        help="stop after this long (following mode); seconds, or with a unit: 90s, 10m, 1h",
+    )
     p.add_argument(
         "--option",
         action="append",
@@ -95,10 +104,3 @@ def run_spark_feed(args: argparse.Namespace) -> int:
     except (FeedError, SinkConfigError) as exc:
         print(f"cebroker spark-feed: {exc}", file=sys.stderr)
         return 2
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value

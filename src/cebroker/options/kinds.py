@@ -1,0 +1,249 @@
+"""What a setting's value may be: each kind turns the text of a flag or an environment variable into
+a value, checks it, and writes it back for help texts and documentation.
+
+The same ``parse`` serves the flag and the variable, so a value refused on one is refused on the
+other, with the same reason.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+from urllib.parse import urlsplit
+
+from cebroker.options.units import format_duration, format_size, parse_duration, parse_size
+
+T = TypeVar("T")
+
+_INTEGER = re.compile(r"[+-]?\d+")
+TRUE_SPELLINGS = ("on", "true", "yes", "1")
+FALSE_SPELLINGS = ("off", "false", "no", "0")
+
+
+class Kind(Generic[T]):
+    """How one setting is written and checked. Subclasses give ``convert`` and, when values have
+    limits, ``check``; ``parse`` applies both to any text, whichever way it came in."""
+
+    @property
+    def metavar(self) -> str:
+        """Placeholder for the value in ``--help`` (``--port N``)."""
+        return "VALUE"
+
+    def parse(self, text: str) -> T:
+        """The value written as ``text``.
+
+        Raises:
+            ValueError: ``text`` is empty, not of this kind, or out of its limits; the message says
+                why without repeating ``text``.
+        """
+        if not text.strip():
+            raise ValueError("empty value (unset it to get the default)")
+        value = self.convert(text)
+        self.check(value)
+        return value
+
+    def convert(self, text: str) -> T:
+        """``text`` as a value, unchecked; raises ValueError when it is not of this kind."""
+        raise NotImplementedError
+
+    def check(self, value: T) -> None:
+        """Raise ValueError when ``value`` is outside this kind's limits (also for values given in code)."""
+
+    def show(self, value: T) -> str:
+        """``value`` as a user would write it."""
+        return str(value)
+
+
+@dataclass(frozen=True)
+class Text(Kind[str]):
+    """Any non-empty text."""
+
+    @property
+    def metavar(self) -> str:
+        return "TEXT"
+
+    def convert(self, text: str) -> str:
+        return text
+
+    def check(self, value: str) -> None:
+        if not value.strip():
+            raise ValueError("must not be empty")
+
+
+@dataclass(frozen=True)
+class HttpUrl(Kind[str]):
+    """An absolute ``http://`` or ``https://`` URL with a host."""
+
+    @property
+    def metavar(self) -> str:
+        return "URL"
+
+    def convert(self, text: str) -> str:
+        return text
+
+    def check(self, value: str) -> None:
+        parts = urlsplit(value)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ValueError("not an absolute http:// or https:// URL")
+
+
+@dataclass(frozen=True)
+class FilePath(Kind[Path]):
+    """A file name; with ``must_exist``, a file that is there when the setting is read."""
+
+    must_exist: bool = False
+
+    @property
+    def metavar(self) -> str:
+        return "FILE"
+
+    def convert(self, text: str) -> Path:
+        return Path(text)
+
+    def check(self, value: Path) -> None:
+        if self.must_exist and not value.is_file():
+            raise ValueError("no such file")
+
+
+@dataclass(frozen=True)
+class Integer(Kind[int]):
+    """A whole number between ``minimum`` and ``maximum`` (either end open when None)."""
+
+    minimum: int | None = None
+    maximum: int | None = None
+
+    @property
+    def metavar(self) -> str:
+        return "N"
+
+    def convert(self, text: str) -> int:
+        if not _INTEGER.fullmatch(text.strip()):
+            raise ValueError("not an integer")
+        return int(text)
+
+    def check(self, value: int) -> None:
+        low, high = self.minimum, self.maximum
+        if (low is not None and value < low) or (high is not None and value > high):
+            if high is None:
+                raise ValueError(f"must be at least {low}")
+            if low is None:
+                raise ValueError(f"must be at most {high}")
+            raise ValueError(f"must be between {low} and {high}")
+
+
+@dataclass(frozen=True)
+class Size(Kind[int]):
+    """A number of bytes, at least ``minimum`` (see :mod:`cebroker.options.units` for units)."""
+
+    minimum: int = 1
+
+    @property
+    def metavar(self) -> str:
+        return "SIZE"
+
+    def convert(self, text: str) -> int:
+        return parse_size(text)
+
+    def check(self, value: int) -> None:
+        if value < self.minimum:
+            raise ValueError(f"must be at least {self.minimum} byte{'s' if self.minimum != 1 else ''}")
+
+    def show(self, value: int) -> str:
+        return format_size(value)
+
+
+@dataclass(frozen=True)
+class Duration(Kind[float]):
+    """A duration in seconds (see :mod:`cebroker.options.units` for units); never negative, and
+    more than zero when ``positive``."""
+
+    positive: bool = False
+
+    @property
+    def metavar(self) -> str:
+        return "DURATION"
+
+    def convert(self, text: str) -> float:
+        return parse_duration(text)
+
+    def check(self, value: float) -> None:
+        if not math.isfinite(value) or value < 0:
+            raise ValueError("must be a finite duration, not negative")
+        if self.positive and value == 0:
+            raise ValueError("must be more than 0s")
+
+    def show(self, value: float) -> str:
+        return format_duration(value)
+
+
+@dataclass(frozen=True)
+class Boolean(Kind[bool]):
+    """On or off, spelled ``on``/``off``, ``true``/``false``, ``yes``/``no`` or ``1``/``0`` in any
+    case. Anything else is refused: a misspelled switch must never flip to the other side."""
+
+    @property
+    def metavar(self) -> str:
+        return "on|off"
+
+    def convert(self, text: str) -> bool:
+        spelled = text.strip().lower()
+        if spelled in TRUE_SPELLINGS:
+            return True
+        if spelled in FALSE_SPELLINGS:
+            return False
+        raise ValueError("must be on or off (also true/false, yes/no, 1/0)")
+
+    def show(self, value: bool) -> str:
+        return "on" if value else "off"
+
+
+@dataclass(frozen=True)
+class Choice(Kind[str]):
+    """One of ``values`` (compared case-insensitively, kept in the spelling of ``values``)."""
+
+    values: tuple[str, ...]
+
+    @property
+    def metavar(self) -> str:
+        return "|".join(self.values)
+
+    def convert(self, text: str) -> str:
+        spelled = text.strip().lower()
+        for value in self.values:
+            if value.lower() == spelled:
+                return value
+        raise ValueError(f"must be one of {', '.join(self.values)}")
+
+    def check(self, value: str) -> None:
+        if value not in self.values:
+            raise ValueError(f"must be one of {', '.join(self.values)}")
+
+
+@dataclass(frozen=True)
+class Many(Kind[tuple[T, ...]]):
+    """Several values of one kind: the flag is repeated, the variable separates them by spaces."""
+
+    element: Kind[T]
+
+    @property
+    def metavar(self) -> str:
+        return self.element.metavar
+
+    def convert(self, text: str) -> tuple[T, ...]:
+        return tuple(self._parse_one(item) for item in text.split())
+
+    def _parse_one(self, item: str) -> T:
+        try:
+            return self.element.parse(item)
+        except ValueError as exc:
+            raise ValueError(f"{item!r}: {exc}") from exc
+
+    def check(self, value: tuple[T, ...]) -> None:
+        for item in value:
+            self.element.check(item)
+
+    def show(self, value: tuple[T, ...]) -> str:
+        return " ".join(self.element.show(item) for item in value) if value else "none"

@@ -1,0 +1,95 @@
+"""Command-line flags and environment variables generated from :class:`~cebroker.options.declare.Option`.
+
+A flag given on the command line wins over its variable, which wins over the default. Both go
+through the option's kind, and a bad value of either is a usage error (exit status 2) that names
+the flag or the variable and repeats the value: never a traceback, never a silent default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from cebroker.options.declare import Option
+from cebroker.options.kinds import Kind, Many
+
+T = TypeVar("T")
+
+
+def argument_type(kind: Kind[T]) -> Callable[[str], T]:
+    """An argparse ``type`` that parses with ``kind`` and reports its reason as argparse does."""
+
+    def parse(text: str) -> T:
+        try:
+            return kind.parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"invalid value {text!r}: {exc}") from exc
+
+    return parse
+
+
+def help_text(option: Option[Any]) -> str:
+    """The ``--help`` line of ``option``: what it does, its variable and its default."""
+    variable = f" [{option.variable}]" if option.variable else ""
+    text = f"{option.help}{variable} (default: {option.shown_default})"
+    return text.replace("%", "%%")  # argparse %-formats help texts
+
+
+class OptionParser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` that also reads its options' environment variables.
+
+    Options added with :meth:`add_option` are absent from the parsed namespace until parsing
+    ends; then each one not given as a flag is taken from its variable, else its default. Parsers
+    of subcommands are of this class too (argparse makes them of their parent's class), and each
+    resolves its own options when it is the one chosen.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._options: list[Option[Any]] = []
+
+    def add_option(self, option: Option[Any]) -> None:
+        """Add ``option``'s flag; a :class:`~cebroker.options.kinds.Many` option is repeatable."""
+        self._options.append(option)
+        kind = option.kind
+        self.add_argument(
+            option.flag,
+            dest=option.name,
+            # SUPPRESS keeps the name out of the namespace unless the flag is given, which is
+            # how parse_known_args tells a flag from a value still to be looked up.
+            default=argparse.SUPPRESS,
+            type=argument_type(kind.element if isinstance(kind, Many) else kind),
+            action="append" if isinstance(kind, Many) else "store",
+            metavar=option.placeholder,
+            help=help_text(option),
+        )
+
+    def add_options(self, options: Iterable[Option[Any]]) -> None:
+        """Add each of ``options``."""
+        for option in options:
+            self.add_option(option)
+
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
+        """Parse as argparse does, then fill each option not given as a flag from its variable or
+        its default; exits with status 2 on a bad variable."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        for option in self._options:
+            if hasattr(parsed, option.name):
+                if isinstance(option.kind, Many):
+                    setattr(parsed, option.name, tuple(getattr(parsed, option.name)))
+                continue
+            setattr(parsed, option.name, self._from_environment(option))
+        return parsed, extras
+
+    def _from_environment(self, option: Option[Any]) -> Any:
+        text = os.environ.get(option.variable) if option.variable else None
+        if text is None:
+            return option.default
+        try:
+            return option.kind.parse(text)
+        except ValueError as exc:
+            self.error(f"environment variable {option.variable}: invalid value {text!r}: {exc}")
