@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import httpx
 from pipeline.servers import ServerThread
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
+from support.shared import XREGISTRY_SAMPLES
 
 from cebroker.pipeline.contracts import Event, IngestResult
 from cebroker.registry.component import RegistryComponent
 
 BASE = "http://testserver"
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
-SAMPLES = SHARED / "conformance" / "xregistry-samples" / "xregistry-spec"
+#: The spec's samples; tests reading them are marked ``@XREGISTRY_SAMPLES.needed``.
+SAMPLES = XREGISTRY_SAMPLES.path
 SCENARIOS = SAMPLES / "cloudevents" / "samples" / "scenarios"
 DOCUMENT_SCHEMA = SAMPLES / "schemas" / "cloudevents-document-schema.json"
 

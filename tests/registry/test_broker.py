@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from pipeline.servers import Received, Sink
+from support.shared import XREGISTRY_SAMPLES
 
 from registry.support import SCENARIOS, Broker
 
@@ -110,6 +111,7 @@ VIOLATING = {"source": "/erp/orders", "time": None, "data": {"orderId": "o-1", "
 VIOLATION_POINTERS = {"/source", "/time", "/data/total"}
 
 
+@XREGISTRY_SAMPLES.needed
 def test_validation_enforce(registry_broker: Callable[..., Broker]) -> None:
     """enforce: a conforming event is accepted; a violating one is refused with every violation."""
     broker = registry_broker(event_validation="enforce")
@@ -132,6 +134,7 @@ def test_validation_enforce(registry_broker: Callable[..., Broker]) -> None:
     assert [e["pointer"] for e in r.json()["errors"]] == ["/1/source"]
 
 
+@XREGISTRY_SAMPLES.needed
 def test_validation_warn_counts(registry_broker: Callable[..., Broker]) -> None:
     """warn: violating events are accepted, counted and logged."""
     broker = registry_broker(event_validation="warn")
@@ -143,6 +146,7 @@ def test_validation_warn_counts(registry_broker: Callable[..., Broker]) -> None:
     assert counted == ["cebroker_event_validation_warnings_total 1.0"]
 
 
+@XREGISTRY_SAMPLES.needed
 def test_validation_off_accepts(registry_broker: Callable[..., Broker]) -> None:
     """off (the default): definitions are not consulted."""
     broker = registry_broker()

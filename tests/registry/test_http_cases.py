@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 from starlette.testclient import TestClient
+from support.shared import XREGISTRY_SAMPLES
 
 from registry.support import BASE, SCENARIOS
 
@@ -224,6 +225,7 @@ def test_versions_and_sticky_default(client: TestClient) -> None:
     assert (meta["defaultversionid"], meta["defaultversionsticky"]) == ("4", False)
 
 
+@XREGISTRY_SAMPLES.needed
 def test_import_filter_export(client: TestClient) -> None:
     """Case 9 (HTTP binding POST /, ?filter, /export): import, groups_only, filtered reads, export view."""
     doc = json.loads((SCENARIOS / "contoso-erp-jsons07.xreg.json").read_text())

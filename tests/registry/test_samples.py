@@ -12,11 +12,12 @@ import pytest
 from cefilters.dialects import DIALECTS
 from ceprotocols import SENDERS
 from starlette.testclient import TestClient
+from support.shared import XREGISTRY_SAMPLES
 
 from cebroker.registry.component import RegistryComponent
 from registry.support import SCENARIOS, make_client
 
-SAMPLE_FILES = sorted(SCENARIOS.glob("*.xreg.json"))
+SAMPLE_FILES = XREGISTRY_SAMPLES.files("cloudevents/samples/scenarios/*.xreg.json")
 #: attributes the server adds or computes; everything else must come back unchanged
 SERVER_ADDED = frozenset(
     {"self", "xid", "epoch", "createdat", "modifiedat", "isdefault", "ancestorid", "contenttype", "versionid"}
@@ -64,6 +65,7 @@ def definitions(doc: dict[str, Any], *, exported: bool) -> dict[str, Any]:
     return out
 
 
+@XREGISTRY_SAMPLES.needed
 @pytest.mark.parametrize("sample", SAMPLE_FILES, ids=[p.name for p in SAMPLE_FILES])
 def test_sample_round_trip(client: TestClient, sample: Path) -> None:
     """Importing a sample (POST /) and exporting it gives back the same definitions."""
@@ -79,6 +81,7 @@ def test_sample_round_trip(client: TestClient, sample: Path) -> None:
     assert got == want
 
 
+@XREGISTRY_SAMPLES.needed
 def test_all_samples_together(client: TestClient) -> None:
     """Every sample imported into one registry; groups from all of them coexist, counts add up."""
     total = 0
@@ -90,6 +93,7 @@ def test_all_samples_together(client: TestClient) -> None:
     assert len(SAMPLE_FILES) == 9
 
 
+@XREGISTRY_SAMPLES.needed
 def test_reimport_is_an_update(client: TestClient) -> None:
     """Importing the same document twice updates in place (POST upserts, never duplicates)."""
     doc = json.loads((SCENARIOS / "lightbulb-avro.xreg.json").read_text())
@@ -136,6 +140,7 @@ def test_invalid_message_definitions_refused_with_reasons(client: TestClient) ->
     assert client.get("/messagegroups").json() == {}  # the import was atomic
 
 
+@XREGISTRY_SAMPLES.needed
 def test_document_schema_violations_refused(client: TestClient) -> None:
     """The spec's CloudEvents registry document schema is applied to imports."""
     doc = {
@@ -201,6 +206,7 @@ def test_broker_endpoints_advertised(client: TestClient) -> None:
     assert client.get("/endpoints/cebroker.events").json()["messagegroups"] == []
 
 
+@XREGISTRY_SAMPLES.needed
 def test_message_document_schema_applies_too(tmp_path: Path) -> None:
     """The message-only document schema of the spec can be configured instead: every sample's
     message groups conform to it, and a violation is refused with its pointer."""

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+from support.shared import XREGISTRY_SAMPLES
 
 from cebroker.cli import main
 from cebroker.registry.sync import Replicator, follow, strip
@@ -32,6 +33,7 @@ def _scrub(value: Any) -> Any:
     return value
 
 
+@XREGISTRY_SAMPLES.needed
 def test_pull_copies_everything(make_broker: Callable[..., Broker]) -> None:
     """``registry sync --from`` copies groups, messages, schema versions, documents and defaults."""
     source, target = make_broker(), make_broker()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
+from support.shared import XREGISTRY_SAMPLES
 
 from cebroker.registry.changes import ChangeLog, build_events
 from cebroker.registry.component import RegistryComponent
@@ -159,6 +160,7 @@ def test_filters(client: TestClient) -> None:
     assert (root["messagegroups"], root["messagegroupscount"]) == ({}, 0)
 
 
+@XREGISTRY_SAMPLES.needed
 def test_data_survives_restart(tmp_path: Path) -> None:
     """The registry is durable in the database file: a new component sees the same state."""
     db = tmp_path / "cebroker.db"
@@ -172,6 +174,7 @@ def test_data_survives_restart(tmp_path: Path) -> None:
     assert ingestor.events == []  # nothing changed on start: no events
 
 
+@XREGISTRY_SAMPLES.needed
 def test_export_imports_into_another_registry(tmp_path: Path, client: TestClient) -> None:
     """GET /export?collections is directly POST-able to a fresh registry (HTTP binding ?collections)."""
     doc = json.loads((SCENARIOS / "lightbulb-avro.xreg.json").read_text())

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 from cefilters import sql
 from cefilters.sql import bench
+from support.shared import CESQL_TCK
 
-SPEC_EXAMPLES = Path(__file__).resolve().parents[3] / "../shared/conformance/cesql-tck/spec_examples.yaml"
+SPEC_EXAMPLES = CESQL_TCK.path / "spec_examples.yaml"
 
 
+@CESQL_TCK.needed
 def test_the_spec_example_rows_are_the_suites_expressions() -> None:
     """Every distinct expression of spec_examples.yaml has a row, with a matching event."""
     suite = yaml.load(SPEC_EXAMPLES.read_text(encoding="utf-8"), Loader=yaml.BaseLoader)

@@ -9,15 +9,16 @@ parser as written), and once typed, for ``result`` and the events, with timestam
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import cefilters
 import pytest
 import yaml
 from cefilters import FilterError, sql
+from support.shared import CESQL_TCK
 
-TCK_DIR = Path(__file__).resolve().parents[3] / "../shared/conformance/cesql-tck"
+CESQL_TCK.require_module()  # every test here is a TCK case
+TCK_DIR = CESQL_TCK.path
 TCK_CASE_COUNT = 275
 
 # Used when a case gives no `event`: a valid event with every optional attribute set and a few
