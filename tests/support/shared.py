@@ -53,15 +53,10 @@ class ConformanceData:
         return pytest.mark.skipif(not self.present, reason=self.reason)
 
     def files(self, pattern: str) -> list[Path]:
-        """Its files matching ``pattern``, sorted; none when the data is absent (parametrize a
-        test with them and mark it :attr:`needed`, so that it is skipped with the reason)."""
+        """Its files matching ``pattern``, sorted; none when the data is absent (a test
+        parametrized with them must be marked :attr:`needed`, so that it is skipped with the
+        reason rather than for an empty parameter set)."""
         return sorted(self.path.glob(pattern)) if self.present else []
-
-    def require_module(self) -> None:
-        """Skip the calling test module, with the reason, when the data is absent (for modules
-        that read it at import to build their parameters)."""
-        if not self.present:
-            pytest.skip(self.reason, allow_module_level=True)
 
 
 CESQL_TCK = ConformanceData("cesql-tck", "The CloudEvents SQL conformance suite (TCK)")

@@ -17,8 +17,7 @@ import yaml
 from cefilters import FilterError, sql
 from support.shared import CESQL_TCK
 
-CESQL_TCK.require_module()  # every test here is a TCK case
-TCK_DIR = CESQL_TCK.path
+pytestmark = CESQL_TCK.needed  # every test here reads the TCK
 TCK_CASE_COUNT = 275
 
 # Used when a case gives no `event`: a valid event with every optional attribute set and a few
@@ -89,7 +88,7 @@ class Case:
 
 def load_cases() -> list[Case]:
     cases: list[Case] = []
-    for path in sorted(TCK_DIR.glob("*.yaml")):
+    for path in CESQL_TCK.files("*.yaml"):
         text = path.read_text(encoding="utf-8")
         raw: Any = yaml.load(text, Loader=yaml.BaseLoader)  # every scalar as written
         typed: Any = yaml.load(text, Loader=_TextTimestampLoader)
