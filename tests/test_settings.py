@@ -228,3 +228,52 @@ def test_settings_tables_in_the_docs_agree_with_the_declaration(doc: Path) -> No
     declared = {_declared(option) for option in SERVE_OPTIONS}
     for row in _settings_rows(doc.read_text(encoding="utf-8")):
         assert row in declared, f"{doc.name}: {row} does not match the declared setting"
+
+
+def test_registry_sync_target_comes_from_the_same_check(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``registry sync --to`` falls back on CEBROKER_BASE_URL, checked like serve's --base-url."""
+    sync = ["registry", "sync", "--from", "http://127.0.0.1:8081"]
+    assert build_parser().parse_args(sync).target == "http://127.0.0.1:8080"
+    monkeypatch.setenv("CEBROKER_BASE_URL", "https://broker.example")
+    assert build_parser().parse_args(sync).target == "https://broker.example"
+    assert build_parser().parse_args([*sync, "--to", "http://b:1"]).target == "http://b:1"
+    for value in ("", "broker.example"):
+        monkeypatch.setenv("CEBROKER_BASE_URL", value)
+        with pytest.raises(SystemExit) as exited:
+            build_parser().parse_args(sync)
+        assert exited.value.code == 2
+        err = capsys.readouterr().err
+        assert f"registry sync: error: environment variable CEBROKER_BASE_URL: invalid value {value!r}" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "attribute", "value"),
+    [
+        (["registry", "sync", "--from", "http://a", "--timeout", "500ms"], "timeout", 0.5),
+        (["spark-feed", "--rate", "10", "--url", "http://a", "--duration", "10m"], "duration", 600.0),
+        (["spark-feed", "--rate", "10", "--url", "http://a", "--batch-size", "7"], "batch_size", 7),
+    ],
+)
+def test_other_commands_durations_and_counts(flags: list[str], attribute: str, value: object) -> None:
+    assert getattr(build_parser().parse_args(flags), attribute) == value
+
+
+@pytest.mark.parametrize(
+    ("flags", "flag"),
+    [
+        (["registry", "sync", "--from", "http://a", "--timeout=-1"], "--timeout"),
+        (["registry", "sync", "--from", "http://a", "--timeout", "0"], "--timeout"),
+        (["spark-feed", "--rate", "0", "--url", "http://a"], "--rate"),
+        (["spark-feed", "--rate", "10", "--url", "http://a", "--duration", "nan"], "--duration"),
+        (["spark-feed", "--rate", "10", "--url", "http://a", "--batch-size", "x"], "--batch-size"),
+    ],
+)
+def test_other_commands_refuse_bad_values(
+    flags: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(flags)
+    assert exited.value.code == 2
+    assert f"error: argument {flag}: invalid value" in capsys.readouterr().err
