@@ -1,6 +1,6 @@
 """The ``cebroker`` command (issue 2, "CLI") as a real process: help, a bad ``CEBROKER_*`` variable
 refused before starting, and ``cebroker serve`` keeping its subscriptions across a restart. The
-settings themselves (flags, variables, checks) are tested in test_settings."""
+settings themselves (flags, variables, checks) are tested in test_serve_settings."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_help_lists_commands() -> None:
 )
 def test_bad_variable_is_a_usage_error(variable: str, value: str) -> None:
     """The real command refuses a bad variable before starting anything: exit 2, naming the
-    variable and the value (each setting and bad value is tested in process in test_settings)."""
+    variable and the value (each setting and bad value is tested in process in test_serve_settings)."""
     result = run_cli("serve", env={variable: value})
     assert result.returncode == 2
     assert f"cebroker serve: error: environment variable {variable}: invalid value {value!r}" in result.stderr
