@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -23,7 +24,7 @@ TRUE_SPELLINGS = ("on", "true", "yes", "1")
 FALSE_SPELLINGS = ("off", "false", "no", "0")
 
 
-class Kind(Generic[T]):
+class Kind(ABC, Generic[T]):
     """How one setting is written and checked. Subclasses give ``convert`` and, when values have
     limits, ``check``; ``parse`` applies both to any text, whichever way it came in."""
 
@@ -45,9 +46,9 @@ class Kind(Generic[T]):
         self.check(value)
         return value
 
+    @abstractmethod
     def convert(self, text: str) -> T:
         """``text`` as a value, unchecked; raises ValueError when it is not of this kind."""
-        raise NotImplementedError
 
     def check(self, value: T) -> None:
         """Raise ValueError when ``value`` is outside this kind's limits (also for values given in code)."""
