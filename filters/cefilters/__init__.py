@@ -5,7 +5,9 @@ Public API::
     cefilters.compile(filters) -> Filter     # a filters array; raises FilterError
     cefilters.Filter                         # .matches(event) -> bool, never raises
     cefilters.FilterError                    # ValueError with .path (JSON Pointer) and .message
-    cefilters.SubscriptionIndex              # add(key, filters, *, source, types), remove, match
+    cefilters.SubscriptionIndex              # add(key, filters, *, source, types), remove, match,
+                                             # explain(key, event) -> Explanation
+    cefilters.Explanation, cefilters.Check   # why a subscription accepts an event, condition by condition
     cefilters.sql                            # the CloudEvents SQL v1 engine
 
 Dialects: ``exact``, ``prefix``, ``suffix``, ``all``, ``any``, ``not``, ``sql`` and the ``cel``
@@ -17,8 +19,19 @@ from __future__ import annotations
 
 from . import sql
 from .base import Event, Filter
+from .checks import Check, Explainable, Explanation
 from .compiler import compile
 from .errors import FilterError
 from .index import SubscriptionIndex
 
-__all__ = ["Event", "Filter", "FilterError", "SubscriptionIndex", "compile", "sql"]
+__all__ = [
+    "Check",
+    "Event",
+    "Explainable",
+    "Explanation",
+    "Filter",
+    "FilterError",
+    "SubscriptionIndex",
+    "compile",
+    "sql",
+]

@@ -7,6 +7,8 @@ import datetime
 from collections.abc import Mapping
 from typing import Final, Protocol, runtime_checkable
 
+from .checks import Check
+
 __all__ = ["MATCH_ALL", "Event", "Filter", "MatchAll", "canonical_string"]
 
 Event = Mapping[str, object]
@@ -35,6 +37,10 @@ class MatchAll:
     def matches(self, event: Event) -> bool:
         """Always ``True``."""
         return True
+
+    def explain(self, event: Event, pointer: str) -> list[Check]:
+        """One check that holds: there is no condition to fail."""
+        return [Check(pointer, True, "no filters: every event passes")]
 
     def __repr__(self) -> str:
         return "MatchAll()"

@@ -25,7 +25,7 @@ from .base import Event, Filter
 from .compiler import compile
 from .dialects.logical import AllFilter
 from .index import SubscriptionIndex
-from .index.plan import TypesFilter
+from .index.conditions import TypesFilter
 
 __all__ = ["Row", "main", "measure"]
 

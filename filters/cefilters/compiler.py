@@ -11,7 +11,7 @@ from typing import Final
 
 from .base import MATCH_ALL, Filter
 from .dialects import DIALECTS
-from .dialects.logical import AllFilter
+from .dialects.logical import FilterArray
 from .errors import FilterError, pointer_token
 
 __all__ = ["MAX_DEPTH", "compile", "compile_expression"]
@@ -41,7 +41,7 @@ def compile(filters: Sequence[Mapping[str, object]]) -> Filter:
         return MATCH_ALL
     if len(compiled) == 1:
         return compiled[0]
-    return AllFilter(compiled)
+    return FilterArray(compiled)
 
 
 def compile_expression(expression: object, path: str, depth: int = 0) -> Filter:

@@ -18,7 +18,7 @@ def _python_blocks() -> list[str]:
 
 def test_quick_start_runs_as_documented() -> None:
     """The quick start compiles, matches, reports an error path and uses the index as shown."""
-    (quick_start,) = _python_blocks()
+    quick_start = _python_blocks()[0]
     namespace: dict[str, object] = {}
     output = io.StringIO()
     with contextlib.redirect_stdout(output):
@@ -32,3 +32,13 @@ def test_quick_start_runs_as_documented() -> None:
     assert compiled.matches({"type": "com.example.order.paid", "source": "/shop/us", "priority": 7})
     assert isinstance(index, cefilters.SubscriptionIndex)
     assert index.match({"type": "com.example.order.paid", "source": "/shop/eu"}) == {"orders", "paid"}
+
+
+def test_explain_example_prints_what_it_shows() -> None:
+    """The "Explain a match" example prints exactly the lines shown in its comments."""
+    (example,) = [block for block in _python_blocks() if "index.explain(" in block]
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        exec(compile(example, str(README), "exec"), {})
+    shown = [line.removeprefix("# ") for line in example.splitlines() if line.startswith("# ")]
+    assert output.getvalue().splitlines() == shown

@@ -18,7 +18,9 @@ from collections.abc import Mapping
 from typing import Final
 
 from ..base import Event, canonical_string
+from ..checks import Check
 from ..errors import FilterError, pointer_token
+from ..wording import attribute_detail, quote
 
 __all__ = ["ATTRIBUTE_NAME", "AttributeMapFilter", "parse_attribute_map"]
 
@@ -64,11 +66,17 @@ def parse_attribute_map(dialect: str, value: object, path: str) -> tuple[tuple[s
 class AttributeMapFilter:
     """A filter over an attribute map: every named attribute passes one string comparison.
 
-    Subclasses name the dialect by class and set the static ``compare``; a missing attribute, or
-    one without a canonical string, means no match.
+    Subclasses name the dialect by class and set the static ``compare`` and the words ``explain``
+    uses; a missing attribute, or one without a canonical string, means no match.
     """
 
     __slots__ = ("pairs",)
+
+    dialect = ""
+    """The dialect's JSON name."""
+
+    lead = ""
+    """How ``explain`` introduces one attribute's comparison (a format with ``{name}``)."""
 
     def __init__(self, pairs: tuple[tuple[str, str], ...]) -> None:
         self.pairs = pairs
@@ -76,6 +84,11 @@ class AttributeMapFilter:
     @staticmethod
     def compare(actual: str, expected: str, /) -> bool:
         """The dialect's comparison of an attribute's string with the filter's value."""
+        raise NotImplementedError
+
+    @staticmethod
+    def phrase(actual: str, expected: str, held: bool, /) -> str:
+        """The comparison in words, from the quoted attribute value and the quoted filter value."""
         raise NotImplementedError
 
     def matches(self, event: Event) -> bool:
@@ -90,6 +103,31 @@ class AttributeMapFilter:
             if not compare(value, expected):
                 return False
         return True
+
+    def explain(self, event: Event, pointer: str) -> list[Check]:
+        """One check for the filter at ``pointer``, plus one per attribute when it names several.
+
+        Every attribute is compared (``matches`` stops at the first that fails): a person wants
+        to see each one, and the comparisons are pure, so the verdict is the same.
+        """
+        compare = type(self).compare
+        own: list[Check] = []
+        for name, expected in self.pairs:
+            actual, spoken = attribute_detail(event, name)
+            held = actual is not None and compare(actual, expected)
+            words = spoken if actual is None else self.phrase(spoken, quote(expected), held)
+            detail = f"{self.lead.format(name=name)}: {words}"
+            own.append(Check(f"{pointer}/{self.dialect}/{pointer_token(name)}", held, detail))
+        matched = all(check.matched for check in own)
+        if len(own) == 1:
+            return [Check(pointer, matched, own[0].detail)]
+        failed = [check.detail for check in own if not check.matched]
+        if matched:
+            detail = f"{self.dialect}: {len(own)} of {len(own)} attributes matched"
+        else:
+            shown = "; ".join(failed[:4]) + ("; …" if len(failed) > 4 else "")
+            detail = f"{self.dialect}: {len(own) - len(failed)} of {len(own)} attributes matched; {shown}"
+        return [Check(pointer, matched, detail), *own]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({dict(self.pairs)!r})"

@@ -16,11 +16,14 @@ no change of its recursion limit, and one that does pays once.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Any, Final
 
 from ..base import Event
+from ..checks import Check
 from ..errors import FilterError
+from ..wording import QUOTE_LIMIT, quote, shorten
 from .attributes import PAYLOAD_MEMBERS
 
 __all__ = ["MAX_CEL_LENGTH", "CelFilter", "compile_cel", "environment"]
@@ -78,8 +81,45 @@ class CelFilter:
         # A CELEvalError may also come back as a value; only a real BoolType counts.
         return type(result) is self._bool_type and bool(result)
 
+    def explain(self, event: Event, pointer: str) -> list[Check]:
+        """The expression's result or a summary of its error; matched exactly when ``matches`` is."""
+        try:
+            result = self._program.evaluate(self._activation(event))
+        except Exception as error:
+            return [Check(pointer, False, f"cel: {_error_summary(error)}")]
+        if type(result) is self._bool_type:
+            return [Check(pointer, bool(result), f"cel: the result is {'true' if result else 'false'}")]
+        if isinstance(result, Exception):  # celpy hands some errors back as the value
+            return [Check(pointer, False, f"cel: {_error_summary(result)}")]
+        shown = quote(str(result)) if isinstance(result, str) else shorten(str(result), QUOTE_LIMIT)
+        return [Check(pointer, False, f"cel: the result is {_type_name(type(result))} {shown}, not a bool")]
+
     def __repr__(self) -> str:
         return f"CelFilter({self.text!r})"
+
+
+_UNDECLARED: Final = "undeclared reference to '"
+_CEL_CLASS: Final = re.compile(r"<class 'celpy\.celtypes\.(\w+)'>")
+_TOKEN: Final = re.compile(r"Token\('\w+', '(\w+)'\)")
+
+
+def _type_name(cls: type) -> str:
+    """cel-python's ``IntType`` as CEL calls it, ``int``."""
+    name = cls.__name__
+    return name.removesuffix("Type").lower() if name.endswith("Type") else name
+
+
+def _error_summary(error: Exception) -> str:
+    """cel-python's error in a few words: its messages embed the whole activation, so keep the
+    first argument, cut before the activation dump, and shortened."""
+    message = str(error.args[0]) if error.args else type(error).__name__
+    if message.startswith(_UNDECLARED):
+        name = message[len(_UNDECLARED) :].split("'", 1)[0]
+        return f"evaluation error: the event has no attribute {quote(name)}"
+    message = message.split(" (in activation", 1)[0]
+    message = _CEL_CLASS.sub(lambda found: found.group(1).removesuffix("Type").lower(), message)
+    message = _TOKEN.sub(lambda found: found.group(1), message)
+    return f"evaluation error: {shorten(message)}"
 
 
 def compile_cel(value: object, path: str) -> CelFilter:

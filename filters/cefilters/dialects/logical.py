@@ -5,10 +5,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..base import Event, Filter
+from ..checks import Check
 from ..errors import FilterError
+from ..wording import explain_filter, summary
 from .contract import NestedCompiler
 
-__all__ = ["AllFilter", "AnyFilter", "NotFilter", "compile_all", "compile_any", "compile_not"]
+__all__ = [
+    "AllFilter",
+    "AnyFilter",
+    "FilterArray",
+    "NotFilter",
+    "compile_all",
+    "compile_any",
+    "compile_not",
+]
+
+
+def _explain_children(children: tuple[Filter, ...], event: Event, pointer: str) -> list[list[Check]]:
+    """Each child's checks; every child is explained, even past the one that decides, so that a
+    person sees them all (filters are pure: the verdict is the same as the short-circuit's)."""
+    return [explain_filter(child, event, f"{pointer}/{i}") for i, child in enumerate(children)]
 
 
 class AllFilter:
@@ -27,8 +43,39 @@ class AllFilter:
                 return False
         return True
 
+    def explain(self, event: Event, pointer: str) -> list[Check]:
+        """The ``all`` at ``pointer`` and its children at ``pointer/all/i``."""
+        return _explain_all(self.children, event, pointer, f"{pointer}/all", "all")
+
     def __repr__(self) -> str:
         return f"AllFilter({list(self.children)!r})"
+
+
+class FilterArray(AllFilter):
+    """A subscription's whole ``filters`` array of two or more expressions: an implicit ``all``.
+
+    It matches exactly as :class:`AllFilter` does (the index flattens both alike); it exists so
+    that ``explain`` locates the array's elements at ``pointer/i`` rather than ``pointer/all/i``.
+    """
+
+    __slots__ = ()
+
+    def explain(self, event: Event, pointer: str) -> list[Check]:
+        """The array at ``pointer`` and its elements at ``pointer/i``."""
+        return _explain_all(self.children, event, pointer, pointer, "filters")
+
+    def __repr__(self) -> str:
+        return f"FilterArray({list(self.children)!r})"
+
+
+def _explain_all(
+    children: tuple[Filter, ...], event: Event, pointer: str, nested: str, label: str
+) -> list[Check]:
+    explained = _explain_children(children, event, nested)
+    own = [checks[0] for checks in explained]
+    matched = all(check.matched for check in own)
+    detail = summary(label, own, matched, every=True)
+    return [Check(pointer, matched, detail), *(check for checks in explained for check in checks)]
 
 
 class AnyFilter:
@@ -46,6 +93,14 @@ class AnyFilter:
                 return True
         return False
 
+    def explain(self, event: Event, pointer: str) -> list[Check]:
+        """The ``any`` at ``pointer`` and its children at ``pointer/any/i``."""
+        explained = _explain_children(self.children, event, f"{pointer}/any")
+        own = [checks[0] for checks in explained]
+        matched = any(check.matched for check in own)
+        detail = summary("any", own, matched, every=False)
+        return [Check(pointer, matched, detail), *(check for checks in explained for check in checks)]
+
     def __repr__(self) -> str:
         return f"AnyFilter({list(self.children)!r})"
 
@@ -61,6 +116,15 @@ class NotFilter:
     def matches(self, event: Event) -> bool:
         """The inverse of the child's result."""
         return not self.child.matches(event)
+
+    def explain(self, event: Event, pointer: str) -> list[Check]:
+        """The ``not`` at ``pointer`` and its expression at ``pointer/not``."""
+        nested = explain_filter(self.child, event, f"{pointer}/not")
+        if nested[0].matched:
+            detail = f"not: {nested[0].pointer} matched, so this condition does not"
+        else:
+            detail = f"not: {nested[0].pointer} did not match, so this condition does"
+        return [Check(pointer, not nested[0].matched, detail), *nested]
 
     def __repr__(self) -> str:
         return f"NotFilter({self.child!r})"

@@ -12,7 +12,14 @@ class PrefixFilter(AttributeMapFilter):
 
     __slots__ = ()
 
+    dialect = "prefix"
+    lead = "prefix of {name}"
     compare = staticmethod(str.startswith)
+
+    @staticmethod
+    def phrase(actual: str, expected: str, held: bool, /) -> str:
+        """``'eu/' starts 'eu/42'`` or ``'eu/' does not start 'us/42'``."""
+        return f"{expected} starts {actual}" if held else f"{expected} does not start {actual}"
 
 
 def compile_prefix(value: object, path: str) -> PrefixFilter:

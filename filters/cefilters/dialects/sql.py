@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from .. import sql
 from ..base import Event
+from ..checks import Check
 from ..errors import FilterError
 from ..sql import Expression
+from ..sql.types import Value
+from ..wording import quote, shorten
 
 __all__ = ["SqlFilter", "compile_sql"]
 
@@ -30,8 +33,29 @@ class SqlFilter:
         except Exception:  # the engine promises not to raise; a filter must not, whatever happens
             return False
 
+    def explain(self, event: Event, pointer: str) -> list[Check]:
+        """The expression's value or its first error; matched exactly when ``matches`` is."""
+        try:
+            result = self.expression.evaluate(event)
+        except Exception as error:  # as in matches: the engine promises not to raise
+            return [Check(pointer, False, f"sql: cannot evaluate: {shorten(type(error).__name__)}")]
+        if result.errors:
+            first = result.errors[0]
+            return [Check(pointer, False, f"sql: {first.kind} error: {shorten(first.message)}")]
+        if result.value is True:
+            return [Check(pointer, True, "sql: the value is true")]
+        if result.value is False:
+            return [Check(pointer, False, "sql: the value is false")]
+        return [Check(pointer, False, f"sql: the value is {_spoken(result.value)}, not the Boolean true")]
+
     def __repr__(self) -> str:
         return f"SqlFilter({self.text!r})"
+
+
+def _spoken(value: Value) -> str:
+    if isinstance(value, str):
+        return f"the String {quote(value)}"
+    return f"the Integer {value}"
 
 
 def compile_sql(value: object, path: str) -> SqlFilter:

@@ -12,7 +12,14 @@ class SuffixFilter(AttributeMapFilter):
 
     __slots__ = ()
 
+    dialect = "suffix"
+    lead = "suffix of {name}"
     compare = staticmethod(str.endswith)
+
+    @staticmethod
+    def phrase(actual: str, expected: str, held: bool, /) -> str:
+        """``'/42' ends 'eu/42'`` or ``'/42' does not end 'eu/7'``."""
+        return f"{expected} ends {actual}" if held else f"{expected} does not end {actual}"
 
 
 def compile_suffix(value: object, path: str) -> SuffixFilter:

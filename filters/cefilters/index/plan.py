@@ -20,12 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from ..base import Event, Filter, MatchAll, canonical_string
+from ..base import Event, Filter, MatchAll
+from ..checks import Explanation
 from ..dialects.exact import ExactFilter
 from ..dialects.logical import AllFilter, AnyFilter
 from ..dialects.prefix import PrefixFilter
 from ..dialects.sql import SqlFilter
 from ..dialects.suffix import SuffixFilter
+from .conditions import TypesFilter, explain_conditions
 from .sql_implied import implied_filter
 
 __all__ = ["Anchor", "Kind", "Plan", "TypesFilter", "plan"]
@@ -59,23 +61,6 @@ def _score(anchor: Anchor, cost: Cost) -> float:
     return breadth * (1.0 + math.log2(cost(anchor)))
 
 
-class TypesFilter:
-    """The subscription's top-level ``types``: the event's ``type`` is one of the listed values."""
-
-    __slots__ = ("types",)
-
-    def __init__(self, types: Sequence[str]) -> None:
-        self.types = frozenset(types)
-
-    def matches(self, event: Event) -> bool:
-        """Whether the event's type (as its canonical string) is listed."""
-        value = event.get("type")
-        return (value if type(value) is str else canonical_string(value)) in self.types
-
-    def __repr__(self) -> str:
-        return f"TypesFilter({sorted(self.types)!r})"
-
-
 @dataclass(frozen=True, slots=True)
 class Plan:
     """Where a subscription is stored and what remains to check.
@@ -83,12 +68,22 @@ class Plan:
     Attributes:
         anchors: the predicates it is registered under; empty means "check on every event".
         residual: what a candidate must still pass, or ``None`` when reaching it proves a match.
+        filter: the compiled ``filters`` as given, for ``explain``.
+        source: the ``source`` constraint, for ``explain``.
+        types: the ``types`` constraint, for ``explain``.
         never: the subscription can match no event (``types`` is an empty list); store nothing.
     """
 
     anchors: tuple[Anchor, ...]
     residual: Filter | None
+    filter: Filter
+    source: str | None
+    types: TypesFilter | None
     never: bool = False
+
+    def explain(self, event: Event) -> Explanation:
+        """The subscription's conditions as written, checked against ``event``."""
+        return explain_conditions(self.filter, self.source, self.types, event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +95,14 @@ class _Anchors:
 
 def plan(filter_: Filter, source: str | None, types: Sequence[str] | None, cost: Cost) -> Plan:
     """Choose the anchors and residual for one subscription (see the module docstring)."""
+    types_filter = None if types is None else TypesFilter(types)
     if types is not None and not types:
-        return Plan((), None, never=True)
+        return Plan((), None, filter_, source, types_filter, never=True)
     conjuncts: list[Filter] = []
     if source is not None:
         conjuncts.append(ExactFilter((("source", source),)))
-    if types is not None:
-        conjuncts.append(TypesFilter(types))
+    if types_filter is not None:
+        conjuncts.append(types_filter)
     _flatten(filter_, conjuncts)
     best: tuple[int, _Anchors] | None = None
     for position, conjunct in enumerate(conjuncts):
@@ -114,10 +110,10 @@ def plan(filter_: Filter, source: str | None, types: Sequence[str] | None, cost:
         if found is not None and (best is None or found.cost < best[1].cost):
             best = (position, found)
     if best is None:
-        return Plan((), _conjunction(conjuncts))
+        return Plan((), _conjunction(conjuncts), filter_, source, types_filter)
     position, chosen = best
     rest = conjuncts[:position] + conjuncts[position + 1 :] if chosen.sufficient else conjuncts
-    return Plan(chosen.anchors, _conjunction(rest))
+    return Plan(chosen.anchors, _conjunction(rest), filter_, source, types_filter)
 
 
 def _flatten(filter_: Filter, into: list[Filter]) -> None:

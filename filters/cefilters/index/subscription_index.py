@@ -14,6 +14,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from ..base import Event, Filter, canonical_string
+from ..checks import Explanation
 from ..compiler import compile
 from ..errors import FilterError
 from .plan import Anchor, Plan, plan
@@ -124,6 +125,20 @@ class SubscriptionIndex(Generic[K]):
             if residual.matches(event):
                 matched.add(key)
         return matched
+
+    def explain(self, key: K, event: Event) -> Explanation:
+        """Why the subscription ``key`` accepts ``event`` or not, condition by condition.
+
+        Covers ``source`` (pointer ``/source``), ``types`` (``/types``) and every filter
+        expression (``/filters/0``, ``/filters/1/all/0``, ...; a multi-attribute filter also
+        reports each attribute, ``/filters/0/exact/subject``). Every condition is evaluated, even
+        after one has failed, through the same compiled filters ``match`` uses, and ``matched``
+        always equals ``key in self.match(event)``. Never raises because of the event's values.
+
+        Raises:
+            KeyError: ``key`` is not indexed.
+        """
+        return self._plans[key].explain(event)
 
     @property
     def unanchored(self) -> int:
