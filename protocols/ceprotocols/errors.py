@@ -9,7 +9,8 @@ aiohttp exceptions::
         ├── TargetUnreachable       connect/transport failure (retryable)
         ├── DeliveryTimeout         no confirmation in time (retryable)
         └── DeliveryRejected        the target refused the message (retryable only for
-                                    transient refusals such as HTTP 5xx/408/429)
+            │                       transient refusals such as HTTP 5xx/408/429)
+            └── DestinationRefused  the network policy forbids the destination's address (final)
 """
 
 from __future__ import annotations
@@ -64,6 +65,17 @@ class DeliveryRejected(DeliveryError):
     """The target answered and refused the message."""
 
     retryable = False
+
+
+class DestinationRefused(DeliveryRejected):
+    """The destination is, or resolves to, an address the network policy refuses (loopback,
+    private, link-local...), found right before connecting; nothing was sent. Final: sending
+    again would be refused the same way. ``status`` is ``"destination"``."""
+
+    retryable = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False, status="destination")
 
 
 class SettingsError(ProtocolError, ValueError):

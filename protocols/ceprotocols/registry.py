@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
+from ceprotocols.egress import NetworkPolicy, Resolver, system_resolver
 from ceprotocols.errors import SettingsError
 from ceprotocols.sender import Sender
 
@@ -33,53 +34,55 @@ def _load(module: str, attribute: str) -> Any:
         ) from exc
 
 
-def _http() -> Sender:
-    sender: Sender = _load("ceprotocols.http", "HttpSender")()
-    return sender
+class SenderFactory(Protocol):
+    """Builds one protocol's sender, restricted to the destinations ``policy`` accepts.
+
+    ``policy=None`` means :meth:`NetworkPolicy.unrestricted`; ``resolver`` resolves host names
+    when the policy is restricted (tests inject one that maps names to any address).
+    """
+
+    def __call__(
+        self, *, policy: NetworkPolicy | None = None, resolver: Resolver = system_resolver
+    ) -> Sender: ...
 
 
-def _mqtt(v5: bool) -> Callable[[], Sender]:
-    def factory() -> Sender:
-        sender: Sender = _load("ceprotocols.mqtt.sender", "MqttSender")(v5=v5)
+def _factory(module: str, attribute: str, **fixed: Any) -> SenderFactory:
+    def factory(*, policy: NetworkPolicy | None = None, resolver: Resolver = system_resolver) -> Sender:
+        sender: Sender = _load(module, attribute)(policy=policy, resolver=resolver, **fixed)
         return sender
 
     return factory
 
 
-def _amqp() -> Sender:
-    sender: Sender = _load("ceprotocols.amqp.sender", "AmqpSender")()
-    return sender
-
-
-def _kafka() -> Sender:
-    sender: Sender = _load("ceprotocols.kafka.sender", "KafkaSender")()
-    return sender
-
-
-def _nats() -> Sender:
-    sender: Sender = _load("ceprotocols.nats.sender", "NatsSender")()
-    return sender
-
-
 #: Protocol name (case-sensitive, as in the Subscriptions API) -> factory of its sender.
-SENDERS: dict[str, Callable[[], Sender]] = {
-    "HTTP": _http,
-    "MQTT3": _mqtt(v5=False),
-    "MQTT5": _mqtt(v5=True),
-    "AMQP": _amqp,
-    "KAFKA": _kafka,
-    "NATS": _nats,
+SENDERS: dict[str, SenderFactory] = {
+    "HTTP": _factory("ceprotocols.http", "HttpSender"),
+    "MQTT3": _factory("ceprotocols.mqtt.sender", "MqttSender", v5=False),
+    "MQTT5": _factory("ceprotocols.mqtt.sender", "MqttSender", v5=True),
+    "AMQP": _factory("ceprotocols.amqp.sender", "AmqpSender"),
+    "KAFKA": _factory("ceprotocols.kafka.sender", "KafkaSender"),
+    "NATS": _factory("ceprotocols.nats.sender", "NatsSender"),
 }
 
 
-def create_sender(protocol: str) -> Sender:
-    """A new sender for ``protocol``. Raises KeyError for an unknown protocol and
-    MissingDependency when its client library is not installed."""
+def create_sender(
+    protocol: str, *, policy: NetworkPolicy | None = None, resolver: Resolver = system_resolver
+) -> Sender:
+    """A new sender for ``protocol`` that connects only where ``policy`` allows.
+
+    Every connection the sender opens (sinks; for HTTP also token endpoints, the webhook
+    handshake and dead-letter sinks, which go through the same sender) is checked on the address
+    it connects to; a refused one fails the delivery with a final
+    :class:`~ceprotocols.errors.DestinationRefused`. ``policy=None`` is
+    :meth:`NetworkPolicy.unrestricted`, for tests and trusted embeddings: a broker passes its
+    real policy. Raises KeyError for an unknown protocol and MissingDependency when its client
+    library is not installed.
+    """
     try:
         factory = SENDERS[protocol]
     except KeyError:
         raise KeyError(f"unknown protocol {protocol!r}; known: {', '.join(SENDERS)}") from None
-    return factory()
+    return factory(policy=policy, resolver=resolver)
 
 
 def _settings_checks() -> dict[str, Callable[[str, Mapping[str, Any]], object]]:
@@ -107,4 +110,11 @@ def check_destination(protocol: str, sink: str, settings: Mapping[str, Any] | No
         check(sink, settings or {})
 
 
-__all__ = ["SENDERS", "MissingDependency", "SettingsError", "check_destination", "create_sender"]
+__all__ = [
+    "SENDERS",
+    "MissingDependency",
+    "SenderFactory",
+    "SettingsError",
+    "check_destination",
+    "create_sender",
+]

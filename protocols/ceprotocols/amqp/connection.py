@@ -116,11 +116,17 @@ def _settled(delivery: Delivery) -> bool:
 
 
 class AmqpConnection:
-    """A blocking proton connection driven from asyncio through one worker thread."""
+    """A blocking proton connection driven from asyncio through one worker thread.
 
-    def __init__(self, url: str, credential: Credential | None) -> None:
+    ``virtual_host`` is the host name to announce in the AMQP ``open`` frame and to use for TLS
+    (SNI and the certificate check) when ``url`` names the container by address: the sender
+    connects to the address it checked against its network policy but keeps the sink's name.
+    """
+
+    def __init__(self, url: str, credential: Credential | None, *, virtual_host: str | None = None) -> None:
         self.url = url
         self._credential = credential
+        self._virtual_host = virtual_host
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amqp")
         self._connection: BlockingConnection | None = None
         self._links: dict[_LinkKey, BlockingSender] = {}
@@ -149,6 +155,8 @@ class AmqpConnection:
         if isinstance(self._credential, Plain):
             options.update(user=self._credential.identifier, password=self._credential.secret)
             options["allowed_mechs"] = "PLAIN"
+        if self._virtual_host is not None:
+            options["virtual_host"] = self._virtual_host
         self._connection = BlockingConnection(self.url, timeout=within, reconnect=False, **options)
 
     async def send(self, settings: AmqpSettings, message: AmqpMessage, within: float) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
+from ceprotocols.egress import ConnectGuard, NetworkPolicy, Resolver, system_resolver
 from ceprotocols.errors import BindingError, DeliveryRejected
 from ceprotocols.http.binding import to_binary, to_structured
 from ceprotocols.http.credentials import CredentialResolver
@@ -55,6 +56,10 @@ class HttpSender:
         max_connections: connections open at once, all sinks together.
         max_per_host: connections open at once to one sink origin (deliveries beyond it wait
             for a free connection, within their timeout).
+        policy: the addresses sinks, token endpoints and handshakes may reach; a refused one is
+            a final :class:`~ceprotocols.errors.DestinationRefused`. ``None`` means
+            :meth:`NetworkPolicy.unrestricted` (tests, trusted embeddings): pass the real one.
+        resolver: how host names are resolved when the policy is restricted.
     """
 
     def __init__(
@@ -64,8 +69,13 @@ class HttpSender:
         webhook_origin: str | None = None,
         max_connections: int = 1024,
         max_per_host: int = 256,
+        policy: NetworkPolicy | None = None,
+        resolver: Resolver = system_resolver,
     ) -> None:
-        self._transport = HttpTransport(max_connections=max_connections, max_per_host=max_per_host)
+        guard = ConnectGuard(policy or NetworkPolicy.unrestricted(), resolver)
+        self._transport = HttpTransport(
+            max_connections=max_connections, max_per_host=max_per_host, guard=guard
+        )
         self._credentials = CredentialResolver(self._transport)
         origin = webhook_origin or socket.gethostname()  # no DNS lookup (it could block)
         self._gate = WebhookGate(self._transport, origin) if validate_webhooks else None

@@ -15,7 +15,11 @@ inject a line break. What this module adds is the delivery policy:
 * every aiohttp exception becomes :class:`HttpTransportError` with a :class:`Failure` kind, so
   callers never see aiohttp; :func:`delivery_error` turns that into the ceprotocols error.
 
-Deliveries, webhook validation handshakes and token refreshes all use the same session.
+Deliveries, webhook validation handshakes and token refreshes all use the same session, so a
+:class:`~ceprotocols.egress.ConnectGuard` given to the transport checks every one of them: names
+through :class:`~ceprotocols.http.resolver.CheckedResolver`, IP-literal hosts (which aiohttp
+never resolves) here, before the request. A refused address fails with
+:attr:`Failure.REFUSED`, before any connection is opened.
 """
 
 from __future__ import annotations
@@ -25,8 +29,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
+from yarl import URL
 
-from ceprotocols.errors import DeliveryError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
+from ceprotocols.egress import ConnectGuard
+from ceprotocols.egress.addresses import parse_address
+from ceprotocols.errors import (
+    DeliveryError,
+    DeliveryRejected,
+    DeliveryTimeout,
+    DestinationRefused,
+    TargetUnreachable,
+)
+from ceprotocols.http.resolver import CheckedResolver, RefusedAddress
 
 #: Response body bytes kept (the rest is read and dropped; dead letters keep a prefix only).
 BODY_KEEP = 64 * 1024
@@ -49,6 +63,8 @@ class Failure(enum.Enum):
     #: The request itself cannot be sent (bad URL, a header with a control character): retrying
     #: the same request can never work.
     INVALID = "invalid"
+    #: The network policy refuses the host's address: nothing was sent, and nothing will be.
+    REFUSED = "refused"
 
 
 class HttpTransportError(Exception):
@@ -85,16 +101,25 @@ class HttpTransport:
         max_connections: connections open at once, all origins together.
         max_per_host: connections open at once to one origin. A request beyond it waits for a
             free connection, and that wait counts against its deadline.
+        guard: checks every host connected to against a network policy; ``None`` (or an
+            unrestricted guard) checks nothing.
     """
 
-    def __init__(self, *, max_connections: int = 1024, max_per_host: int = 256) -> None:
+    def __init__(
+        self, *, max_connections: int = 1024, max_per_host: int = 256, guard: ConnectGuard | None = None
+    ) -> None:
         self._limit = max_connections
         self._limit_per_host = max_per_host
+        self._guard = guard if guard is not None and guard.restricted else None
         self._session: aiohttp.ClientSession | None = None
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=self._limit_per_host)
+        connector = aiohttp.TCPConnector(
+            limit=self._limit,
+            limit_per_host=self._limit_per_host,
+            resolver=None if self._guard is None else CheckedResolver(self._guard),
+        )
         self._session = aiohttp.ClientSession(
             connector=connector,
             cookie_jar=aiohttp.DummyCookieJar(),
@@ -119,6 +144,8 @@ class HttpTransport:
 
         Raises :class:`HttpTransportError` when it cannot be sent, fails or times out.
         """
+        if self._guard is not None:
+            _check_literal(url, self._guard)
         session = self._session or self._open()
         try:
             async with session.request(
@@ -135,6 +162,10 @@ class HttpTransport:
             raise HttpTransportError(f"no answer from {url} within {deadline}s", Failure.TIMEOUT) from exc
         except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
             raise HttpTransportError(f"not a usable http(s) URL: {exc}", Failure.INVALID) from exc
+        except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc.os_error, RefusedAddress):  # from CheckedResolver
+                raise HttpTransportError(f"refused: {exc.os_error.reason}", Failure.REFUSED) from None
+            raise HttpTransportError(f"cannot reach {url}: {_describe(exc)}", Failure.UNREACHABLE) from exc
         except aiohttp.ClientError as exc:
             raise HttpTransportError(f"cannot reach {url}: {_describe(exc)}", Failure.UNREACHABLE) from exc
         except ValueError as exc:
@@ -148,6 +179,19 @@ class HttpTransport:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+def _check_literal(url: str, guard: ConnectGuard) -> None:
+    """Refuse an IP-literal host the policy refuses (aiohttp connects to those unresolved)."""
+    try:
+        host = URL(url).raw_host
+    except (ValueError, TypeError):
+        return  # not a URL: aiohttp refuses it itself, as INVALID
+    literal = None if host is None else parse_address(host)
+    if literal is not None:
+        reason = guard.policy.check_address(literal)
+        if reason is not None:
+            raise HttpTransportError(f"refused: host {reason}", Failure.REFUSED)
 
 
 async def _read_prefix(content: aiohttp.StreamReader) -> bytes:
@@ -173,9 +217,12 @@ def delivery_error(exc: HttpTransportError, during: str | None = None) -> Delive
     other than the delivery itself (e.g. ``"webhook validation"``) at the start of the message.
 
     A timeout and an unreachable target are retryable; a request that cannot be sent is a final
-    rejection (``status="invalid"``), since sending it again would fail the same way.
+    rejection (``status="invalid"``), since sending it again would fail the same way, and so is a
+    host the network policy refuses (:class:`DestinationRefused`, ``status="destination"``).
     """
     message = f"{during}: {exc}" if during else str(exc)
+    if exc.failure is Failure.REFUSED:
+        return DestinationRefused(message)
     if exc.failure is Failure.TIMEOUT:
         return DeliveryTimeout(message)
     if exc.failure is Failure.INVALID:

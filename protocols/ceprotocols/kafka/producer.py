@@ -18,6 +18,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from ceprotocols.egress import ConnectGuard
 from ceprotocols.errors import DeliveryError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
 from ceprotocols.kafka.binding import KafkaRecord
 
@@ -31,6 +32,9 @@ _REFUSALS = frozenset(
     }
 )
 _TIMEOUTS = frozenset({KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT})
+
+#: Seconds the brokers a cluster advertises are trusted before they are checked again.
+BROKER_CHECK_INTERVAL = 30.0
 
 
 def is_refusal(error: KafkaError) -> bool:
@@ -75,6 +79,8 @@ class KafkaProducer:
         self._down_since: float | None = None
         self._refusal: KafkaError | None = None
         self._producer = Producer({**config, "error_cb": self._on_error})
+        self._brokers_checked: float | None = None
+        self._checking = asyncio.Lock()
         self._running = True
         self._thread = threading.Thread(target=self._serve, name="kafka-producer", daemon=True)
         self._thread.start()
@@ -88,6 +94,35 @@ class KafkaProducer:
             self._refusal = error
         elif error.code() in _CONNECTIVITY:
             self._down_since = self._down_since or time.monotonic()
+
+    def brokers_due(self) -> bool:
+        """Whether the advertised brokers have not been checked for :data:`BROKER_CHECK_INTERVAL`."""
+        checked = self._brokers_checked
+        return checked is None or time.monotonic() - checked > BROKER_CHECK_INTERVAL
+
+    async def check_brokers(self, guard: ConnectGuard, topic: str, within: float) -> None:
+        """Check every broker the cluster advertises against the guard's policy.
+
+        librdkafka connects to the brokers named in the cluster metadata (the advertised
+        listeners) by itself, resolving their names itself; this fetches the metadata and
+        checks each name's addresses, so that a cluster advertising an internal address is
+        refused before a record is produced to it. See docs/protocols.md for what it cannot
+        close.
+
+        Raises:
+            DestinationRefused: a broker is, or resolves to, a refused address.
+            DeliveryError: the metadata could not be fetched.
+        """
+        async with self._checking:
+            if not self.brokers_due():
+                return
+            try:
+                metadata = await asyncio.to_thread(self._producer.list_topics, topic, within)
+            except KafkaException as exc:
+                raise translate(exc.args[0], self.where, self._refusal) from exc
+            for broker in metadata.brokers.values():
+                await guard.addresses(broker.host, broker.port, role=f"{self.where}: broker {broker.id}")
+            self._brokers_checked = time.monotonic()
 
     async def produce(self, topic: str, record: KafkaRecord, within: float) -> None:
         """Produce and return once the delivery report confirms the record."""

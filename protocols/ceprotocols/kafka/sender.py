@@ -8,8 +8,9 @@ completes on the record's delivery report (with ``acks=all``, once every in-sync
 from __future__ import annotations
 
 from ceprotocols.credentials import Credential, ensure_fresh, parse_credential
+from ceprotocols.egress import ConnectGuard, NetworkPolicy, Resolver, system_resolver
 from ceprotocols.endpoint import Endpoint, sink_endpoint
-from ceprotocols.errors import INVALID_EVENT, INVALID_SETTINGS
+from ceprotocols.errors import INVALID_EVENT, INVALID_SETTINGS, DestinationRefused
 from ceprotocols.kafka import binding
 from ceprotocols.kafka.client import client_config
 from ceprotocols.kafka.producer import KafkaProducer
@@ -22,9 +23,21 @@ _Key = tuple[tuple[tuple[str, int], ...], bool, Credential | None, str | None, s
 
 
 class KafkaSender:
-    """Delivers events to Kafka; one producer per (cluster, credentials, client id, acks)."""
+    """Delivers events to Kafka; one producer per (cluster, credentials, client id, acks).
 
-    def __init__(self) -> None:
+    Args:
+        policy: the addresses the cluster's brokers may have. With a restricted policy the
+            bootstrap servers are resolved and checked before the producer exists (and, without
+            TLS, given to librdkafka as the checked addresses), and the brokers the cluster
+            advertises are checked before the first record and again every
+            :data:`~ceprotocols.kafka.producer.BROKER_CHECK_INTERVAL` seconds (see
+            docs/protocols.md for the window that leaves); ``None`` means
+            :meth:`NetworkPolicy.unrestricted`.
+        resolver: how host names are resolved when the policy is restricted.
+    """
+
+    def __init__(self, *, policy: NetworkPolicy | None = None, resolver: Resolver = system_resolver) -> None:
+        self._guard = ConnectGuard(policy or NetworkPolicy.unrestricted(), resolver)
         self._prepared = PreparedCache(self._prepare)
         self._pool: ConnectionPool[_Key, KafkaProducer] = ConnectionPool(self._close)
 
@@ -52,13 +65,34 @@ class KafkaSender:
 
         async def open_producer() -> KafkaProducer:
             config = client_config(endpoint, credential)
+            if self._guard.restricted:
+                config["bootstrap.servers"] = await self._bootstrap(endpoint)
             config.update({"acks": settings.acks, "message.timeout.ms": timeout_ms, "linger.ms": 2})
             if settings.client_id:
                 config["client.id"] = settings.client_id
             return KafkaProducer(config, where=f"Kafka {destination.sink}")
 
         producer = await self._pool.get(key, open_producer)
+        if self._guard.restricted and producer.brokers_due():
+            try:
+                await producer.check_brokers(self._guard, settings.topic, destination.timeout)
+            except DestinationRefused:
+                await self._pool.discard(key, producer)  # the next delivery starts from bootstrap
+                raise
         await producer.produce(settings.topic, record, destination.timeout + 1.0)
+
+    async def _bootstrap(self, endpoint: Endpoint) -> str:
+        """``bootstrap.servers`` with every host checked: the checked addresses themselves
+        without TLS, the names with TLS (librdkafka verifies the certificate against the name it
+        connects to and cannot be given another)."""
+        servers: list[str] = []
+        for host, port in endpoint.hosts:
+            addresses = await self._guard.addresses(host, port, role="Kafka bootstrap server")
+            if endpoint.tls:
+                servers.append(f"{host}:{port}")
+            else:
+                servers += [f"[{a}]:{port}" if a.version == 6 else f"{a}:{port}" for a in addresses]
+        return ",".join(servers)
 
     @staticmethod
     async def _close(producer: KafkaProducer) -> None:

@@ -21,8 +21,16 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 
 from ceprotocols.credentials import AccessToken, Credential, Plain
-from ceprotocols.errors import DeliveryError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
+from ceprotocols.egress import ConnectGuard
+from ceprotocols.errors import (
+    DeliveryError,
+    DeliveryRejected,
+    DeliveryTimeout,
+    DestinationRefused,
+    TargetUnreachable,
+)
 from ceprotocols.mqtt.binding import MqttMessage
+from ceprotocols.mqtt.checked import CheckedClient
 from ceprotocols.mqtt.network import LoopNetwork, Network, ThreadedNetwork
 from ceprotocols.mqtt.properties import publish_properties
 
@@ -37,7 +45,9 @@ class MqttConnection:
     """A connected MQTT 3.1.1 or 5 client. Create with :meth:`open`; all methods are called
     from the event loop that opened it. With ``on_message`` the client keeps paho's network
     thread and the handler runs there (it may block, for back pressure); without, the event
-    loop drives the socket."""
+    loop drives the socket. A restricted ``guard`` (senders only, so no ``on_message``) makes
+    every connect and reconnect go to a checked address; once one is refused the connection
+    is done: every waiting and later publish fails with :class:`DestinationRefused`."""
 
     def __init__(
         self,
@@ -51,16 +61,23 @@ class MqttConnection:
         manual_ack: bool = False,
         client_id: str | None = None,
         websocket_path: str | None = None,
+        guard: ConnectGuard | None = None,
     ) -> None:
         self.host, self.port, self.v5 = host, port, v5
         self._loop = asyncio.get_running_loop()
-        self._client = paho.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=client_id or f"cebroker-{uuid.uuid4().hex[:12]}",
-            protocol=paho.MQTTv5 if v5 else paho.MQTTv311,
-            manual_ack=manual_ack,
-            transport="websockets" if websocket_path is not None else "tcp",
-        )
+        options: dict[str, Any] = {
+            "client_id": client_id or f"cebroker-{uuid.uuid4().hex[:12]}",
+            "protocol": paho.MQTTv5 if v5 else paho.MQTTv311,
+            "manual_ack": manual_ack,
+            "transport": "websockets" if websocket_path is not None else "tcp",
+        }
+        self._client: paho.Client
+        if guard is not None and guard.restricted:
+            if on_message is not None:  # paho's own thread would not stop on a refusal
+                raise ValueError("a network guard is for senders: it cannot be used with on_message")
+            self._client = CheckedClient(CallbackAPIVersion.VERSION2, guard=guard, loop=self._loop, **options)
+        else:
+            self._client = paho.Client(CallbackAPIVersion.VERSION2, **options)
         if websocket_path is not None:
             self._client.ws_set_options(path=websocket_path)
         if isinstance(credential, Plain):
@@ -78,7 +95,7 @@ class MqttConnection:
         self._network: Network = (
             ThreadedNetwork(self._client, self._loop)
             if on_message is not None
-            else LoopNetwork(self._client, self._loop)
+            else LoopNetwork(self._client, self._loop, on_refused=self._on_refused)
         )
         # Guards the mid tables against paho's thread (ThreadedNetwork), which may confirm a
         # publish before publish() has returned its mid.
@@ -91,6 +108,8 @@ class MqttConnection:
         self._subscribing: dict[int, asyncio.Future[list[Any]]] = {}
         self._early_subacks: dict[int, list[Any]] = {}
         self._connected = asyncio.Event()
+        self._refusal: str | None = None
+        self._refused = asyncio.Event()
         self._first_connect: asyncio.Future[None] = self._loop.create_future()
         self._closed = False
         self.subscriptions: list[tuple[str, int]] = []
@@ -126,15 +145,34 @@ class MqttConnection:
         return self._connected.is_set()
 
     async def wait_connected(self, within: float) -> None:
-        """Wait until (re)connected; TargetUnreachable if not within ``within`` seconds."""
+        """Wait until (re)connected; TargetUnreachable if not within ``within`` seconds,
+        DestinationRefused once the network policy refused the broker's address."""
         if self._closed:
             raise TargetUnreachable("MQTT connection closed")
+        self._raise_refusal()
         if self._connected.is_set():
             return
+        waits = [asyncio.ensure_future(self._connected.wait()), asyncio.ensure_future(self._refused.wait())]
         try:
-            await asyncio.wait_for(self._connected.wait(), within)
-        except TimeoutError:
-            raise TargetUnreachable(f"MQTT broker {self.host}:{self.port} is not connected") from None
+            done, _ = await asyncio.wait(waits, timeout=within, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        self._raise_refusal()
+        if not done:
+            raise TargetUnreachable(f"MQTT broker {self.host}:{self.port} is not connected")
+
+    def _raise_refusal(self) -> None:
+        if self._refusal is not None:
+            raise DestinationRefused(self._refusal)
+
+    def _on_refused(self, refusal: DestinationRefused) -> None:
+        """The network policy refused the broker's address (event loop): end this connection."""
+        self._refusal = str(refusal)
+        self._refused.set()
+        if not self._first_connect.done():
+            self._first_connect.set_exception(DestinationRefused(self._refusal))
+        self._fail_pending(DestinationRefused(self._refusal))
 
     # -- publish ----------------------------------------------------------------------------------
 

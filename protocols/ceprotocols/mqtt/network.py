@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 import paho.mqtt.client as paho
 
+from ceprotocols.errors import DestinationRefused
+
 #: Reconnect pauses in seconds: the first retry is immediate, then they double up to the last.
 RECONNECT_DELAYS = (0.0, 1.0, 2.0, 4.0, 5.0)
 _MISC_INTERVAL = 1.0  # paho's keepalive bookkeeping wants loop_misc() about once a second
@@ -68,10 +70,20 @@ class ThreadedNetwork:
 
 
 class LoopNetwork:
-    """paho's socket registered with the asyncio loop (``add_reader`` / ``add_writer``)."""
+    """paho's socket registered with the asyncio loop (``add_reader`` / ``add_writer``).
 
-    def __init__(self, client: paho.Client, loop: asyncio.AbstractEventLoop) -> None:
+    ``on_refused`` is told when a connect was refused by the network policy
+    (:class:`~ceprotocols.mqtt.checked.CheckedClient`); connecting then stops for good.
+    """
+
+    def __init__(
+        self,
+        client: paho.Client,
+        loop: asyncio.AbstractEventLoop,
+        on_refused: Callable[[DestinationRefused], None] | None = None,
+    ) -> None:
         self._client, self._loop = client, loop
+        self._on_refused = on_refused
         self._loop_thread = threading.get_ident()
         self._fd: int | None = None
         self._sock: Any = None
@@ -120,10 +132,17 @@ class LoopNetwork:
             await asyncio.sleep(RECONNECT_DELAYS[min(attempt, len(RECONNECT_DELAYS) - 1)])
             if self._stopped:
                 return
-            # An OSError (refused, unreachable, failed TLS or WebSocket handshake) means try again.
-            with contextlib.suppress(OSError):
+            # An OSError (refused, unreachable, failed TLS or WebSocket handshake) means try again;
+            # an address the network policy refuses will be refused again: stop.
+            try:
                 await asyncio.to_thread(self._client.reconnect)
                 return
+            except DestinationRefused as refusal:
+                if self._on_refused is not None:
+                    self._on_refused(refusal)
+                return
+            except OSError:
+                continue
 
     async def _housekeeping(self) -> None:
         while True:

@@ -11,8 +11,15 @@ PUBCOMP (QoS 2); QoS 0 completes once written.
 from __future__ import annotations
 
 from ceprotocols.credentials import Credential, ensure_fresh, parse_credential
+from ceprotocols.egress import ConnectGuard, NetworkPolicy, Resolver, system_resolver
 from ceprotocols.endpoint import TLS_SCHEMES, sink_endpoint
-from ceprotocols.errors import INVALID_EVENT, INVALID_SETTINGS, DeliveryError, DeliveryRejected
+from ceprotocols.errors import (
+    INVALID_EVENT,
+    INVALID_SETTINGS,
+    DeliveryError,
+    DeliveryRejected,
+    DestinationRefused,
+)
 from ceprotocols.mqtt import binding
 from ceprotocols.mqtt.connection import MqttConnection
 from ceprotocols.mqtt.settings import SCHEMES, WEBSOCKET_SCHEMES, MqttSettings, parse_settings
@@ -24,10 +31,21 @@ _Key = tuple[str, str, int, str | None, Credential | None]
 
 
 class MqttSender:
-    """Delivers events to MQTT brokers; one connection per (broker, credentials), shared."""
+    """Delivers events to MQTT brokers; one connection per (broker, credentials), shared.
 
-    def __init__(self, *, v5: bool) -> None:
+    Args:
+        v5: MQTT 5 (``MQTT5``) rather than 3.1.1 (``MQTT3``).
+        policy: the addresses brokers may have, checked on every connect and reconnect on the
+            address connected to (see :mod:`ceprotocols.mqtt.checked`); ``None`` means
+            :meth:`NetworkPolicy.unrestricted`.
+        resolver: how broker names are resolved when the policy is restricted.
+    """
+
+    def __init__(
+        self, *, v5: bool, policy: NetworkPolicy | None = None, resolver: Resolver = system_resolver
+    ) -> None:
         self.v5 = v5
+        self._guard = ConnectGuard(policy or NetworkPolicy.unrestricted(), resolver)
         self.protocol = "MQTT5" if v5 else "MQTT3"
         self._pool: ConnectionPool[_Key, MqttConnection] = ConnectionPool(self._close)
         self._prepared = PreparedCache(self._prepare)
@@ -69,6 +87,9 @@ class MqttSender:
                     expiry=settings.expiry,
                     within=destination.timeout,
                 )
+        except DestinationRefused:
+            await self._pool.discard(key, connection)  # the next delivery resolves and checks anew
+            raise
         except DeliveryError:
             raise
         except (OSError, ValueError, RuntimeError) as exc:  # paho raises these for socket/packet trouble
@@ -84,6 +105,7 @@ class MqttSender:
             credential=credential,
             tls=scheme in TLS_SCHEMES,
             websocket_path=websocket_path,
+            guard=self._guard,
         )
         return await connection.open(within)
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import nats
-from nats.aio.client import Client
+from nats.aio.client import Client, Server
 from nats.errors import AuthorizationError
 from nats.errors import Error as NatsError
 
 from ceprotocols.credentials import AccessToken, Credential, Plain
+from ceprotocols.egress import ConnectGuard
+from ceprotocols.egress.addresses import parse_address
 from ceprotocols.endpoint import Endpoint
 from ceprotocols.errors import DeliveryRejected, TargetUnreachable
 
@@ -28,10 +31,72 @@ def server_urls(endpoint: Endpoint) -> list[str]:
     return [f"{scheme}://{host}:{port}" for host, port in endpoint.hosts]
 
 
-async def connect(endpoint: Endpoint, credential: Credential | None, within: float) -> Client:
+#: Seconds between reconnect attempts to one server.
+_RECONNECT_WAIT = 0.5
+
+ServerChooser = Callable[[list[Server], dict[str, Any]], tuple[Server | None, float]]
+
+
+async def checked_servers(endpoint: Endpoint, guard: ConnectGuard) -> tuple[list[str], str | None]:
+    """The server list with every host resolved and checked, and the TLS name to verify.
+
+    Each host becomes the addresses it was checked at, so that nats-py connects (and
+    reconnects) to those and never resolves the name again; with TLS, the name is kept for the
+    certificate check and SNI (nats-py's ``tls_hostname``). nats-py takes one such name for all
+    servers, so a ``tls://`` sink listing several different names keeps the names (checked
+    here, resolved again by nats-py: the window docs/protocols.md describes).
+
+    Raises:
+        DestinationRefused: a host is, or resolves to, an address the policy refuses.
+        TargetUnreachable: a host does not resolve.
+    """
+    scheme = "tls" if endpoint.tls else "nats"
+    resolved = [
+        (host, port, await guard.addresses(host, port, role="NATS server")) for host, port in endpoint.hosts
+    ]
+    names = {host for host, _port, _addresses in resolved if parse_address(host) is None}
+    if endpoint.tls and len(names) > 1:
+        return server_urls(endpoint), None
+    servers = [
+        f"{scheme}://[{a}]:{port}" if a.version == 6 else f"{scheme}://{a}:{port}"
+        for _host, port, addresses in resolved
+        for a in addresses
+    ]
+    return servers, (next(iter(names)) if endpoint.tls and names else None)
+
+
+def only_among(servers: list[str]) -> ServerChooser:
+    """nats-py's reconnect choice restricted to ``servers``: never a server the cluster
+    announced (INFO ``connect_urls``), whose address nobody checked."""
+    allowed = [url.split("://", 1)[1] for url in servers]
+
+    def choose(pool: list[Server], info: dict[str, Any]) -> tuple[Server | None, float]:
+        ours = [server for server in pool if server.uri.netloc in allowed]
+        if not ours:
+            return None, _RECONNECT_WAIT
+        chosen = min(ours, key=lambda server: server.reconnects)
+        return chosen, (_RECONNECT_WAIT if chosen.reconnects else 0.0)
+
+    return choose
+
+
+async def connect(
+    endpoint: Endpoint, credential: Credential | None, within: float, guard: ConnectGuard | None = None
+) -> Client:
     """A connected client that reconnects forever after it first connected; TargetUnreachable
-    when no server answers, DeliveryRejected when the server refuses the credentials."""
+    when no server answers, DeliveryRejected when the server refuses the credentials.
+
+    With a restricted ``guard`` the servers are resolved and checked first
+    (:func:`checked_servers`), and reconnects stay among them (:func:`only_among`); a refused
+    address raises DestinationRefused before anything is connected.
+    """
     options: dict[str, Any] = {}
+    servers = server_urls(endpoint)
+    if guard is not None and guard.restricted:
+        servers, tls_name = await checked_servers(endpoint, guard)
+        if tls_name is not None:
+            options["tls_hostname"] = tls_name
+        options["reconnect_to_server_handler"] = only_among(servers)
     if isinstance(credential, Plain):
         options.update(user=credential.identifier, password=credential.secret)
     elif isinstance(credential, AccessToken):
@@ -44,20 +109,20 @@ async def connect(endpoint: Endpoint, credential: Credential | None, within: flo
 
     try:
         client = await nats.connect(
-            servers=server_urls(endpoint),
+            servers=servers,
             connect_timeout=max(1, int(within)),
             allow_reconnect=True,
             # nats-py applies this limit to the first connect too: "forever" would never fail an
             # unreachable sink. Try once more, then, once connected, reconnect without limit.
             max_reconnect_attempts=1,
-            reconnect_time_wait=0.5,
+            reconnect_time_wait=_RECONNECT_WAIT,
             error_cb=on_error,
             **options,
         )
         client.options["max_reconnect_attempts"] = -1
         return client
     except (NatsError, OSError, TimeoutError) as exc:
-        text = f"NATS {','.join(server_urls(endpoint))}: {type(exc).__name__} {exc}"
+        text = f"NATS {','.join(servers)}: {type(exc).__name__} {exc}"
         # nats-py ends with "no servers" after the server refused us; the reason came to error_cb.
         if any(isinstance(e, AuthorizationError) or "authorization" in str(e).lower() for e in [*seen, exc]):
             raise DeliveryRejected(

@@ -29,6 +29,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import APIError, NotFoundError
 
 from ceprotocols.credentials import Credential, ensure_fresh, parse_credential
+from ceprotocols.egress import ConnectGuard, NetworkPolicy, Resolver, system_resolver
 from ceprotocols.endpoint import Endpoint, sink_endpoint
 from ceprotocols.errors import (
     INVALID_EVENT,
@@ -68,9 +69,18 @@ def translate(exc: Exception, where: str) -> DeliveryError:
 
 
 class NatsSender:
-    """Delivers events to NATS; one connection per (servers, credentials), shared."""
+    """Delivers events to NATS; one connection per (servers, credentials), shared.
 
-    def __init__(self) -> None:
+    Args:
+        policy: the addresses servers may have. With a restricted policy every server is
+            resolved and checked before connecting, nats-py is given the checked addresses
+            (the name kept for TLS) and reconnects only to them, never to servers the cluster
+            announces; ``None`` means :meth:`NetworkPolicy.unrestricted`.
+        resolver: how host names are resolved when the policy is restricted.
+    """
+
+    def __init__(self, *, policy: NetworkPolicy | None = None, resolver: Resolver = system_resolver) -> None:
+        self._guard = ConnectGuard(policy or NetworkPolicy.unrestricted(), resolver)
         self._prepared = PreparedCache(self._prepare)
         self._pool: ConnectionPool[_Key, Client] = ConnectionPool(self._close)
         self._streams: dict[tuple[_Key, str], tuple[str | None, float]] = {}
@@ -95,7 +105,9 @@ class NatsSender:
         with INVALID_EVENT:
             message = binding.to_structured(event) if settings.structured else binding.to_binary(event)
         key: _Key = (endpoint.hosts, endpoint.tls, credential)
-        client = await self._pool.get(key, lambda: connect(endpoint, credential, destination.timeout))
+        client = await self._pool.get(
+            key, lambda: connect(endpoint, credential, destination.timeout, self._guard)
+        )
         where = f"NATS {destination.sink} {settings.subject}"
         if client.is_closed:
             await self._pool.discard(key, client)
