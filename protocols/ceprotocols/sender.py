@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ceprotocols.signing import WebhookSigning
+
 #: A CloudEvent in the JSON event format, as a dict (``data`` or ``data_base64`` for the payload).
 Event = Mapping[str, Any]
 
@@ -21,14 +23,17 @@ Event = Mapping[str, Any]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Destination:
     """Where and how to deliver: the subscription's ``sink``, ``protocolsettings`` (defaults
-    applied) and ``sinkcredential`` (secrets included)."""
+    applied) and ``sinkcredential`` (secrets included, never in the repr)."""
 
     protocol: str
     sink: str
     settings: Mapping[str, Any] = field(default_factory=dict)
-    credential: Mapping[str, Any] | None = None
+    credential: Mapping[str, Any] | None = field(default=None, repr=False)
     #: Seconds to wait for the protocol's confirmation.
     timeout: float = 10.0
+    #: HTTP only: sign every delivery (Standard Webhooks) with these secrets; other protocols
+    #: ignore it. See :mod:`ceprotocols.signing`.
+    webhook: WebhookSigning | None = field(default=None, repr=False)
 
 
 @runtime_checkable

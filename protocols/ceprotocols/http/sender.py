@@ -4,7 +4,10 @@ Deliveries, token refreshes and validation handshakes go over one :class:`HttpTr
 aiohttp session whose keep-alive connections are pooled per origin and shared by every
 subscription). Protocol settings:
 ``method`` (default ``POST``), ``headers`` (copied into every request) and ``contentmode``
-(``binary``, the default, or ``structured``). A 2xx confirms; 5xx, 408 and 429 are retryable
+(``binary``, the default, or ``structured``). A destination with
+:attr:`~ceprotocols.sender.Destination.webhook` is signed as Standard Webhooks says
+(:mod:`ceprotocols.signing`): ``webhook-id``, ``webhook-timestamp`` and ``webhook-signature``
+over the exact body sent, computed for each attempt. A 2xx confirms; 5xx, 408 and 429 are retryable
 rejections carrying ``Retry-After``; other statuses (redirects are never followed) are final.
 A request that cannot be sent at all (a header value with a control character, an unusable
 URL) is a final rejection too: sending it again would fail the same way.
@@ -25,6 +28,7 @@ from ceprotocols.http.credentials import CredentialResolver
 from ceprotocols.http.transport import HttpResponse, HttpTransport, HttpTransportError, delivery_error
 from ceprotocols.http.webhook import WebhookGate
 from ceprotocols.sender import Destination, Event
+from ceprotocols.signing import SIGNATURE_HEADERS, signed_headers
 
 if TYPE_CHECKING:
     from ceprotocols.sender import Sender
@@ -92,6 +96,12 @@ class HttpSender:
         if self._gate is not None:
             await self._gate.admit(destination.sink, destination.timeout)
             headers["WebHook-Request-Origin"] = self._gate.origin
+        if destination.webhook is not None:
+            # Signed once admitted (a rate cap may have made us wait): the timestamp is the
+            # attempt's. The signature covers these bytes, which aiohttp sends unchanged;
+            # same-named headers from the settings would contradict it.
+            headers = {k: v for k, v in headers.items() if k.lower() not in SIGNATURE_HEADERS}
+            headers.update(signed_headers(destination.webhook, event, message.body, int(time.time())))
         method = str(settings.get("method") or "POST").upper()
         response = await self._send(method, destination, headers, message.body)
         if response.status == 401 and self._credentials.invalidate(destination.credential):
