@@ -24,8 +24,8 @@ import httpx
 from ceprotocols.http.transport import HttpTransport
 from harness import pipeline_drain, sink, sink_stats
 
-from cebroker.pipeline.log import Incoming
-from cebroker.store.base import Subscription
+from cebroker.storage import Incoming
+from cebroker.subscription import Subscription
 
 
 def _event(n: int) -> dict[str, object]:

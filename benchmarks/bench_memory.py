@@ -20,8 +20,8 @@ from typing import Any
 
 from harness import broker
 
-from cebroker.store.base import Subscription
-from cebroker.store.sqlite import SqliteSubscriptionStore
+from cebroker.storage import create_storage
+from cebroker.subscription import Subscription
 
 
 def _subscription(i: int) -> Subscription:
@@ -39,11 +39,11 @@ def _subscription(i: int) -> Subscription:
 
 
 async def populate(db: Path, count: int) -> None:
-    store = SqliteSubscriptionStore(db)
-    await store.open()
+    storage = create_storage(db)
+    await storage.open()
     for i in range(count):
-        await store.create(_subscription(i))
-    await store.close()
+        await storage.subscriptions.create(_subscription(i))
+    await storage.close()
 
 
 def measure(db: Path) -> tuple[float, float]:

@@ -24,10 +24,9 @@ from pathlib import Path
 import httpx
 
 from cebroker.pipeline.component import PipelineComponent
-from cebroker.pipeline.log import DeliveryLog, Incoming
 from cebroker.settings import Settings
-from cebroker.store.base import Subscription
-from cebroker.store.sqlite import SqliteSubscriptionStore
+from cebroker.storage import Incoming, create_storage
+from cebroker.subscription import Subscription
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -167,16 +166,13 @@ async def pipeline_drain(
     to the durable log first; then the pipeline starts and is timed until nothing is pending.
     """
     settings = Settings(db=db, webhook_validation=False)
-    store = SqliteSubscriptionStore(db)
-    await store.open()
-    await store.create(sub)
-    journal = DeliveryLog(db, dedup_window=600)
-    await asyncio.to_thread(journal.open)
+    storage = create_storage(db)
+    await storage.open()
+    await storage.subscriptions.create(sub)
     for start in range(0, events, 1000):
-        await journal.append([incoming(n) for n in range(start, min(events, start + 1000))])
-    await asyncio.to_thread(journal.close)
+        await storage.deliveries.append([incoming(n) for n in range(start, min(events, start + 1000))])
 
-    component = PipelineComponent(settings, store)
+    component = PipelineComponent(settings, storage.subscriptions, storage.deliveries)
     started = time.perf_counter()
     await component.start()
     for _ in range(60_000):  # polled: the dispatcher has no "drained" event; ten minutes at most
@@ -185,7 +181,7 @@ async def pipeline_drain(
         await asyncio.sleep(0.01)
     elapsed = time.perf_counter() - started
     await component.stop()
-    await store.close()
+    await storage.close()
     return events / elapsed
 
 

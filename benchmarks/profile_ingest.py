@@ -16,10 +16,10 @@ from pathlib import Path
 
 import orjson
 
-from cebroker.pipeline.log import DeliveryLog, Incoming
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.validation import event_problems, normalize
-from cebroker.store.base import Subscription
+from cebroker.storage import Incoming, create_storage
+from cebroker.subscription import Subscription
 
 
 def _event(n: int) -> dict[str, object]:
@@ -40,8 +40,9 @@ async def run(batches: int) -> dict[str, float]:
     bodies = [orjson.dumps([_event(b * 1000 + k) for k in range(1000)]) for b in range(batches)]
     spent = dict.fromkeys(("decode", "validate", "match", "append"), 0.0)
     with tempfile.TemporaryDirectory() as tmp:
-        journal = DeliveryLog(Path(tmp) / "p.db", dedup_window=600)
-        await asyncio.to_thread(journal.open)
+        storage = create_storage(Path(tmp) / "p.db")
+        await storage.open()
+        journal = storage.deliveries
         for body in bodies:
             t0 = time.perf_counter()
             events = orjson.loads(body)
@@ -55,7 +56,7 @@ async def run(batches: int) -> dict[str, float]:
             t4 = time.perf_counter()
             for stage, took in zip(spent, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
                 spent[stage] += took
-        await asyncio.to_thread(journal.close)
+        await storage.close()
     return {stage: took / (batches * 1000) * 1e6 for stage, took in spent.items()}
 
 

@@ -34,8 +34,8 @@ from ceprotocols.nats import binding as nats_binding  # noqa: E402
 from harness import pipeline_drain  # noqa: E402
 from servers import MosquittoServer, NatsServer, RabbitMQServer, ServerProcess, TansuServer  # noqa: E402
 
-from cebroker.pipeline.log import Incoming  # noqa: E402
-from cebroker.store.base import Subscription  # noqa: E402
+from cebroker.storage import Incoming  # noqa: E402
+from cebroker.subscription import Subscription  # noqa: E402
 
 
 def event(n: int) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute
 from cebroker.api.problem import problem, problem_from_error
 from cebroker.errors import BrokerError
 from cebroker.settings import Settings
+from cebroker.storage import Storage, StorageOptions, create_storage
 
 log = logging.getLogger("cebroker")
 
@@ -41,25 +42,56 @@ class Component(Protocol):
         ...
 
 
-def build_components(settings: Settings) -> list[Component]:
-    """Create every part of the broker, wired to each other, in start order."""
+class StorageComponent:
+    """Opens the storage at start-up and closes it at shutdown; serves no routes.
+
+    It comes first in ``build_components`` so that every other part finds the storage open,
+    and so it is closed after every part that uses it has stopped.
+    """
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    def routes(self) -> Sequence[BaseRoute]:
+        """No routes: the storage is reached through the parts that use it."""
+        return ()
+
+    async def start(self) -> None:
+        """Open the storage (creating the database on first start)."""
+        await self.storage.open()
+
+    async def stop(self) -> None:
+        """Close the storage."""
+        await self.storage.close()
+
+
+def storage_from_settings(settings: Settings) -> Storage:
+    """The storage the settings name, not yet prepared or opened."""
+    return create_storage(settings.db, StorageOptions(dedup_window=settings.dedup_window))
+
+
+def build_components(settings: Settings, storage: Storage | None = None) -> list[Component]:
+    """Create every part of the broker, wired to each other, in start order.
+
+    ``storage`` defaults to the one the settings name (:func:`storage_from_settings`); every part gets
+    the contract it needs from it.
+    """
     from cebroker.api.ops import OpsComponent
     from cebroker.api.subscriptions import SubscriptionsComponent
     from cebroker.pipeline.component import PipelineComponent
     from cebroker.registry.component import RegistryComponent
-    from cebroker.store.component import StoreComponent
-    from cebroker.store.sqlite import SqliteSubscriptionStore
 
+    storage = storage if storage is not None else storage_from_settings(settings)
     # The one subscription store; parts that read or follow subscriptions get this instance.
-    store = SqliteSubscriptionStore(settings.db)
-    components: list[Component] = [StoreComponent(store), SubscriptionsComponent(store, settings)]
+    store = storage.subscriptions
+    components: list[Component] = [StorageComponent(storage), SubscriptionsComponent(store, settings)]
     # The registry checks incoming events for the pipeline (its validator) and announces its
     # own changes through the pipeline (its ingestor): the two are wired to each other.
     registry = RegistryComponent(
-        settings.db, settings.public_url, document_schema=settings.registry_document_schema
+        storage.registry, settings.public_url, document_schema=settings.registry_document_schema
     )
-    # The event pipeline follows the store's change feed, so it starts after the store is open.
-    pipeline = PipelineComponent(settings, store, validator=registry.validator)
+    # The event pipeline follows the store's change feed, so it starts after the storage is open.
+    pipeline = PipelineComponent(settings, store, storage.deliveries, validator=registry.validator)
     components.append(pipeline)
     from cebroker.sources.rules import register_protocol_rules
 
@@ -76,8 +108,9 @@ def build_components(settings: Settings) -> list[Component]:
     # The registry serves `/` and `/<group>/...`, so its routes come after every other part's;
     # it announces its changes through the pipeline, so it starts after it.
     components.append(registry)
-    # Ops comes last: it reports ready once every part before it has started.
-    components.append(OpsComponent())
+    # Ops comes last: it reports ready once every part before it has started, and not ready
+    # while the storage is unavailable.
+    components.append(OpsComponent(storage.health))
     return components
 
 

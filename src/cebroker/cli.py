@@ -55,13 +55,22 @@ def _serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from cebroker.app import create_app
+    from cebroker.app import build_components, create_app, storage_from_settings
+    from cebroker.storage import StorageError
 
     settings = settings_from_args(args)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    app = create_app(settings)
+    storage = storage_from_settings(settings)
+    try:
+        # Before the server starts: a database held by another broker, written by a newer
+        # release or unreadable is refused at once, with its reason and no traceback.
+        storage.prepare()
+    except StorageError as exc:
+        print(f"cebroker serve: {exc}", file=sys.stderr)
+        return 1
+    app = create_app(settings, build_components(settings, storage))
     uvicorn.run(
         app,
         host=settings.host,

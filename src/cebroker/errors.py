@@ -10,7 +10,9 @@ where they occur, so that the HTTP layer maps each class to exactly one status c
     ├── NotFound             404
     ├── PreconditionFailed   412  (If-Match mismatch)
     ├── Conflict             409
-    └── Overloaded           429/503 with Retry-After (bounded queues are full)
+    ├── Overloaded           429/503 with Retry-After (bounded queues are full)
+    └── StorageError         503 (see :mod:`cebroker.storage.errors`; with Retry-After when the
+                             storage is unavailable)
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ class BrokerError(Exception):
     status = 500
     title = "Internal error"
     type_suffix = "internal"
+    #: Seconds after which a client may try again (sent as ``Retry-After``), when that helps.
+    retry_after: float | None = None
 
 
 class ValidationError(BrokerError, ValueError):
@@ -97,6 +101,8 @@ class Overloaded(BrokerError):
     status = 503
     title = "Service overloaded"
     type_suffix = "overloaded"
+
+    retry_after: float
 
     def __init__(self, detail: str, retry_after: float, status: int = 503) -> None:
         self.retry_after = retry_after

@@ -21,7 +21,7 @@ import httpx
 from cebroker.api.validation import realize
 from cebroker.app import create_app
 from cebroker.settings import Settings
-from cebroker.store.sqlite import SqliteSubscriptionStore
+from cebroker.storage import create_storage
 
 
 def _body(i: int) -> dict[str, Any]:
@@ -43,13 +43,14 @@ def _report(label: str, count: int, seconds: float) -> float:
 
 async def main(total: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        store = SqliteSubscriptionStore(Path(tmp) / "baseline.db")
-        await store.open()
+        storage = create_storage(Path(tmp) / "baseline.db")
+        await storage.open()
+        store = storage.subscriptions
         t0 = time.perf_counter()
         for i in range(total):
             await store.create(realize(_body(i), subscription_id=str(uuid.uuid4())))
         baseline = _report("baseline: validate + store.create", total, time.perf_counter() - t0)
-        await store.close()
+        await storage.close()
 
         app = create_app(Settings(db=Path(tmp) / "api.db"))
         async with app.router.lifespan_context(app):

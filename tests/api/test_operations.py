@@ -10,10 +10,12 @@ import httpx
 import pytest
 from api_helpers import VALID, create, http_sub
 from starlette.applications import Starlette
+from storage.faults import faulty_connection
 
-from cebroker.app import create_app
+from cebroker.app import build_components, create_app
 from cebroker.settings import Settings
-from cebroker.store.base import ChangeKind, SubscriptionChange
+from cebroker.storage import ChangeKind, SubscriptionChange
+from cebroker.storage.sqlite import SqliteStorage
 
 
 async def test_create_returns_realized_subscription(client: httpx.AsyncClient) -> None:
@@ -310,7 +312,7 @@ async def test_changes_reach_the_store_feed_before_the_answer(
     client: httpx.AsyncClient, app: Starlette
 ) -> None:
     """Each API write is on the store's change feed by the time the response arrives."""
-    store = app.state.components[0].store
+    store = app.state.components[0].storage.subscriptions
     seen: list[SubscriptionChange] = []
     store.changes.subscribe(seen.append)
     doc = await create(client, http_sub())
@@ -337,22 +339,22 @@ async def test_base_url_makes_location_and_link_absolute(tmp_path: Path) -> None
             assert link.startswith("<https://broker.example/api/subscriptions?limit=1&cursor=")
 
 
-async def test_store_failure_is_503_problem(
-    client: httpx.AsyncClient, app: Starlette, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A failing store answers 503 problem+json (documented), never a 500 or a traceback."""
-    import sqlite3
-
-    store = app.state.components[0].store
-
-    def broken(*args: object) -> None:
-        raise sqlite3.OperationalError("database disk image is malformed")
-
-    monkeypatch.setattr(store, "_get_sync", broken)
-    r = await client.get("/subscriptions/x")
-    assert r.status_code == 503
-    assert r.headers["content-type"] == "application/problem+json"
-    assert r.json()["type"] == "https://cebroker.dev/problems/store-unavailable"
+async def test_store_failure_is_503_problem(settings: Settings) -> None:
+    """A failing store answers 503 problem+json (documented) naming the cause, never a 500 or a
+    traceback."""
+    connection, faults = faulty_connection()
+    storage = SqliteStorage(settings.db, connection_factory=connection)
+    app = create_app(settings, build_components(settings, storage))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://broker.test") as client:
+            faults.arm("database file is corrupt", sql="SELECT", thread="reader")
+            r = await client.get("/subscriptions/x")
+            assert r.status_code == 503
+            assert r.headers["content-type"] == "application/problem+json"
+            assert r.json()["type"] == "https://cebroker.dev/problems/store-unavailable"
+            assert "database file is corrupt" in r.json()["detail"]
+            assert int(r.headers["retry-after"]) >= 1
 
 
 async def test_concurrent_conditional_replaces_have_one_winner(client: httpx.AsyncClient) -> None:

@@ -13,7 +13,7 @@ from cebroker.api.query import next_link, parse_query
 from cebroker.api.validation import realize
 from cebroker.errors import PreconditionFailed, ValidationError
 from cebroker.sources.rules import register_protocol_rules
-from cebroker.store.base import SubscriptionQuery
+from cebroker.storage import SubscriptionQuery
 
 
 def test_parse_json_accepts_objects_and_rejects_the_rest() -> None:

@@ -11,13 +11,12 @@ import pytest
 
 from cebroker.api.ops import OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
-from cebroker.app import Component, create_app
+from cebroker.app import Component, StorageComponent, create_app
 from cebroker.errors import ValidationError
 from cebroker.pipeline.component import PipelineComponent
 from cebroker.pipeline.contracts import Event, Ingestor, Violation
 from cebroker.settings import Settings
-from cebroker.store.component import StoreComponent
-from cebroker.store.sqlite import SqliteSubscriptionStore
+from cebroker.storage import create_storage
 from pipeline.helpers import event
 from pipeline.servers import ServerThread
 
@@ -34,13 +33,14 @@ class AmountValidator:
 
 def _app(tmp_path: Path, mode: str) -> tuple[Any, PipelineComponent]:
     settings = Settings(db=tmp_path / "b.db", event_validation=mode, webhook_validation=False)
-    store = SqliteSubscriptionStore(settings.db)
-    pipeline = PipelineComponent(settings, store, validator=AmountValidator())
+    storage = create_storage(settings.db)
+    store = storage.subscriptions
+    pipeline = PipelineComponent(settings, store, storage.deliveries, validator=AmountValidator())
     parts: list[Component] = [
-        StoreComponent(store),
+        StorageComponent(storage),
         SubscriptionsComponent(store, settings),
         pipeline,
-        OpsComponent(),
+        OpsComponent(storage.health),
     ]
     return create_app(settings, parts), pipeline
 
@@ -72,9 +72,9 @@ def test_warn_accepts_and_counts(tmp_path: Path) -> None:
 
 async def test_ingest_contract_for_other_parts(tmp_path: Path) -> None:
     """``Ingestor.ingest``: all-or-nothing validation with ``/<index>/<attribute>`` pointers."""
-    store = SqliteSubscriptionStore(tmp_path / "b.db")
-    await store.open()
-    component = PipelineComponent(Settings(db=tmp_path / "b.db"), store)
+    storage = create_storage(tmp_path / "b.db")
+    await storage.open()
+    component = PipelineComponent(Settings(db=tmp_path / "b.db"), storage.subscriptions, storage.deliveries)
     assert isinstance(component.pipeline, Ingestor)
     await component.start()
     try:
@@ -85,4 +85,4 @@ async def test_ingest_contract_for_other_parts(tmp_path: Path) -> None:
         assert [p.pointer for p in info.value.problems] == ["/1/id"]
     finally:
         await component.stop()
-        await store.close()
+        await storage.close()

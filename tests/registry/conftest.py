@@ -14,6 +14,7 @@ from support.shared import XREGISTRY_SAMPLES
 from cebroker.app import create_app
 from cebroker.registry.component import RegistryComponent
 from cebroker.settings import Settings
+from cebroker.storage import Storage, create_storage
 from registry.support import BASE, DOCUMENT_SCHEMA, Broker, RecordingIngestor, make_client
 
 
@@ -23,16 +24,22 @@ def ingestor() -> RecordingIngestor:
 
 
 @pytest.fixture
-def component(tmp_path: Path, ingestor: RecordingIngestor) -> RegistryComponent:
-    # The spec's document schema when the samples are there; the few tests that depend on it
-    # being applied are marked as needing the samples, the others hold with or without it.
-    schema = DOCUMENT_SCHEMA if XREGISTRY_SAMPLES.present else None
-    return RegistryComponent(tmp_path / "cebroker.db", BASE, ingestor=ingestor, document_schema=schema)
+def storage(tmp_path: Path) -> Storage:
+    """The (unopened) storage of the ``component`` fixture; ``client`` opens it."""
+    return create_storage(tmp_path / "cebroker.db")
 
 
 @pytest.fixture
-def client(component: RegistryComponent) -> Iterator[TestClient]:
-    with make_client(component) as c:
+def component(storage: Storage, ingestor: RecordingIngestor) -> RegistryComponent:
+    # The spec's document schema when the samples are there; the few tests that depend on it
+    # being applied are marked as needing the samples, the others hold with or without it.
+    schema = DOCUMENT_SCHEMA if XREGISTRY_SAMPLES.present else None
+    return RegistryComponent(storage.registry, BASE, ingestor=ingestor, document_schema=schema)
+
+
+@pytest.fixture
+def client(component: RegistryComponent, storage: Storage) -> Iterator[TestClient]:
+    with make_client(component, storage) as c:
         yield c
 
 

@@ -14,6 +14,7 @@ from support.shared import XREGISTRY_SAMPLES
 
 from cebroker.pipeline.contracts import Event, IngestResult
 from cebroker.registry.component import RegistryComponent
+from cebroker.storage import Storage, create_storage
 
 BASE = "http://testserver"
 #: The spec's samples; tests reading them are marked ``@XREGISTRY_SAMPLES.needed``.
@@ -55,15 +56,26 @@ class RecordingIngestor:
         return [e["type"] for e in self.events if e.get("subject") == subject]
 
 
-def make_client(component: RegistryComponent) -> TestClient:
-    """A test client of an app serving only ``component`` (started and stopped with the client)."""
+def new_registry(db: Path, base: str = BASE, **options: Any) -> tuple[RegistryComponent, Storage]:
+    """A registry component over a new (unopened) storage in ``db``, and that storage."""
+    storage = create_storage(db)
+    return RegistryComponent(storage.registry, base, **options), storage
+
+
+def make_client(component: RegistryComponent, storage: Storage) -> TestClient:
+    """A test client of an app serving only ``component`` over ``storage`` (both opened and
+    started with the client, stopped and closed after it)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await component.start()
+        await storage.open()
         try:
-            yield
+            await component.start()
+            try:
+                yield
+            finally:
+                await component.stop()
         finally:
-            await component.stop()
+            await storage.close()
 
     return TestClient(Starlette(routes=list(component.routes()), lifespan=lifespan))

@@ -14,8 +14,7 @@ from ceprotocols import SENDERS
 from starlette.testclient import TestClient
 from support.shared import XREGISTRY_SAMPLES
 
-from cebroker.registry.component import RegistryComponent
-from registry.support import SCENARIOS, make_client
+from registry.support import SCENARIOS, make_client, new_registry
 
 SAMPLE_FILES = XREGISTRY_SAMPLES.files("cloudevents/samples/scenarios/*.xreg.json")
 #: attributes the server adds or computes; everything else must come back unchanged
@@ -211,8 +210,7 @@ def test_message_document_schema_applies_too(tmp_path: Path) -> None:
     """The message-only document schema of the spec can be configured instead: every sample's
     message groups conform to it, and a violation is refused with its pointer."""
     schema = SCENARIOS.parents[2] / "schemas" / "message-document-schema.json"
-    component = RegistryComponent(tmp_path / "m.db", "http://testserver", document_schema=schema)
-    with make_client(component) as c:
+    with make_client(*new_registry(tmp_path / "m.db", "http://testserver", document_schema=schema)) as c:
         for sample in SAMPLE_FILES:
             groups = json.loads(sample.read_text())["messagegroups"]
             assert c.post("/", json={"messagegroups": groups}).status_code == 200, sample.name

@@ -8,14 +8,13 @@ import base64
 import json
 from pathlib import Path
 
-import pytest
 from starlette.testclient import TestClient
 from support.shared import XREGISTRY_SAMPLES
 
 from cebroker.registry.changes import ChangeLog, build_events
 from cebroker.registry.component import RegistryComponent
-from cebroker.registry.model import GROUP_TYPES
-from registry.support import BASE, SCENARIOS, RecordingIngestor, make_client
+from cebroker.storage import StorageOptions, create_storage
+from registry.support import BASE, SCENARIOS, RecordingIngestor, make_client, new_registry
 
 CORE = "https://github.com/xregistry/spec/blob/main/core/spec.md#"
 
@@ -165,11 +164,11 @@ def test_data_survives_restart(tmp_path: Path) -> None:
     """The registry is durable in the database file: a new component sees the same state."""
     db = tmp_path / "cebroker.db"
     doc = json.loads((SCENARIOS / "watchkam-jsons07.xreg.json").read_text())
-    with make_client(RegistryComponent(db, BASE, ingestor=RecordingIngestor())) as c:
+    with make_client(*new_registry(db, ingestor=RecordingIngestor())) as c:
         assert c.post("/", json=doc).status_code == 200
         before = c.get("/export").json()
     ingestor = RecordingIngestor()
-    with make_client(RegistryComponent(db, BASE, ingestor=ingestor)) as c:
+    with make_client(*new_registry(db, ingestor=ingestor)) as c:
         assert c.get("/export").json() == before
     assert ingestor.events == []  # nothing changed on start: no events
 
@@ -182,7 +181,7 @@ def test_export_imports_into_another_registry(tmp_path: Path, client: TestClient
     client.patch(f"/schemagroups/{next(iter(doc['schemagroups']))}", json={"description": "patched"})
     collections = client.get("/export?collections").json()
     assert set(collections) == {"endpoints", "messagegroups", "schemagroups"}
-    with make_client(RegistryComponent(tmp_path / "other.db", BASE)) as other:
+    with make_client(*new_registry(tmp_path / "other.db")) as other:
         # epochs are the other registry's own: its entities' epochs are not checked
         assert other.post("/", json=collections).json()["type"] == CORE + "mismatched_epoch"
         assert other.post("/?ignore=epoch", json=collections).status_code == 200
@@ -282,28 +281,24 @@ def test_document_headers_round_trip(client: TestClient) -> None:
 
 
 def test_locked_database_is_server_busy(tmp_path: Path) -> None:
-    """A database locked past the busy timeout is 503 server_busy with Retry-After, and nothing
-    of the write remains (core spec errors: server_busy)."""
+    """A database locked (by another process) past the busy timeout is 503 server_busy with
+    Retry-After and the cause, and nothing of the write remains (core spec errors: server_busy)."""
     import sqlite3
 
-    from cebroker.registry.errors import XRegistryError
-    from cebroker.registry.service import RegistryCore
-    from cebroker.registry.store import RegistryStore
-
-    core = RegistryCore(RegistryStore(tmp_path / "b.db", busy_timeout=0.2), BASE)
-    core.open()
-    blocker = sqlite3.connect(tmp_path / "b.db", isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")
-    try:
-        with pytest.raises(XRegistryError) as caught:
-            core.write(lambda w: w.upsert_group(GROUP_TYPES["messagegroups"], "g", {}, patch=False) and None)
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
-    err = caught.value
-    assert (err.code, err.status, err.headers) == ("server_busy", 503, {"Retry-After": "1"})
-    assert core.store.get("/messagegroups/g") is None
-    core.close()
+    storage = create_storage(tmp_path / "b.db", StorageOptions(busy_timeout=0.2))
+    with make_client(RegistryComponent(storage.registry, BASE), storage) as client:
+        blocker = sqlite3.connect(tmp_path / "b.db", isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            r = client.put("/messagegroups/g", json={"description": "x"})
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert (r.status_code, r.headers["retry-after"]) == (503, "1")
+        assert r.json()["type"] == CORE + "server_busy"
+        assert "database locked" in r.json()["detail"]
+        assert client.get("/messagegroups/g").status_code == 404
+        assert client.put("/messagegroups/g", json={"description": "x"}).status_code in (200, 201)
 
 
 def test_registry_entity_writes(client: TestClient, ingestor: RecordingIngestor) -> None:

@@ -21,8 +21,8 @@ from starlette.routing import BaseRoute, Route
 
 from cebroker.errors import FieldProblem, NotFound, ValidationError
 from cebroker.pipeline.dispatcher import Dispatcher
-from cebroker.pipeline.log import DeliveryLog
-from cebroker.store.base import SubscriptionStore
+from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.subscriptions import SubscriptionStore
 
 MAX_PAGE = 500
 

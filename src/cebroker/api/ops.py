@@ -8,12 +8,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from cebroker.storage.health import StorageHealth
+
 
 class OpsComponent:
-    """Serves ``/healthz`` (the process answers) and ``/readyz`` (every part has started)."""
+    """Serves ``/healthz`` (the process answers) and ``/readyz`` (every part has started and the
+    storage, if given, accepts writes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, health: StorageHealth | None = None) -> None:
         self.ready = False
+        self._health = health
 
     def routes(self) -> Sequence[BaseRoute]:
         """The health routes."""
@@ -34,6 +38,13 @@ class OpsComponent:
         return JSONResponse({"status": "ok"})
 
     async def _readyz(self, request: Request) -> Response:
-        if self.ready:
-            return JSONResponse({"status": "ready"})
-        return JSONResponse({"status": "starting"}, status_code=503)
+        if not self.ready:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        cause = self._health.cause if self._health is not None else None
+        if cause is not None:
+            return JSONResponse(
+                {"status": "unavailable", "detail": f"storage unavailable: {cause}"},
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
+        return JSONResponse({"status": "ready"})

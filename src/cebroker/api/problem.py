@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from starlette.responses import Response
 
-from cebroker.errors import BrokerError, FieldProblem, Overloaded, ValidationError
+from cebroker.errors import BrokerError, FieldProblem, ValidationError
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBLEM_TYPE_BASE = "https://cebroker.dev/problems/"
@@ -47,7 +47,7 @@ def problem_from_error(exc: BrokerError) -> Response:
     """Map a broker error onto its problem+json response."""
     problems = exc.problems if isinstance(exc, ValidationError) else ()
     headers = None
-    if isinstance(exc, Overloaded):
+    if exc.retry_after is not None:
         headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
     return problem(
         exc.status,

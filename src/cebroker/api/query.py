@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 from starlette.datastructures import QueryParams
 
 from cebroker.api.validation.problems import request_error
-from cebroker.store.base import SubscriptionQuery
+from cebroker.storage.subscriptions import SubscriptionQuery
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000

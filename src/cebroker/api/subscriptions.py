@@ -28,7 +28,8 @@ from cebroker.api.validation import realize
 from cebroker.api.validation.problems import request_error
 from cebroker.errors import NotFound
 from cebroker.settings import Settings
-from cebroker.store.base import InvalidCursor, Subscription, SubscriptionStore
+from cebroker.storage.subscriptions import InvalidCursor, SubscriptionStore
+from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.api")
 

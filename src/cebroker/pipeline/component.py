@@ -1,7 +1,7 @@
 """The event pipeline as a :class:`cebroker.app.Component`: creation, wiring and lifecycle.
 
-Start order: open the log, follow the store's change feed, index every subscription, then
-resume every pending delivery. Routes: ``POST /events``, ``GET /metrics`` and the
+Start order (the storage is open already): follow the store's change feed, index every
+subscription, then resume every pending delivery. Routes: ``POST /events``, ``GET /metrics`` and the
 per-subscription status and dead-letter routes.
 """
 
@@ -21,13 +21,13 @@ from cebroker.api.metrics import MetricsApi
 from cebroker.pipeline.contracts import EventValidator, ValidationMode
 from cebroker.pipeline.dispatcher import Dispatcher
 from cebroker.pipeline.ingest import Pipeline
-from cebroker.pipeline.log import DeliveryLog
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.rules import register_subscription_rules
 from cebroker.pipeline.senders import SenderPool
 from cebroker.settings import Settings
-from cebroker.store.base import ChangeKind, SubscriptionChange, SubscriptionStore
+from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange, SubscriptionStore
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -39,13 +39,18 @@ class PipelineComponent:
     """Ingress, durable log, matching and delivery. ``pipeline`` is the :class:`Ingestor`."""
 
     def __init__(
-        self, settings: Settings, store: SubscriptionStore, *, validator: EventValidator | None = None
+        self,
+        settings: Settings,
+        store: SubscriptionStore,
+        journal: DeliveryLog,
+        *,
+        validator: EventValidator | None = None,
     ) -> None:
         register_subscription_rules()
         self._store = store
         self.metrics = PipelineMetrics()
         self.matcher = Matcher()
-        self.log = DeliveryLog(settings.db, dedup_window=settings.dedup_window)
+        self.log = journal
         origin = urlsplit(settings.public_url).hostname or settings.host
         self.senders = SenderPool(webhook_origin=origin, validate_webhooks=settings.webhook_validation)
         self.dispatcher = Dispatcher(self.log, self.matcher, self.senders, self.metrics)
@@ -76,8 +81,7 @@ class PipelineComponent:
         return [route for api in self._apis for route in api.routes()]
 
     async def start(self) -> None:
-        """Open the log, load subscriptions, resume pending deliveries."""
-        await asyncio.to_thread(self.log.open)
+        """Load subscriptions, resume pending deliveries."""
         # Follow the feed before reading everything, so no change can fall in between.
         self._unsubscribe = self._store.changes.subscribe(self._on_change)
         self.matcher.load(await self._store.all())
@@ -85,7 +89,7 @@ class PipelineComponent:
         self._keep(self._sweep_seen())
 
     async def stop(self) -> None:
-        """Stop delivering (unconfirmed deliveries stay pending) and close the log."""
+        """Stop delivering (unconfirmed deliveries stay pending in the log)."""
         if self._unsubscribe is not None:
             self._unsubscribe()
         for task in list(self._tasks):
@@ -93,7 +97,6 @@ class PipelineComponent:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.dispatcher.stop()
         await self.senders.aclose()
-        await asyncio.to_thread(self.log.close)
 
     def _on_change(self, change: SubscriptionChange) -> None:
         self.matcher.apply(change)

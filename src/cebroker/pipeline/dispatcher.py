@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import sys
 import time
 from collections.abc import Coroutine, Sequence
 from typing import Any
@@ -22,16 +23,27 @@ from ceprotocols.errors import DeliveryError
 from ceprotocols.sender import Destination
 
 from cebroker.pipeline.lane import Item, Lane
-from cebroker.pipeline.log import Appended, DeliveryLog, Pending
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
+from cebroker.storage.deliveries import Appended, DeliveryLog, Pending
+from cebroker.storage.errors import StorageUnavailable
 
 log = logging.getLogger("cebroker.pipeline")
 
 #: Seconds before a delivery whose outcome could not be recorded is loaded from the log again.
 RELOAD_DELAY = 5.0
+
+
+def _log_failure(message: str, *args: object) -> None:
+    """Log the exception being handled: a storage outage (which the storage's health logs once
+    per episode) at debug level without a traceback, anything else with its traceback."""
+    exc = sys.exc_info()[1]
+    if isinstance(exc, StorageUnavailable):
+        log.debug(message + ": %s", *args, exc)
+    else:
+        log.exception(message, *args)
 
 
 class Dispatcher:
@@ -118,7 +130,14 @@ class Dispatcher:
         """A subscription was deleted: drop its lane and everything the log keeps for it."""
         self._due.pop(subscription, None)
         self._lanes.pop(subscription, None)
-        removed = await self._log.forget(subscription)
+        try:
+            removed = await self._log.forget(subscription)
+        except StorageUnavailable as exc:
+            # Its rows stay; the loader finds them again and retries (see _load_loop).
+            log.debug("forgetting subscription %s failed: %s", subscription, exc)
+            self._due[subscription] = time.time() + RELOAD_DELAY
+            self._wake.set()
+            return
         self.pending = max(0, self.pending - removed)
         self._metrics.backlog.set(self.pending)
 
@@ -148,7 +167,7 @@ class Dispatcher:
                 except Exception:
                     # Recording the outcome failed (the log is unwritable?). The row is still in
                     # the log: let it go and have the loader pick it up again a little later.
-                    log.exception("delivery %s: recording its outcome failed", item.row.id)
+                    _log_failure("delivery %s: recording its outcome failed", item.row.id)
                     self._release(lane, item.row.id)
                     self._due[lane.id] = min(self._due.get(lane.id, math.inf), time.time() + RELOAD_DELAY)
         finally:
@@ -266,7 +285,7 @@ class Dispatcher:
                 try:
                     rows, later = await self._log.due(subscription, lane.free + len(lane.inflight))
                 except Exception:
-                    log.exception("reading due deliveries failed")
+                    _log_failure("reading due deliveries failed")
                     continue
                 for row in rows:
                     if row.id not in lane.inflight and lane.free > 0:
@@ -289,7 +308,7 @@ class Dispatcher:
             try:
                 await self._flush_once()
             except Exception:
-                log.exception("recording completed deliveries failed; will retry")
+                _log_failure("recording completed deliveries failed; will retry")
                 await asyncio.sleep(1.0)
                 self._flush.set()
 

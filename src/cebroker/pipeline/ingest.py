@@ -9,10 +9,10 @@ from typing import Any
 from cebroker.errors import FieldProblem, Overloaded, ValidationError
 from cebroker.pipeline.contracts import Event, EventValidator, IngestResult, ValidationMode
 from cebroker.pipeline.dispatcher import Dispatcher
-from cebroker.pipeline.log import DeliveryLog, Incoming
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.validation import event_problems, normalize
+from cebroker.storage.deliveries import DeliveryLog, Incoming
 
 log = logging.getLogger("cebroker.pipeline")
 

@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 from ceprotocols.sender import Destination
 
-from cebroker.pipeline.log import Pending
 from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
-from cebroker.store.base import Subscription
+from cebroker.storage.deliveries import Pending
+from cebroker.subscription import Subscription
 
 
 @dataclass(slots=True)

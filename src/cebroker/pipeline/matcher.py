@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from cefilters import FilterError, SubscriptionIndex
 
 from cebroker.pipeline.contracts import Event
-from cebroker.store.base import ChangeKind, Subscription, SubscriptionChange
+from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange
+from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.pipeline")
 

@@ -71,11 +71,11 @@ class Advertiser:
 
     def __call__(self, writer: Writer) -> None:
         """Bring the two endpoints in line with the registry's message groups."""
-        store = writer.store
-        groups = [row.xid for row in store.children("/", "messagegroups")]
+        rows = writer.rows
+        groups = [row.xid for row in rows.children("/", "messagegroups")]
         endpoints = GROUP_TYPES["endpoints"]
         for eid, attrs in self.desired(groups).items():
-            row = store.get(f"/endpoints/{eid}")
+            row = rows.get(f"/endpoints/{eid}")
             current = {k: v for k, v in (row.attrs if row else {}).items() if k not in _BOOKKEEPING}
             if current != attrs:
                 writer.upsert_group(endpoints, eid, {**attrs, "epoch": None}, patch=False)

@@ -13,6 +13,7 @@ documents. It prints:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import tempfile
@@ -26,9 +27,9 @@ from cebroker.registry.model import GROUP_TYPES, MESSAGES
 from cebroker.registry.paths import Target
 from cebroker.registry.query import Inline
 from cebroker.registry.service import ReadOptions, RegistryCore
-from cebroker.registry.store import RegistryStore
 from cebroker.registry.validation import DefinitionIndex, RegistryValidator
 from cebroker.registry.writes import Writer
+from cebroker.storage import create_storage
 
 BASE = "http://bench.local"
 
@@ -63,38 +64,54 @@ def _per_call(fn: Any, events: list[dict[str, Any]]) -> float:
     return (time.perf_counter() - start) / len(events) * 1e6
 
 
-def main(argv: list[str]) -> int:
-    """Run the benchmark over the documents in ``argv[0]``."""
-    samples = sorted(Path(argv[0]).glob("*.xreg.json")) if argv else []
-    if not samples:
-        print("usage: python -m cebroker.registry.bench DIR_WITH_XREG_JSON", file=sys.stderr)
-        return 2
-    with tempfile.TemporaryDirectory() as tmp:
-        core = RegistryCore(RegistryStore(Path(tmp) / "bench.db"), BASE)
-        core.open()
-        docs = [json.loads(p.read_text()) for p in samples]
+async def _registry_figures(docs: list[dict[str, Any]], db: Path) -> tuple[float, float, float, float, Any]:
+    """Import, export, index and per-write times over a fresh storage in ``db``."""
+    storage = create_storage(db)
+    await storage.open()
+    try:
+        store = storage.registry
+        core = RegistryCore(BASE)
+        await store.write(lambda rows: core.write(rows, lambda w: None))
         start = time.perf_counter()
         for doc in docs:
 
             def load(writer: Writer, doc: dict[str, Any] = doc) -> None:
                 writer.import_groups(doc)
 
-            core.write(load)
+            await store.write(partial(core.write, op=load))
         imported = time.perf_counter() - start
         start = time.perf_counter()
-        export = core.read(Target("registry"), ReadOptions(inline=Inline([("*",)]), doc=True))
+        opts = ReadOptions(inline=Inline([("*",)]), doc=True)
+        export = await store.read(lambda rows: core.read(rows, Target("registry"), opts))
         exported = time.perf_counter() - start
         start = time.perf_counter()
-        validator = RegistryValidator()
-        validator.index = DefinitionIndex.build(core.store, BASE)
+        index = await store.read(lambda rows: DefinitionIndex.build(rows, BASE))
         indexed = time.perf_counter() - start
         writes = 200
         start = time.perf_counter()
         for n in range(writes):
-            core.write(partial(_put_message, n=n))
-            DefinitionIndex.build(core.store, BASE)  # the component re-indexes after each write
+            await store.write(partial(core.write, op=partial(_put_message, n=n)))
+            # the component re-indexes after each write
+            await store.read(lambda rows: DefinitionIndex.build(rows, BASE))
         per_write = (time.perf_counter() - start) / writes
-        core.close()
+    finally:
+        await storage.close()
+    return imported, exported, indexed, per_write, (export, index)
+
+
+def main(argv: list[str]) -> int:
+    """Run the benchmark over the documents in ``argv[0]``."""
+    samples = sorted(Path(argv[0]).glob("*.xreg.json")) if argv else []
+    if not samples:
+        print("usage: python -m cebroker.registry.bench DIR_WITH_XREG_JSON", file=sys.stderr)
+        return 2
+    docs = [json.loads(p.read_text()) for p in samples]
+    with tempfile.TemporaryDirectory() as tmp:
+        imported, exported, indexed, per_write, (export, index) = asyncio.run(
+            _registry_figures(docs, Path(tmp) / "bench.db")
+        )
+    validator = RegistryValidator()
+    validator.index = index
     size = len(json.dumps(export))
     print(f"import {len(docs)} documents: {imported * 1e3:.1f} ms")
     print(f"export ({size} bytes): {exported * 1e3:.1f} ms")

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from cebroker.registry.store import Kind
+from cebroker.storage.registry import Kind
 
 Op = Literal["created", "updated", "deleted"]
 _PRECEDENCE: dict[Op, int] = {"updated": 0, "created": 1, "deleted": 2}

@@ -1,9 +1,9 @@
-"""The registry as a :class:`cebroker.app.Component`: store thread, routes, change events, validator.
+"""The registry as a :class:`cebroker.app.Component`: routes, change events, validator.
 
-All database work runs on one dedicated thread (the store's connection lives there). After a
-write commits, the definition index behind :attr:`RegistryComponent.validator` is rebuilt on
-that thread and the write's change events go to the broker's :class:`Ingestor`. The write has
-already committed by then, so a failed ingest is logged, not undone.
+Every read and write runs in the storage's registry store (its threads, its transactions).
+After a write commits, the definition index behind :attr:`RegistryComponent.validator` is
+rebuilt in one read and the write's change events go to the broker's :class:`Ingestor`. The
+write has already committed by then, so a failed ingest is logged, not undone.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from starlette.routing import BaseRoute
 
@@ -26,12 +25,11 @@ from cebroker.registry.entities import now_rfc3339
 from cebroker.registry.paths import Target
 from cebroker.registry.routes import RegistryRoutes
 from cebroker.registry.service import RawDocument, ReadOptions, RegistryCore, WriteResult
-from cebroker.registry.store import RegistryStore
 from cebroker.registry.validation import DefinitionIndex, RegistryValidator
 from cebroker.registry.writes import Writer
+from cebroker.storage.registry import RegistryStore
 
 log = logging.getLogger("cebroker.registry")
-T = TypeVar("T")
 
 
 class RegistryComponent:
@@ -39,7 +37,7 @@ class RegistryComponent:
 
     def __init__(
         self,
-        db: Path,
+        store: RegistryStore,
         base_url: str,
         *,
         ingestor: Ingestor | None = None,
@@ -47,13 +45,11 @@ class RegistryComponent:
         advertiser: Advertiser | None = None,
     ) -> None:
         self.base = base_url.rstrip("/")
-        self.core = RegistryCore(
-            RegistryStore(db), self.base, DocumentSchema(document_schema) if document_schema else None
-        )
+        self.store = store
+        self.core = RegistryCore(self.base, DocumentSchema(document_schema) if document_schema else None)
         self.core.hooks.append(advertiser or Advertiser(self.base))
         self.ingestor = ingestor
         self.validator = RegistryValidator()
-        self._executor: ThreadPoolExecutor | None = None
         self._routes = RegistryRoutes(self)
         #: change events that could not be ingested (logged), for operators and tests
         self.emit_failures = 0
@@ -63,64 +59,56 @@ class RegistryComponent:
         return self._routes.routes()
 
     async def start(self) -> None:
-        """Open the store on its thread, advertise the broker, build the validation index."""
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="registry")
-        changes = await self._run(self.core.open)
-        await self._after_commit(changes)
+        """Create the registry root, advertise the broker, build the validation index."""
+        result = await self.store.write(lambda rows: self.core.write(rows, lambda w: None))
+        self.validator.index = await self.store.read(lambda rows: DefinitionIndex.build(rows, self.base))
+        await self._after_commit(result.changes, reindexed=True)
 
     async def stop(self) -> None:
-        """Close the store and its thread."""
-        if self._executor is None:
-            return
-        await self._run(self.core.close)
-        self._executor.shutdown(wait=True)
-        self._executor = None
-
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._executor is None:
-            raise RuntimeError("the registry is not started")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        """Nothing to release: the storage is closed by its owner."""
 
     # ---- the Backend the routes use -----------------------------------------------------
 
     async def read(self, target: Target, opts: ReadOptions) -> Any:
         """Render ``target``."""
-        return await self._run(self.core.read, target, opts)
+        return await self.store.read(lambda rows: self.core.read(rows, target, opts))
 
     async def raw(self, target: Target) -> RawDocument:
         """A document for a GET without ``$details``."""
-        return await self._run(self.core.raw, target)
+        return await self.store.read(lambda rows: self.core.raw(rows, target))
 
     async def find_by_uri(self, uri: str, plural: str) -> Target:
         """Resolve a schema/message URI to a target."""
-        return await self._run(self.core.find_by_uri, uri, plural)
+        return self.core.find_by_uri(uri, plural)
 
     async def materialized(self, target: Target) -> Any:
         """A message definition with its ``basemessage`` chain merged in."""
-        return await self._run(self.core.materialized, target)
+        return await self.store.read(lambda rows: self.core.materialized(rows, target))
 
     async def check_body(self, document: Any) -> None:
-        """Validate an imported document against the configured document schema."""
-        await self._run(self.core.check_body, document)
+        """Validate an imported document against the configured document schema (in a thread:
+        a large document takes a while)."""
+        await asyncio.to_thread(self.core.check_body, document)
 
     async def write(
         self, op: Callable[[Writer], WriteResult], ignore: frozenset[str] = frozenset()
     ) -> WriteResult:
         """Run one write transaction, then refresh the validator and emit the change events."""
-        result = await self._run(self.core.write, op, ignore)
+        result = await self.store.write(lambda rows: self.core.write(rows, op, ignore))
         await self._after_commit(result.changes)
         return result
 
-    async def _after_commit(self, changes: ChangeLog) -> None:
+    async def _after_commit(self, changes: ChangeLog, *, reindexed: bool = False) -> None:
         if not len(changes):
             return
-        if (
+        if not reindexed and (
             changes.touches("messagegroups")
             or changes.touches("schemagroups")
             or changes.touches("endpoints")
         ):
-            self.validator.index = await self._run(
-                DefinitionIndex.build, self.core.store, self.base, self.validator.index
+            previous = self.validator.index
+            self.validator.index = await self.store.read(
+                lambda rows: DefinitionIndex.build(rows, self.base, previous)
             )
         await self.emit(changes)
 

@@ -108,7 +108,7 @@ def write_op(
     if level == "meta":
 
         def put_meta(w: Writer) -> tuple[bool, str]:
-            res = w.store.get(target.resource_xid)
+            res = w.rows.get(target.resource_xid)
             if res is None:
                 raise XRegistryError("not_found", target.xid)
             w.write_meta(res, rtype, _map(body, target.xid), patch=patch)
@@ -133,7 +133,7 @@ def write_op(
 
     def put_version(w: Writer) -> tuple[bool, str]:
         vbody = _map(body, target.xid)
-        res = w.store.get(target.resource_xid)
+        res = w.rows.get(target.resource_xid)
         if res is None:
             w.upsert_resource(gtype, gid, rtype, rid, {**vbody, "versionid": vid}, patch=patch, doc=doc)
             return True, target.xid
@@ -186,7 +186,7 @@ def _new_version(target: Target, body: Mapping[str, Any], doc: DocInput | None, 
     gid, rid = target.gid, target.rid
 
     def op(w: Writer) -> WriteResult:
-        res = w.store.get(target.xid)
+        res = w.rows.get(target.xid)
         if res is None:  # the first version creates the resource
             _, _, written = w.upsert_resource(
                 gtype, gid, rtype, rid, body, patch=False, doc=doc, setdefault=setdefault

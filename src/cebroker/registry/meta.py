@@ -14,8 +14,8 @@ from typing import Any
 from cebroker.registry.entities import check_common, check_epoch, computed_keys, merge_attrs, strip_computed
 from cebroker.registry.errors import XRegistryError
 from cebroker.registry.model import ResourceType
-from cebroker.registry.store import Row
 from cebroker.registry.versions import VersionWriter
+from cebroker.storage.registry import Row
 
 
 class MetaWriter(VersionWriter):
@@ -81,7 +81,7 @@ class MetaWriter(VersionWriter):
             res.attrs["defaultversionid"] = value
             res.attrs["defaultversionsticky"] = True
             self._explicit_default.add(res.xid)
-        self.store.put(res)
+        self.rows.put(res)
 
     def finalize(self, res: Row, rtype: ResourceType) -> None:
         """After a resource's writes: prune to ``maxversions``, settle the default version."""
@@ -89,7 +89,7 @@ class MetaWriter(VersionWriter):
         versions = self.versions_of(res)
         if not versions:
             self.changes.record(res.xid, "resource", "deleted")
-            self.store.delete_subtree(res.xid)
+            self.rows.delete_subtree(res.xid)
             self.bump(res.parent)
             return
         sticky = bool(res.attrs.get("defaultversionsticky"))
@@ -106,9 +106,9 @@ class MetaWriter(VersionWriter):
             victim = next((v for v in versions if v.eid != default), None)
             if victim is None:
                 raise XRegistryError("too_many_versions", res.xid, limit=rtype.maxversions)
-            self.store.delete_subtree(victim.xid)
+            self.rows.delete_subtree(victim.xid)
             self.changes.record(victim.xid, "version", "deleted")
             versions.remove(victim)
         res.attrs["defaultversionid"] = default
-        self.store.put(res)
+        self.rows.put(res)
         self.touched_resources.add(res.xid)

@@ -7,6 +7,7 @@ Only the registry's own paths are routed, so the broker's other APIs (``/subscri
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -22,6 +23,7 @@ from cebroker.registry.paths import Target, parse_path
 from cebroker.registry.query import Inline
 from cebroker.registry.service import RawDocument, ReadOptions, WriteResult, capabilities_document
 from cebroker.registry.versions import DocInput
+from cebroker.storage.errors import StorageUnavailable
 
 _ALL = ["GET", "HEAD", "PUT", "PATCH", "POST", "DELETE", "OPTIONS"]
 
@@ -91,6 +93,11 @@ class RegistryRoutes:
                 return await handler(request)
             except XRegistryError as err:
                 return render_error(err, str(request.url), self.link)
+            except StorageUnavailable as exc:
+                # The spec's name for "try again later"; the detail names the storage's cause.
+                retry = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
+                busy = XRegistryError("server_busy", request.url.path, detail=str(exc), headers=retry)
+                return render_error(busy, str(request.url), self.link)
 
         return guarded
 

@@ -1,8 +1,9 @@
-"""The registry's operations, independent of HTTP: reads and atomic writes over the store.
+"""The registry's operations, independent of HTTP: reads and atomic writes over stored rows.
 
-:class:`RegistryCore` is synchronous and owned by one thread; the async
-:class:`~cebroker.registry.component.RegistryComponent` runs every call on that thread. A
-write runs in one transaction: apply, re-advertise the broker's endpoints, check every touched
+:class:`RegistryCore` is synchronous: each call takes the rows of one storage transaction (see
+:class:`~cebroker.storage.registry.RegistryStore`), and the async
+:class:`~cebroker.registry.component.RegistryComponent` hands every call to the storage. A write
+runs in one transaction: apply, re-advertise the broker's endpoints, check every touched
 definition, and commit, or roll back on the first error.
 """
 
@@ -27,9 +28,9 @@ from cebroker.registry.errors import XRegistryError
 from cebroker.registry.model import MESSAGES, SCHEMAS, SPEC_VERSION, model_document
 from cebroker.registry.paths import Target
 from cebroker.registry.query import Branch, Inline
-from cebroker.registry.store import RegistryStore, Row
 from cebroker.registry.views import Node, NodeKind, Tree, View
 from cebroker.registry.writes import Writer
+from cebroker.storage.registry import EntityClash, RegistryReader, RegistryRows, Row
 
 #: request flags this server implements (advertised in ``capabilities.flags``)
 FLAGS = ["doc", "epoch", "filter", "ignore", "inline", "setdefaultversionid", "specversion"]
@@ -100,37 +101,33 @@ _NODE_KINDS: dict[str, NodeKind] = {
 
 
 class RegistryCore:
-    """Reads and writes; every public method runs on the owning thread."""
+    """Reads and writes over the rows of one storage transaction; holds no state of its own
+    beyond its configuration, so reads and writes may run on different threads."""
 
-    def __init__(
-        self, store: RegistryStore, base_url: str, document_schema: DocumentSchema | None = None
-    ) -> None:
-        self.store = store
+    def __init__(self, base_url: str, document_schema: DocumentSchema | None = None) -> None:
         self.base = base_url.rstrip("/")
         self.document_schema = document_schema
         self.hooks: list[WriteHook] = []
 
-    def open(self) -> ChangeLog:
-        """Open the store, create the root and run the hooks once (e.g. the broker's endpoints)."""
-        self.store.open()
-        return self.write(lambda w: None).changes
-
-    def close(self) -> None:
-        self.store.close()
-
     # ---- writes -------------------------------------------------------------------------
 
-    def write(self, op: Callable[[Writer], Any], ignore: frozenset[str] = frozenset()) -> WriteResult:
-        """Run ``op`` in one transaction with the hooks and checks; returns what ``op`` returned
-        (when it is a :class:`WriteResult`) with the request's changes."""
+    def write(
+        self, rows: RegistryRows, op: Callable[[Writer], Any], ignore: frozenset[str] = frozenset()
+    ) -> WriteResult:
+        """Run ``op`` with the hooks and checks over the rows of one write transaction (which
+        the caller rolls back if this raises); returns what ``op`` returned (when it is a
+        :class:`WriteResult`) with the request's changes. ``lambda w: None`` creates the root
+        and runs the hooks (e.g. the broker's endpoints)."""
         now = now_rfc3339()
-        with self.store.transaction():
-            writer = Writer(self.store, now, ignore)
+        writer = Writer(rows, now, ignore)
+        try:
             writer.registry_row()
             result = op(writer)
             for hook in self.hooks:
                 hook(writer)
-            self._check(writer)
+        except EntityClash as exc:
+            raise XRegistryError("bad_request", exc.xid, error_detail=f"id clash: {exc}") from exc
+        self._check(writer)
         if not isinstance(result, WriteResult):
             result = WriteResult(200, [], writer.changes)
         result.changes = writer.changes
@@ -151,19 +148,20 @@ class RegistryCore:
 
     def _check(self, writer: Writer) -> None:
         problems: list[FieldProblem] = []
+        rows = writer.rows
         for xid in sorted(writer.touched_groups):
-            row = self.store.get(xid)
+            row = rows.get(xid)
             if row is not None and row.coll == "endpoints":
                 problems += check_endpoint(row.attrs, xid)
             elif row is not None:
                 problems += check_group(row.attrs, xid)
         for xid in sorted(writer.touched_resources):
-            res = self.store.get(xid)
+            res = rows.get(xid)
             if res is None:
                 continue
-            group = self.store.get(res.parent)
+            group = rows.get(res.parent)
             group_attrs = group.attrs if group is not None else {}
-            for version in self.store.children(xid, "versions"):
+            for version in rows.children(xid, "versions"):
                 if res.coll == MESSAGES.plural:
                     problems += check_message(version.attrs, version.xid, group_attrs.get("envelope"))
                 elif res.coll == SCHEMAS.plural:
@@ -186,16 +184,12 @@ class RegistryCore:
             return model_document()
         return {}
 
-    def read(self, target: Target, opts: ReadOptions) -> Any:
+    def read(self, rows: RegistryReader, target: Target, opts: ReadOptions) -> Any:
         """The JSON the API returns for ``target``; ``not_found`` when it does not exist."""
-        with self.store.snapshot():
-            return self._read(target, opts)
-
-    def _read(self, target: Target, opts: ReadOptions) -> Any:
         scope = target.xid if target.level != "registry" else "/"
         if target.level in ("meta", "versions", "version"):
             scope = target.resource_xid
-        tree = Tree(self.store.subtree(scope) + ([] if scope == "/" else self._ancestors(scope)))
+        tree = Tree(rows.subtree(scope) + ([] if scope == "/" else self._ancestors(rows, scope)))
         view = View(tree, self.base, inline=opts.inline, doc=opts.doc, root_extras=self.root_extra)
         level = target.level
         if level == "registry":
@@ -208,18 +202,18 @@ class RegistryCore:
             return view.render(node, (), passed, "")
         if level == "groups":
             assert target.gtype is not None
-            rows = tree.children("/", target.gtype.plural)
-            return view.render_collection([Node(r, "group", target.gtype) for r in rows], opts.branches)
+            found = tree.children("/", target.gtype.plural)
+            return view.render_collection([Node(r, "group", target.gtype) for r in found], opts.branches)
         if level == "resources":
             self._require(tree, target.group_xid)
-            rows = tree.children(target.group_xid, target.rtype.plural if target.rtype else "")
-            nodes = [Node(r, "resource", target.gtype, target.rtype) for r in rows]
+            found = tree.children(target.group_xid, target.rtype.plural if target.rtype else "")
+            nodes = [Node(r, "resource", target.gtype, target.rtype) for r in found]
             return view.render_collection(nodes, opts.branches)
         if level == "versions":
             self._require(tree, target.resource_xid)
-            rows = tree.children(target.resource_xid, "versions")
+            found = tree.children(target.resource_xid, "versions")
             return view.render_collection(
-                [Node(r, "version", target.gtype, target.rtype) for r in rows], opts.branches
+                [Node(r, "version", target.gtype, target.rtype) for r in found], opts.branches
             )
         row = self._require(tree, target.resource_xid if level == "meta" else target.xid)
         node = Node(row, _NODE_KINDS[level], target.gtype, target.rtype)
@@ -228,14 +222,15 @@ class RegistryCore:
             raise XRegistryError("not_found", target.xid)
         return view.render(node, (), passed, "")
 
-    def _ancestors(self, xid: str) -> list[Row]:
-        rows = []
+    @staticmethod
+    def _ancestors(rows: RegistryReader, xid: str) -> list[Row]:
+        found = []
         parts = xid.strip("/").split("/")
         for n in range(2, len(parts), 2):
-            row = self.store.get("/" + "/".join(parts[:n]))
+            row = rows.get("/" + "/".join(parts[:n]))
             if row is not None:
-                rows.append(row)
-        return rows
+                found.append(row)
+        return found
 
     def _require(self, tree: Tree, xid: str) -> Row:
         row = tree.rows.get(xid)
@@ -243,46 +238,44 @@ class RegistryCore:
             raise XRegistryError("not_found", xid)
         return row
 
-    def raw(self, target: Target) -> RawDocument:
+    def raw(self, rows: RegistryReader, target: Target) -> RawDocument:
         """The document of a resource (its default version) or version, for a GET without ``$details``."""
-        with self.store.snapshot():
-            xid = target.resource_xid
-            res = self.store.get(xid)
-            if res is None:
-                raise XRegistryError("not_found", target.xid)
-            tree = Tree([res, *self.store.children(xid, "versions")])
-            version = tree.rows.get(target.xid) if target.level == "version" else tree.default_version(res)
-            if version is None:
-                raise XRegistryError("not_found", target.xid)
-            view = View(tree, self.base, inline=Inline([]), doc=False)
-            if target.level == "resource":
-                attrs = view.render(Node(res, "resource", target.gtype, target.rtype), (), [()], "")
-                attrs["self"] = self.base + xid
-            else:
-                attrs = view.flat(Node(version, "version", target.gtype, target.rtype))
-                attrs["self"] = self.base + version.xid
-            assert target.rtype is not None
-            url = version.attrs.get(target.rtype.singular + "url")
-            return RawDocument(version.doc, attrs, url, self.base + version.xid)
+        xid = target.resource_xid
+        res = rows.get(xid)
+        if res is None:
+            raise XRegistryError("not_found", target.xid)
+        tree = Tree([res, *rows.children(xid, "versions")])
+        version = tree.rows.get(target.xid) if target.level == "version" else tree.default_version(res)
+        if version is None:
+            raise XRegistryError("not_found", target.xid)
+        view = View(tree, self.base, inline=Inline([]), doc=False)
+        if target.level == "resource":
+            attrs = view.render(Node(res, "resource", target.gtype, target.rtype), (), [()], "")
+            attrs["self"] = self.base + xid
+        else:
+            attrs = view.flat(Node(version, "version", target.gtype, target.rtype))
+            attrs["self"] = self.base + version.xid
+        assert target.rtype is not None
+        url = version.attrs.get(target.rtype.singular + "url")
+        return RawDocument(version.doc, attrs, url, self.base + version.xid)
 
     # ---- lookups the older APIs have ----------------------------------------------------
 
-    def materialized(self, target: Target) -> dict[str, Any]:
+    def materialized(self, rows: RegistryReader, target: Target) -> dict[str, Any]:
         """A message definition as ``GET`` shows it, with its ``basemessage`` chain merged in."""
-        with self.store.snapshot():
-            message = self._read(target, ReadOptions())
+        message = self.read(rows, target, ReadOptions())
 
-            def lookup(ref: str) -> dict[str, Any] | None:
-                path = ref[len(self.base) :] if ref.startswith(self.base + "/") else ref
-                row = self.store.get(path)
-                if row is not None and row.kind == "resource":
-                    versions = self.store.children(row.xid, "versions")
-                    pinned = row.attrs.get("defaultversionid")
-                    row = next((v for v in versions if v.eid == pinned), versions[-1] if versions else None)
-                return dict(row.attrs) if row is not None and row.kind == "version" else None
+        def lookup(ref: str) -> dict[str, Any] | None:
+            path = ref[len(self.base) :] if ref.startswith(self.base + "/") else ref
+            row = rows.get(path)
+            if row is not None and row.kind == "resource":
+                versions = rows.children(row.xid, "versions")
+                pinned = row.attrs.get("defaultversionid")
+                row = next((v for v in versions if v.eid == pinned), versions[-1] if versions else None)
+            return dict(row.attrs) if row is not None and row.kind == "version" else None
 
-            xid = target.resource_xid if target.level == "resource" else target.xid
-            return resolve(message, lookup, xid)
+        xid = target.resource_xid if target.level == "resource" else target.xid
+        return resolve(message, lookup, xid)
 
     def find_by_uri(self, uri: str, rtype_plural: str) -> Target:
         """The schema version / message addressed by ``uri`` (absolute URL here, or an xid)."""

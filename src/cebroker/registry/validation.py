@@ -27,9 +27,9 @@ import jsonschema_rs
 
 from cebroker.pipeline.contracts import Event, EventValidator, Violation
 from cebroker.registry.basemessage import resolve
-from cebroker.registry.store import RegistryStore
 from cebroker.registry.versions import is_json_type
 from cebroker.registry.views import Tree
+from cebroker.storage.registry import RegistryReader
 
 log = logging.getLogger("cebroker.registry")
 
@@ -190,11 +190,11 @@ class DefinitionIndex:
 
     @classmethod
     def build(
-        cls, store: RegistryStore, base_url: str, previous: DefinitionIndex | None = None
+        cls, rows: RegistryReader, base_url: str, previous: DefinitionIndex | None = None
     ) -> DefinitionIndex:
-        """Read every message and schema (runs on the registry's thread). Definitions equal to
-        one in ``previous`` are reused, with their compiled data schemas."""
-        tree = Tree(store.rows_of_kind("resource") + store.rows_of_kind("version"))
+        """Read every message and schema (runs on the storage's thread, in one read). Definitions
+        equal to one in ``previous`` are reused, with their compiled data schemas."""
+        tree = Tree(rows.rows_of_kind("resource") + rows.rows_of_kind("version"))
         reusable = {d.xid: d for ds in (previous.by_type.values() if previous else ()) for d in ds}
         base = base_url.rstrip("/")
         message_rows = [r for r in tree.rows.values() if r.kind == "resource" and r.coll == "messages"]

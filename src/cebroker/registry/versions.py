@@ -30,7 +30,7 @@ from cebroker.registry.entities import (
 from cebroker.registry.errors import XRegistryError
 from cebroker.registry.model import MESSAGES, ResourceType
 from cebroker.registry.paths import check_id
-from cebroker.registry.store import RegistryStore, Row
+from cebroker.storage.registry import RegistryRows, Row
 
 JSON_TYPES = ("application/json", "text/json")
 
@@ -54,8 +54,8 @@ class DocInput:
 class VersionWriter:
     """Version-level writes; :class:`cebroker.registry.writes.Writer` builds on it."""
 
-    def __init__(self, store: RegistryStore, now: str, changes: ChangeLog, ignore: frozenset[str]) -> None:
-        self.store = store
+    def __init__(self, rows: RegistryRows, now: str, changes: ChangeLog, ignore: frozenset[str]) -> None:
+        self.rows = rows
         self.now = now
         self.changes = changes
         self.ignore = ignore
@@ -76,7 +76,7 @@ class VersionWriter:
 
     def unique(self, parent: str, coll: str, eid: str, subject: str) -> None:
         """Ids are unique case-insensitively within their collection."""
-        other = self.store.sibling(parent, coll, eid)
+        other = self.rows.sibling(parent, coll, eid)
         if other is not None and other.eid != eid:
             raise XRegistryError(
                 "bad_request",
@@ -88,17 +88,17 @@ class VersionWriter:
         """Move an entity's epoch (once per request) because its children changed."""
         if xid in self.bumped:
             return
-        row = self.store.get(xid)
+        row = self.rows.get(xid)
         if row is None:
             return
         row.attrs["epoch"] = int(row.attrs.get("epoch", 0)) + 1
         row.attrs["modifiedat"] = self.now
-        self.store.put(row)
+        self.rows.put(row)
         self.bumped.add(xid)
 
     def refresh(self, row: Row) -> Row:
         """Reload ``row``'s attributes in place (a parent's epoch may have moved meanwhile)."""
-        fresh = self.store.get(row.xid)
+        fresh = self.rows.get(row.xid)
         if fresh is not None:
             row.attrs, row.doc = fresh.attrs, fresh.doc
         return row
@@ -108,7 +108,7 @@ class VersionWriter:
         if row.xid in self.bumped:  # epoch already moved in this request
             attrs["epoch"] = row.attrs["epoch"]
         row.attrs = attrs
-        self.store.put(row)
+        self.rows.put(row)
         self.bumped.add(row.xid)
         self.changes.record(row.xid, row.kind, "updated", changed)
 
@@ -116,13 +116,13 @@ class VersionWriter:
 
     def versions_of(self, res: Row) -> list[Row]:
         """The resource's versions, oldest first."""
-        return self.store.children(res.xid, "versions")
+        return self.rows.children(res.xid, "versions")
 
     def default_version(self, res: Row) -> Row | None:
         """The current default version."""
         vid = res.attrs.get("defaultversionid")
         if vid is not None:
-            row = self.store.get(f"{res.xid}/versions/{vid}")
+            row = self.rows.get(f"{res.xid}/versions/{vid}")
             if row is not None:
                 return row
         versions = self.versions_of(res)
@@ -155,7 +155,7 @@ class VersionWriter:
         if rtype is MESSAGES:
             attrs_in = upgrade_message(attrs_in, xid)
         doc = self._doc_from_json(rtype, attrs_in, xid) or doc
-        old = self.store.get(xid)
+        old = self.rows.get(xid)
         created = old is None
         if old is None:
             self.unique(res.xid, "versions", vid, xid)
@@ -184,7 +184,7 @@ class VersionWriter:
         elif rtype.singular + "url" in row.attrs:
             row.doc = None
         check_common(row.attrs, xid)
-        self.store.put(row)
+        self.rows.put(row)
         self.bumped.add(xid)
         self.touched_resources.add(res.xid)
         return row, created

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from cebroker.registry.model import GROUP_TYPES, SPEC_VERSION, GroupType, ResourceType
 from cebroker.registry.query import Branch, Inline, split_branch
-from cebroker.registry.store import Row
 from cebroker.registry.versions import is_json_type
+from cebroker.storage.registry import Row
 
 NodeKind = Literal["registry", "group", "resource", "meta", "version"]
 

@@ -26,8 +26,8 @@ from cebroker.registry.errors import XRegistryError
 from cebroker.registry.meta import MetaWriter
 from cebroker.registry.model import GROUP_TYPES, SPEC_VERSION, GroupType, ResourceType
 from cebroker.registry.paths import check_id
-from cebroker.registry.store import RegistryStore, Row
 from cebroker.registry.versions import DocInput
+from cebroker.storage.registry import RegistryRows, Row
 
 #: ``?ignore=`` values honoured on writes
 IGNORABLE = frozenset({"epoch", "defaultversionid", "defaultversionsticky", "readonly", "id"})
@@ -44,18 +44,18 @@ def as_map(value: object, subject: str, what: str) -> dict[str, Any]:
 class Writer(MetaWriter):
     """Applies one request's writes; every method may raise :class:`XRegistryError`."""
 
-    def __init__(self, store: RegistryStore, now: str, ignore: frozenset[str] = frozenset()) -> None:
-        super().__init__(store, now, ChangeLog(now), ignore)
+    def __init__(self, rows: RegistryRows, now: str, ignore: frozenset[str] = frozenset()) -> None:
+        super().__init__(rows, now, ChangeLog(now), ignore)
 
     # ---- registry -----------------------------------------------------------------------
 
     def registry_row(self) -> Row:
         """The registry root row, created on first use."""
-        row = self.store.get("/")
+        row = self.rows.get("/")
         if row is None:
             attrs = {"registryid": f"cebroker-{uuid.uuid4().hex[:12]}", "epoch": 1}
             attrs |= {"createdat": self.now, "modifiedat": self.now}
-            row = self.store.put(Row("/", "", "", "registry", "", attrs))
+            row = self.rows.put(Row("/", "", "", "registry", "", attrs))
         return row
 
     def write_registry(self, body: Mapping[str, Any], *, patch: bool) -> None:
@@ -95,7 +95,7 @@ class Writer(MetaWriter):
 
     def ensure_group(self, gtype: GroupType, gid: str) -> Row:
         """The group, created empty when missing (parents are created implicitly)."""
-        row = self.store.get(f"/{gtype.plural}/{gid}")
+        row = self.rows.get(f"/{gtype.plural}/{gid}")
         return row if row is not None else self.upsert_group(gtype, gid, {}, patch=False)[0]
 
     def upsert_group(
@@ -108,14 +108,14 @@ class Writer(MetaWriter):
         attrs_in = strip_computed(
             body, computed_keys(gtype.resources), keep=[gtype.id_attr, *gtype.resources]
         )
-        row = self.store.get(xid)
+        row = self.rows.get(xid)
         created = row is None
         if row is None:
             self.unique("/", gtype.plural, gid, xid)
             self.registry_row()
             attrs = merge_attrs({}, attrs_in, patch=False, now=self.now)
             check_common(attrs, xid)
-            row = self.store.put(Row(xid, "/", gtype.plural, "group", gid, attrs))
+            row = self.rows.put(Row(xid, "/", gtype.plural, "group", gid, attrs))
             self.bumped.add(xid)
             self.changes.record(xid, "group", "created")
             self.bump("/")
@@ -168,12 +168,12 @@ class Writer(MetaWriter):
         if not self.ignores("id"):
             check_id_attr(body, rtype.id_attr, rid, rtype.singular, xid)
         group = self.ensure_group(gtype, gid)
-        res = self.store.get(xid)
+        res = self.rows.get(xid)
         created = res is None
         if res is None:
             self.unique(group.xid, rtype.plural, rid, xid)
             meta = {"epoch": 1, "createdat": self.now, "modifiedat": self.now, "defaultversionsticky": False}
-            res = self.store.put(Row(xid, group.xid, rtype.plural, "resource", rid, meta))
+            res = self.rows.put(Row(xid, group.xid, rtype.plural, "resource", rid, meta))
             self.bumped.add(xid)
             self.created.add(xid)
             self.changes.record(xid, "resource", "created")
@@ -215,14 +215,14 @@ class Writer(MetaWriter):
 
     def delete_entity(self, xid: str, epoch: int | None, rtype: ResourceType | None = None) -> None:
         """Delete one group, resource or version (and everything below it)."""
-        row = self.store.get(xid)
+        row = self.rows.get(xid)
         if row is None:
             raise XRegistryError("not_found", xid)
         if epoch is not None and not self.ignores("epoch") and int(row.attrs.get("epoch", 0)) != epoch:
             raise XRegistryError("mismatched_epoch", xid, bad_epoch=epoch, epoch=row.attrs.get("epoch"))
-        self.store.delete_subtree(xid)
+        self.rows.delete_subtree(xid)
         self.changes.record(xid, row.kind, "deleted")
-        parent = self.store.get(row.parent)
+        parent = self.rows.get(row.parent)
         if parent is None:
             return
         self.bump(parent.xid)
@@ -238,14 +238,14 @@ class Writer(MetaWriter):
         ``{"meta": {"epoch": n}}`` (a top-level epoch on a resource is ``misplaced_epoch``).
         """
         if body is None:
-            for row in self.store.children(parent, coll):
+            for row in self.rows.children(parent, coll):
                 self.delete_entity(row.xid, None, rtype)
             return
         is_resources = coll not in GROUP_TYPES and coll != "versions"
         for eid, entry in body.items():
             entry = as_map(entry, f"{parent.rstrip('/')}/{coll}/{eid}", "entry")
             xid = f"{parent.rstrip('/')}/{coll}/{eid}"
-            if self.store.get(xid) is None:
+            if self.rows.get(xid) is None:
                 continue
             if is_resources:
                 if "epoch" in entry:

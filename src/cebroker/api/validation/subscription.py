@@ -20,7 +20,7 @@ from cebroker.api.validation.credentials import validate_credential
 from cebroker.api.validation.delivery import check_deliverable
 from cebroker.api.validation.problems import Problems, child, quote, type_name
 from cebroker.api.validation.protocols import PROTOCOLS, ProtocolRules, unknown_protocol_message
-from cebroker.store.base import Subscription
+from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.api")
 

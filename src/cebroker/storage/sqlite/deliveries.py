@@ -1,10 +1,11 @@
-"""The durable event log: events, pending deliveries, dead letters and per-subscription counts.
+"""The delivery log on the broker's SQLite file (tables prefixed ``pipeline_``).
 
-It lives in the broker's SQLite file (tables prefixed ``pipeline_``) behind one
-:class:`SqliteWriter`. An ingest writes the events, their de-duplication keys and one delivery
-row per matched subscription in the same transaction, so an acknowledged event always has its
-deliveries on disk. A delivery row leaves only when its sink confirmed it, when it became a
-dead letter, or when its subscription was deleted.
+An ingest writes the events, their de-duplication keys and one delivery row per matched
+subscription in the same transaction, so an acknowledged event always has its deliveries on
+disk. A delivery row leaves only when its sink confirmed it, when it became a dead letter, or
+when its subscription was deleted. Writes go through the storage's writer (``durable`` as the
+policy in :mod:`cebroker.storage.sqlite.database` says); reads go to the reader connection, and
+see every write whose call has returned.
 """
 
 from __future__ import annotations
@@ -14,16 +15,38 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-from cebroker.pipeline import schema as sql
-from cebroker.pipeline.records import Appended, DeadLetter, Incoming, Pending
-from cebroker.pipeline.writer import SqliteWriter
+from cebroker.storage.deliveries import Appended, DeadLetter, Incoming, Pending
+from cebroker.storage.sqlite.database import Database
 
-__all__ = ["Appended", "DeadLetter", "DeliveryLog", "Incoming", "Pending"]
+BUMP = (
+    "INSERT INTO pipeline_stats (subscription, {col}) VALUES (?, ?) "
+    "ON CONFLICT (subscription) DO UPDATE SET {col} = {col} + excluded.{col}"
+)
+#: The array indexes (as a JSON array) of ``[source, id]`` pairs seen after the horizon.
+SEEN_LOOKUP = (
+    "SELECT json_group_array(k.key) FROM json_each(?1) AS k WHERE EXISTS (SELECT 1 FROM pipeline_seen s "
+    "WHERE s.source = k.value->>0 AND s.id = k.value->>1 AND s.at >= ?2)"
+)
+SEEN_INSERT = (
+    "INSERT INTO pipeline_seen (source, id, at) SELECT value->>0, value->>1, ?2 FROM json_each(?1) "
+    "WHERE true ON CONFLICT (source, id) DO UPDATE SET at = excluded.at"
+)
+# ``value->1`` is the event object as JSON text (SQLite keeps number and string spellings).
+EVENTS_INSERT = (
+    "INSERT INTO pipeline_events (seq, body, received) SELECT value->>0, value->1, ?2 FROM json_each(?1)"
+)
+DELIVERIES_INSERT = (
+    "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at) "
+    "SELECT value->>0, value->>1, value->>2, 0, ?2, ?2 FROM json_each(?1)"
+)
+GC_EVENT = (
+    "DELETE FROM pipeline_events WHERE seq = ?1 "
+    "AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries WHERE event_seq = ?1)"
+)
 
 
 @dataclass(slots=True)
@@ -35,11 +58,11 @@ class _AppendCall:
     error: BaseException | None = None
 
 
-class DeliveryLog:
-    """Typed operations on the log tables; every method runs in the writer's transaction."""
+class SqliteDeliveryLog:
+    """:class:`~cebroker.storage.deliveries.DeliveryLog` on a :class:`Database`."""
 
-    def __init__(self, path: Path, *, dedup_window: float) -> None:
-        self.writer = SqliteWriter(path)
+    def __init__(self, db: Database, *, dedup_window: float) -> None:
+        self._db = db
         self.dedup_window = dedup_window
         # Calls of append() waiting for the writer (appended on the loop, drained in the thread).
         self._appends: deque[_AppendCall] = deque()
@@ -47,31 +70,18 @@ class DeliveryLog:
         self._next_seq = 1
         self._next_delivery = 1
 
-    def open(self) -> None:
-        """Create the tables and start the writer."""
-
-        def init(conn: sqlite3.Connection) -> None:
-            for statement in sql.SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            self._next_seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM pipeline_events").fetchone()[
-                0
-            ]
-            self._next_delivery = conn.execute(
-                "SELECT COALESCE(MAX(id), 0) + 1 FROM pipeline_deliveries"
-            ).fetchone()[0]
-
-        self.writer.start(init)
-
-    def close(self) -> None:
-        """Stop the writer after the queued jobs."""
-        self.writer.stop()
+    def load(self, conn: sqlite3.Connection) -> None:
+        """Read the next ids to assign (on the writer's connection, before it serves jobs)."""
+        self._next_seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM pipeline_events").fetchone()[0]
+        self._next_delivery = conn.execute(
+            "SELECT COALESCE(MAX(id), 0) + 1 FROM pipeline_deliveries"
+        ).fetchone()[0]
 
     # -- ingest ------------------------------------------------------------------------------
 
     async def append(self, items: Sequence[Incoming]) -> list[Appended | None]:
-        """Commit events and their deliveries; per event what was written, or None for a
-        duplicate of an event seen within the de-duplication window.
+        """Commit events and their deliveries (durable); per event what was written, or None for
+        a duplicate of an event seen within the de-duplication window.
 
         Concurrent calls are merged: the first of their jobs the writer runs writes the events
         of every call waiting at that moment, and the others find their result ready (each
@@ -94,17 +104,32 @@ class DeliveryLog:
 
         # Guarded: the job writes only through _append_waiting, which rolls its own savepoint
         # back on failure, so the writer's per-job savepoint would be two wasted statements.
-        return await self.writer.run(job, bounded=True, guarded=True)
+        return await self._db.write(job, bounded=True, guarded=True)
 
     def _append_waiting(self, conn: sqlite3.Connection) -> None:
         """Write every waiting call at once; if that fails, each on its own, so one caller's
-        bad input (an event that is not JSON-serialisable) fails only that caller."""
+        bad input (an event that is not JSON-serialisable) fails only that caller.
+
+        A sqlite3 error is the storage failing, not the input: it propagates and the writer
+        rolls the whole transaction back. The calls written here may belong to jobs of a later
+        group, so their results are withdrawn if this transaction does not commit: no caller is
+        ever told that events were written when they were not.
+        """
         calls: list[_AppendCall] = []
         while self._appends:
             calls.append(self._appends.popleft())
+
+        def undo(error: BaseException) -> None:
+            for call in calls:
+                if call.result is not None:
+                    call.result, call.error = None, error
+
+        self._db.writer.on_rollback(undo)
         conn.execute("SAVEPOINT merged")
         try:
             results = self._write(conn, [item for call in calls for item in call.items])
+        except sqlite3.Error:
+            raise
         except Exception:
             conn.execute("ROLLBACK TO merged")
             conn.execute("RELEASE merged")
@@ -114,11 +139,12 @@ class DeliveryLog:
                 conn.execute("SAVEPOINT single")
                 try:
                     call.result = self._write(conn, call.items)
-                    conn.execute("RELEASE single")
+                except sqlite3.Error:
+                    raise
                 except Exception as exc:
                     conn.execute("ROLLBACK TO single")
-                    conn.execute("RELEASE single")
                     call.error = exc
+                conn.execute("RELEASE single")
             return
         conn.execute("RELEASE merged")
         start = 0
@@ -129,7 +155,7 @@ class DeliveryLog:
     def _write(self, conn: sqlite3.Connection, items: Sequence[Incoming]) -> list[Appended | None]:
         now = time.time()
         keys = [(item.source, item.id) for item in items]
-        (found,) = conn.execute(sql.SEEN_LOOKUP, (orjson.dumps(keys), now - self.dedup_window)).fetchone()
+        (found,) = conn.execute(SEEN_LOOKUP, (orjson.dumps(keys), now - self.dedup_window)).fetchone()
         recent = set(orjson.loads(found)) if found else set()
         fresh: set[tuple[str, str]] = set()
         out: list[Appended | None] = []
@@ -155,10 +181,10 @@ class DeliveryLog:
                     deliveries.append((did, seq, sub))
                     pairs.append((did, sub))
             out.append(Appended(seq, now, pairs))
-        conn.execute(sql.SEEN_INSERT, (orjson.dumps(seen), now))
+        conn.execute(SEEN_INSERT, (orjson.dumps(seen), now))
         if events:
-            conn.execute(sql.EVENTS_INSERT, (orjson.dumps(events), now))
-            conn.execute(sql.DELIVERIES_INSERT, (orjson.dumps(deliveries), now))
+            conn.execute(EVENTS_INSERT, (orjson.dumps(events), now))
+            conn.execute(DELIVERIES_INSERT, (orjson.dumps(deliveries), now))
         return out
 
     # -- dispatch ----------------------------------------------------------------------------
@@ -184,7 +210,7 @@ class DeliveryLog:
             ).fetchone()
             return items, later
 
-        return await self.writer.run(job, durable=False)
+        return await self._db.read(job)
 
     async def backlog(self) -> dict[str, tuple[int, float]]:
         """Per subscription with pending deliveries: their count and the earliest due time."""
@@ -195,20 +221,20 @@ class DeliveryLog:
             )
             return {r[0]: (r[1], r[2]) for r in rows}
 
-        return await self.writer.run(job, durable=False)
+        return await self._db.read(job)
 
     async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
         """Remove confirmed deliveries ``(delivery id, event seq, subscription)``."""
 
         def job(conn: sqlite3.Connection) -> None:
             conn.executemany("DELETE FROM pipeline_deliveries WHERE id = ?", [(d[0],) for d in done])
-            conn.executemany(sql.GC_EVENT, [(d[1],) for d in done])
+            conn.executemany(GC_EVENT, [(d[1],) for d in done])
             counts: dict[str, int] = {}
             for _, _, sub in done:
                 counts[sub] = counts.get(sub, 0) + 1
-            conn.executemany(sql.BUMP.format(col="delivered"), list(counts.items()))
+            conn.executemany(BUMP.format(col="delivered"), list(counts.items()))
 
-        await self.writer.run(job, durable=False)
+        await self._db.write(job, durable=False)
 
     async def drop(self, done: Sequence[tuple[int, int]]) -> int:
         """Remove deliveries ``(delivery id, event seq)`` whose subscription no longer exists;
@@ -217,10 +243,10 @@ class DeliveryLog:
         def job(conn: sqlite3.Connection) -> int:
             cur = conn.executemany("DELETE FROM pipeline_deliveries WHERE id = ?", [(d[0],) for d in done])
             removed = cur.rowcount
-            conn.executemany(sql.GC_EVENT, [(d[1],) for d in done])
+            conn.executemany(GC_EVENT, [(d[1],) for d in done])
             return removed
 
-        return await self.writer.run(job, durable=False)
+        return await self._db.write(job, durable=False)
 
     async def reschedule(self, item: Pending, attempts: int, next_at: float, error: str) -> None:
         """Record a failed attempt and when to try again."""
@@ -232,7 +258,7 @@ class DeliveryLog:
             )
             self._failed(conn, item.subscription, error)
 
-        await self.writer.run(job, durable=False)
+        await self._db.write(job, durable=False)
 
     async def dead_letter(
         self, item: Pending, event: bytes, attempts: int, error: str, status: str | None, body: str | None
@@ -247,15 +273,15 @@ class DeliveryLog:
                 (item.subscription, event, status, body, attempts, error, item.first_at, now),
             )
             conn.execute("DELETE FROM pipeline_deliveries WHERE id = ?", (item.id,))
-            conn.execute(sql.GC_EVENT, (item.event_seq,))
+            conn.execute(GC_EVENT, (item.event_seq,))
             self._failed(conn, item.subscription, error)
-            conn.execute(sql.BUMP.format(col="deadlettered"), (item.subscription, 1))
+            conn.execute(BUMP.format(col="deadlettered"), (item.subscription, 1))
 
-        await self.writer.run(job, durable=False)
+        await self._db.write(job, durable=False)
 
     @staticmethod
     def _failed(conn: sqlite3.Connection, subscription: str, error: str) -> None:
-        conn.execute(sql.BUMP.format(col="failed"), (subscription, 1))
+        conn.execute(BUMP.format(col="failed"), (subscription, 1))
         conn.execute(
             "UPDATE pipeline_stats SET last_error = ?, last_error_at = ? WHERE subscription = ?",
             (error, time.time(), subscription),
@@ -274,7 +300,7 @@ class DeliveryLog:
             ).fetchall()
             return [DeadLetter(r[0], r[1], orjson.loads(r[2]), *r[3:]) for r in rows]
 
-        return await self.writer.run(job, durable=False)
+        return await self._db.read(job)
 
     async def redrive(self, subscription: str, ids: Sequence[int] | None) -> int:
         """Turn dead letters (all of the subscription's, or those ``ids``) back into deliveries."""
@@ -300,7 +326,7 @@ class DeliveryLog:
                 conn.execute("DELETE FROM pipeline_deadletters WHERE id = ?", (dl_id,))
             return len(picked)
 
-        return await self.writer.run(job)
+        return await self._db.write(job)
 
     async def status(self, subscription: str) -> dict[str, Any]:
         """Counts and the last error of one subscription."""
@@ -327,7 +353,7 @@ class DeliveryLog:
                 "lastErrorAt": row[4],
             }
 
-        return await self.writer.run(job, durable=False)
+        return await self._db.read(job)
 
     async def forget(self, subscription: str) -> int:
         """Delete everything kept for a deleted subscription; returns the pending count removed."""
@@ -337,12 +363,12 @@ class DeliveryLog:
                 "SELECT event_seq FROM pipeline_deliveries WHERE subscription = ?", (subscription,)
             ).fetchall()
             conn.execute("DELETE FROM pipeline_deliveries WHERE subscription = ?", (subscription,))
-            conn.executemany(sql.GC_EVENT, seqs)
+            conn.executemany(GC_EVENT, seqs)
             conn.execute("DELETE FROM pipeline_deadletters WHERE subscription = ?", (subscription,))
             conn.execute("DELETE FROM pipeline_stats WHERE subscription = ?", (subscription,))
             return len(seqs)
 
-        return await self.writer.run(job)
+        return await self._db.write(job)
 
     async def purge_seen(self) -> int:
         """Forget de-duplication keys older than the window."""
@@ -351,4 +377,4 @@ class DeliveryLog:
         def job(conn: sqlite3.Connection) -> int:
             return conn.execute("DELETE FROM pipeline_seen WHERE at < ?", (horizon,)).rowcount
 
-        return await self.writer.run(job, durable=False)
+        return await self._db.write(job, durable=False)

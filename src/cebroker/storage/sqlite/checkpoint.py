@@ -2,9 +2,9 @@
 
 By default SQLite checkpoints inside whichever commit pushes the WAL past 1,000 pages: that
 commit then copies the pages into the database file and fsyncs it, and every request waiting
-on it is held up by tens of milliseconds. The log writer turns automatic checkpoints off and
-this thread, with a connection of its own, runs a ``PASSIVE`` checkpoint (one that never waits
-for or blocks the writer) at a fixed interval instead.
+on it is held up by tens of milliseconds. The writer turns automatic checkpoints off and this
+thread, with a connection of its own, runs a ``PASSIVE`` checkpoint (one that never waits for or
+blocks the writer) at a fixed interval instead.
 """
 
 from __future__ import annotations
@@ -12,23 +12,25 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from pathlib import Path
+from collections.abc import Callable
 
-log = logging.getLogger("cebroker.pipeline")
+log = logging.getLogger("cebroker.storage")
 
 
 class Checkpointer:
-    """Checkpoints the WAL of ``path`` every ``interval`` seconds until stopped."""
+    """Checkpoints the WAL of the database ``connect`` opens every ``interval`` seconds until
+    stopped."""
 
-    def __init__(self, path: Path, interval: float = 1.0) -> None:
-        self._path = path
+    def __init__(self, connect: Callable[[], sqlite3.Connection], interval: float = 1.0) -> None:
+        self._connect = connect
         self._interval = interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         """Start the background thread."""
-        self._thread = threading.Thread(target=self._run, name="cebroker-log-checkpoint", daemon=True)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="cebroker-storage-checkpoint", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -39,9 +41,13 @@ class Checkpointer:
             self._thread = None
 
     def _run(self) -> None:
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         try:
+            conn = self._connect()
             conn.execute("PRAGMA busy_timeout=1000")
+        except sqlite3.Error as exc:
+            log.warning("WAL checkpoints are off: %s", exc)
+            return
+        try:
             while not self._stop.wait(self._interval):
                 try:
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()

@@ -1,7 +1,8 @@
-"""An in-memory :class:`cebroker.store.SubscriptionStore`: no durability, same contract.
+"""An in-memory :class:`~cebroker.storage.subscriptions.SubscriptionStore`: no durability, same
+contract.
 
-For fast tests of the parts that use a store; the contract suite in ``tests/store`` runs
-against it and the SQLite store alike. Nothing survives the process.
+A test double for the parts that use a subscription store; the contract suite in
+``tests/storage`` runs against it and the real backends alike. Nothing survives the process.
 """
 
 from __future__ import annotations
@@ -9,15 +10,16 @@ from __future__ import annotations
 import dataclasses
 
 from cebroker.errors import Conflict, NotFound, PreconditionFailed
-from cebroker.store.base import (
+from cebroker.storage.subscriptions import (
     ChangeFeed,
     ChangeKind,
-    Subscription,
     SubscriptionChange,
     SubscriptionPage,
     SubscriptionQuery,
+    encode_cursor,
+    page_start,
 )
-from cebroker.store.codec import decode_cursor, encode_cursor
+from cebroker.subscription import Subscription
 
 
 class MemorySubscriptionStore:
@@ -33,12 +35,6 @@ class MemorySubscriptionStore:
     def changes(self) -> ChangeFeed:
         """The feed on which every write is published."""
         return self._changes
-
-    async def open(self) -> None:
-        """Nothing to open."""
-
-    async def close(self) -> None:
-        """Nothing to close; the contents stay until the object is dropped."""
 
     async def create(self, subscription: Subscription) -> Subscription:
         """Store a new subscription; :class:`Conflict` if its id is taken."""
@@ -74,9 +70,7 @@ class MemorySubscriptionStore:
 
     async def query(self, query: SubscriptionQuery) -> SubscriptionPage:
         """One page of the matching subscriptions in creation order."""
-        if query.limit < 1:
-            raise ValueError(f"a page holds at least one subscription, not {query.limit}")
-        after = decode_cursor(query.cursor) if query.cursor is not None else 0
+        after = page_start(query)
         matches = [
             (seq, sub)
             for seq, sub in sorted(self._rows.values(), key=lambda row: row[0])

@@ -1,51 +1,50 @@
-"""The SubscriptionStore contract (issue 2, "Store"), run against every backend: transactional
-writes, revisions and preconditions, query filters, opaque stable cursors, and a change feed
-published before each write returns."""
+"""The SubscriptionStore contract, run against every storage backend and the in-memory double:
+transactional writes, revisions and preconditions, query filters, opaque stable cursors, and a
+change feed published before each write returns."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cebroker.errors import Conflict, NotFound, PreconditionFailed
-from cebroker.store import (
+from cebroker.storage import (
     ChangeKind,
     InvalidCursor,
-    Subscription,
     SubscriptionChange,
     SubscriptionQuery,
     SubscriptionStore,
 )
-from cebroker.store.memory import MemorySubscriptionStore
-from cebroker.store.sqlite import SqliteSubscriptionStore
+from cebroker.storage.memory import MemorySubscriptionStore
+from cebroker.subscription import Subscription
+from storage.support import STORAGES, opened
 
-#: Every backend, built from a scratch directory.
-BACKENDS: dict[str, Callable[[Path], SubscriptionStore]] = {
-    "sqlite": lambda tmp: SqliteSubscriptionStore(tmp / "subs.db"),
-    "memory": lambda tmp: MemorySubscriptionStore(),
-}
+#: The storage backends plus the in-memory test double.
+STORES = [*sorted(STORAGES), "memory"]
 
 
 def make(sid: str, **kw: Any) -> Subscription:
     return dataclasses.replace(Subscription(id=sid, protocol="HTTP", sink=f"http://127.0.0.1:9/{sid}"), **kw)
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+@pytest.fixture(params=STORES)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SubscriptionStore]:
-    s = BACKENDS[request.param](tmp_path)
-    await s.open()
-    yield s
-    await s.close()
+    if request.param == "memory":
+        yield MemorySubscriptionStore()
+        return
+    async with opened(STORAGES[request.param](tmp_path)) as storage:
+        yield storage.subscriptions
 
 
-@pytest.mark.parametrize("backend", sorted(BACKENDS))
+@pytest.mark.parametrize("backend", STORES)
 def test_satisfies_the_protocol(backend: str, tmp_path: Path) -> None:
-    assert isinstance(BACKENDS[backend](tmp_path), SubscriptionStore)
+    subject = MemorySubscriptionStore() if backend == "memory" else STORAGES[backend](tmp_path).subscriptions
+    assert isinstance(subject, SubscriptionStore)
 
 
 async def test_create_get_roundtrip_keeps_every_field_and_secret(store: SubscriptionStore) -> None:
@@ -198,3 +197,41 @@ async def test_pages_stay_consistent_under_concurrent_deletes(store: Subscriptio
 async def test_limit_below_one_is_refused(store: SubscriptionStore) -> None:
     with pytest.raises(ValueError, match="at least one"):
         await store.query(SubscriptionQuery(limit=0))
+
+
+async def test_refused_writes_change_nothing(store: SubscriptionStore) -> None:
+    """Every refused write (conflict, stale revision, unknown id) leaves the stored state and
+    the feed exactly as they were."""
+    await store.create(make("a", types=("t",), source="/s"))
+    before = await store.all()
+    seen: list[SubscriptionChange] = []
+    store.changes.subscribe(seen.append)
+    with pytest.raises(Conflict):
+        await store.create(make("a", sink="http://other/"))
+    with pytest.raises(PreconditionFailed):
+        await store.replace(make("a", types=("u",)), expected_revision=5)
+    with pytest.raises(PreconditionFailed):
+        await store.delete("a", expected_revision=5)
+    with pytest.raises(NotFound):
+        await store.replace(make("b"))
+    assert await store.all() == before
+    assert [s.id for s in (await store.query(SubscriptionQuery(type="t"))).items] == ["a"]
+    assert (await store.query(SubscriptionQuery(type="u"))).items == []
+    assert seen == []
+
+
+@pytest.mark.parametrize("backend", sorted(STORAGES))
+async def test_survives_close_and_reopen(backend: str, tmp_path: Path) -> None:
+    """What a write stored is there, revisions and creation order included, after a reopen."""
+    async with opened(STORAGES[backend](tmp_path)) as storage:
+        await storage.subscriptions.create(make("first", types=("t",)))
+        await storage.subscriptions.create(make("second"))
+        await storage.subscriptions.replace(make("first", types=("t", "u")))
+        page = await storage.subscriptions.query(SubscriptionQuery(limit=1))
+    async with opened(STORAGES[backend](tmp_path)) as storage:
+        store = storage.subscriptions
+        assert [(s.id, s.revision) for s in await store.all()] == [("first", 2), ("second", 1)]
+        assert [s.id for s in (await store.query(SubscriptionQuery(type="u"))).items] == ["first"]
+        # a cursor issued before the reopen still resumes where it stopped
+        rest = await store.query(SubscriptionQuery(limit=5, cursor=page.next_cursor))
+        assert [s.id for s in rest.items] == ["second"]

@@ -1,6 +1,6 @@
 """Benchmark of the SQLite subscription store; prints figures, asserts nothing.
 
-    .venv/bin/python tests/store/bench_store.py [--subscriptions N]
+    .venv/bin/python tests/storage/bench_store.py [--subscriptions N]
 
 Measures durable creates (one fsync'd transaction each, sequential and 16 concurrent writers),
 point reads, and a ``type=`` query through the indexed side table against the baseline of
@@ -17,8 +17,8 @@ import time
 from collections.abc import Awaitable
 from pathlib import Path
 
-from cebroker.store import Subscription, SubscriptionQuery
-from cebroker.store.sqlite import SqliteSubscriptionStore
+from cebroker.storage import SubscriptionQuery, create_storage
+from cebroker.subscription import Subscription
 
 
 def _sub(i: int) -> Subscription:
@@ -43,8 +43,9 @@ async def _timed(label: str, count: int, work: Awaitable[None]) -> float:
 
 async def main(total: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        store = SqliteSubscriptionStore(Path(tmp) / "bench.db")
-        await store.open()
+        storage = create_storage(Path(tmp) / "bench.db")
+        await storage.open()
+        store = storage.subscriptions
         try:
             seq = min(total, 500)
 
@@ -91,7 +92,7 @@ async def main(total: int) -> None:
             print(f"baseline: load all + filter in Python            median {scan * 1000:8.2f} ms")
             print(f"speed-up of the index over the scan: {scan / idx:.1f}x")
         finally:
-            await store.close()
+            await storage.close()
 
 
 if __name__ == "__main__":

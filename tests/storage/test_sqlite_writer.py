@@ -12,15 +12,24 @@ from pathlib import Path
 import pytest
 
 from cebroker.errors import Overloaded
-from cebroker.pipeline.writer import SqliteWriter
+from cebroker.storage.sqlite.writer import SqliteWriter
 
 
 def _init(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
 
 
+def _writer(path: Path, **kw: int) -> SqliteWriter:
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        return conn
+
+    return SqliteWriter(connect, **kw)
+
+
 async def test_jobs_are_grouped_and_a_failing_job_rolls_back_alone(tmp_path: Path) -> None:
-    writer = SqliteWriter(tmp_path / "w.db")
+    writer = _writer(tmp_path / "w.db")
     writer.start(_init)
     gate = threading.Event()
     try:
@@ -52,7 +61,7 @@ async def test_jobs_are_grouped_and_a_failing_job_rolls_back_alone(tmp_path: Pat
 
 
 async def test_a_full_queue_refuses_bounded_jobs(tmp_path: Path) -> None:
-    writer = SqliteWriter(tmp_path / "w.db", max_queue=2)
+    writer = _writer(tmp_path / "w.db", max_queue=2)
     writer.start(_init)
     gate = threading.Event()
     try:
@@ -74,7 +83,7 @@ async def test_a_full_queue_refuses_bounded_jobs(tmp_path: Path) -> None:
 async def test_a_guarded_job_failing_alone_keeps_the_group(tmp_path: Path) -> None:
     """A ``guarded`` job runs without the writer's savepoint; when it undoes its own writes and
     raises, the other jobs of its group still commit and it alone fails."""
-    writer = SqliteWriter(tmp_path / "w.db")
+    writer = _writer(tmp_path / "w.db")
     writer.start(_init)
     gate = threading.Event()
     try:

@@ -1,0 +1,56 @@
+"""The storage layer: every table the broker keeps, behind three contracts.
+
+* :class:`SubscriptionStore` (subscriptions and their change feed),
+* :class:`DeliveryLog` (events, deliveries, dead letters, counts, de-duplication keys),
+* :class:`RegistryStore` (the xRegistry's entities, as synchronous row access in a transaction),
+
+bundled by a :class:`Storage` that one backend provides and :func:`create_storage` picks from
+:data:`~cebroker.storage.backends.BACKENDS`. Components depend on these contracts only; the
+embedded backend is :mod:`cebroker.storage.sqlite`.
+"""
+
+from cebroker.storage.backends import BACKENDS, create_storage
+from cebroker.storage.base import Storage, StorageOptions
+from cebroker.storage.deliveries import Appended, DeadLetter, DeliveryLog, Incoming, Pending
+from cebroker.storage.errors import SchemaTooNew, StorageError, StorageInUse, StorageUnavailable
+from cebroker.storage.health import StorageHealth
+from cebroker.storage.registry import EntityClash, Kind, RegistryReader, RegistryRows, RegistryStore, Row
+from cebroker.storage.subscriptions import (
+    ChangeFeed,
+    ChangeKind,
+    InvalidCursor,
+    SubscriptionChange,
+    SubscriptionPage,
+    SubscriptionQuery,
+    SubscriptionStore,
+)
+
+__all__ = [
+    "BACKENDS",
+    "Appended",
+    "ChangeFeed",
+    "ChangeKind",
+    "DeadLetter",
+    "DeliveryLog",
+    "EntityClash",
+    "Incoming",
+    "InvalidCursor",
+    "Kind",
+    "Pending",
+    "RegistryReader",
+    "RegistryRows",
+    "RegistryStore",
+    "Row",
+    "SchemaTooNew",
+    "Storage",
+    "StorageError",
+    "StorageHealth",
+    "StorageInUse",
+    "StorageOptions",
+    "StorageUnavailable",
+    "SubscriptionChange",
+    "SubscriptionPage",
+    "SubscriptionQuery",
+    "SubscriptionStore",
+    "create_storage",
+]

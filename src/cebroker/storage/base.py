@@ -1,0 +1,78 @@
+"""The storage bundle: one backend's three stores, opened and closed together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.health import StorageHealth
+from cebroker.storage.registry import RegistryStore
+from cebroker.storage.subscriptions import SubscriptionStore
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StorageOptions:
+    """Settings every backend takes.
+
+    Args:
+        dedup_window: seconds within which a repeated ``(source, id)`` is a duplicate.
+        busy_timeout: seconds a call waits for a lock held by someone else before it fails
+            with ``StorageUnavailable("database locked")``.
+    """
+
+    dedup_window: float = 600.0
+    busy_timeout: float = 10.0
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """Everything the broker keeps, behind the three contracts, from one backend.
+
+    Lifecycle: ``prepare()`` (synchronous, before the server starts: exclusive ownership where
+    the backend needs it, schema migrations), then ``open()`` on the event loop, then
+    ``close()``. The stores may be used between ``open()`` and ``close()`` only.
+    """
+
+    @property
+    def name(self) -> str:
+        """What the storage is, for messages (the database file, the server)."""
+        ...
+
+    @property
+    def subscriptions(self) -> SubscriptionStore:
+        """The subscription store."""
+        ...
+
+    @property
+    def deliveries(self) -> DeliveryLog:
+        """The delivery log."""
+        ...
+
+    @property
+    def registry(self) -> RegistryStore:
+        """The registry store."""
+        ...
+
+    @property
+    def health(self) -> StorageHealth:
+        """Whether writes currently succeed, and why not."""
+        ...
+
+    def prepare(self) -> None:
+        """Take ownership and bring every component's schema up to date; idempotent.
+
+        Raises:
+            StorageInUse: another broker holds the storage.
+            SchemaTooNew: the stored schema is newer than this code.
+            StorageUnavailable: the storage cannot be reached or read.
+        """
+        ...
+
+    async def open(self) -> None:
+        """Prepare if not done yet, then start serving calls."""
+        ...
+
+    async def close(self) -> None:
+        """Finish queued writes, release connections and ownership; idempotent."""
+        ...

@@ -1,0 +1,48 @@
+"""Errors of the storage layer, the same for every backend.
+
+Each backend translates its driver's exceptions into these at its boundary, so no sqlite3 (or
+other driver) exception reaches a component::
+
+    BrokerError
+    └── StorageError                 the storage cannot be used as asked
+        ├── StorageUnavailable  503  a call failed for a reason outside the request (disk full,
+        │                            I/O error, database locked or read-only, ...): nothing of a
+        │                            failed write was stored; retry after ``retry_after`` seconds
+        ├── StorageInUse             another broker process holds the storage (one per file)
+        └── SchemaTooNew             the stored schema is newer than this broker understands
+"""
+
+from __future__ import annotations
+
+from cebroker.errors import BrokerError
+
+
+class StorageError(BrokerError):
+    """The storage cannot be used as asked; what was asked did not happen."""
+
+    status = 503
+    title = "Store unavailable"
+    type_suffix = "store-unavailable"
+
+
+class StorageUnavailable(StorageError):
+    """A storage call failed for a reason outside the request; a failed write stored nothing.
+
+    ``cause`` names the reason in a few words ("disk full", "I/O error", "database locked",
+    "database is read-only", ...); clients get 503 with ``Retry-After``.
+    """
+
+    retry_after: float
+
+    def __init__(self, cause: str, detail: str | None = None, *, retry_after: float = 5.0) -> None:
+        self.cause = cause
+        self.retry_after = retry_after
+        super().__init__(f"storage unavailable: {cause}" + (f" ({detail})" if detail else ""))
+
+
+class StorageInUse(StorageError):
+    """Another process holds the storage: one broker per SQLite file."""
+
+
+class SchemaTooNew(StorageError):
+    """The stored schema of a component is newer than this broker's code."""

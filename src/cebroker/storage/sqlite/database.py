@@ -1,0 +1,222 @@
+"""One SQLite file: its lock, its connections, its pragmas and the durability policy.
+
+Connections (each on a thread of its own, so sqlite3 never blocks the event loop):
+
+* the **writer** (:mod:`cebroker.storage.sqlite.writer`) runs every write, of every store, with
+  group commit;
+* the **reader** runs the reads the API answers from (subscription queries, registry reads,
+  delivery status and dead letters), each in one read transaction; in WAL mode readers never
+  block the writer nor wait for it, so API reads do not queue behind ingest commits;
+* the **checkpointer** (:mod:`cebroker.storage.sqlite.checkpoint`) copies the WAL into the
+  database file off the commit path.
+
+Durability policy: every write whose success is reported to a client or upstream (an event
+answered 202 or acknowledged to its protocol source, a subscription or registry write, a
+re-drive, the clean-up of a deleted subscription) is ``durable``: its transaction commits with
+``synchronous=FULL``, so once the call returns the write survives a crash and a power cut.
+Internal bookkeeping whose loss can only repeat work (a delivery confirmed by its sink but not
+yet deleted is delivered again: at-least-once) is not ``durable``: a transaction holding only
+such writes commits with ``synchronous=NORMAL``, which in WAL mode survives a process crash
+but may be lost to a power cut, and skips the fsync.
+
+Every sqlite3 error becomes :class:`~cebroker.storage.errors.StorageUnavailable` here, and is
+reported to the storage's :class:`~cebroker.storage.health.StorageHealth`, as is every commit
+that changed rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from cebroker.storage.base import StorageOptions
+from cebroker.storage.errors import StorageUnavailable
+from cebroker.storage.health import StorageHealth
+from cebroker.storage.sqlite.checkpoint import Checkpointer
+from cebroker.storage.sqlite.errors import translate
+from cebroker.storage.sqlite.lock import DatabaseLock
+from cebroker.storage.sqlite.migrations import migrate
+from cebroker.storage.sqlite.writer import Job, SqliteWriter
+
+T = TypeVar("T")
+
+#: The WAL is cut back to this size when it restarts after a burst (bytes).
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+
+
+class Database:
+    """The connections to one SQLite file; see the module docstring.
+
+    ``connection_factory`` is the sqlite3 connection class (a subclass can observe or fail
+    calls in tests).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        options: StorageOptions,
+        health: StorageHealth,
+        *,
+        connection_factory: type[sqlite3.Connection] = sqlite3.Connection,
+    ) -> None:
+        self.path = path
+        self.health = health
+        self._options = options
+        self._factory = connection_factory
+        self._lock = DatabaseLock(path)
+        self._prepared = False
+        self.writer = SqliteWriter(self._connect_writer)
+        self.writer.on_written = health.succeeded
+        self.writer.on_failed = health.failed
+        self._checkpointer = Checkpointer(self._connect)
+        self._reader: ThreadPoolExecutor | None = None
+        self._read_conn: sqlite3.Connection | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Take the lock, create the file if needed, switch it to WAL and migrate every schema;
+        idempotent. Synchronous: the CLI calls it before the server starts."""
+        if self._prepared:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageUnavailable(
+                "cannot create the database directory", f"{self.path.parent}: {exc.strerror}"
+            ) from exc
+        self._lock.acquire()
+        try:
+            conn = self._connect()
+            try:
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StorageUnavailable("cannot use WAL mode", f"{self.path}: journal mode is {mode}")
+                migrate(conn, self.path)
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            self._lock.release()
+            raise translate(exc) from exc
+        except BaseException:
+            self._lock.release()
+            raise
+        self._prepared = True
+
+    async def open(self, init: Job) -> None:
+        """Prepare if needed, then start the writer (running ``init`` first), the reader, the
+        checkpointer and the recovery probe."""
+        # The reader's thread also runs the blocking steps of opening and closing, so they need
+        # no other executor (the loop's default one may be shutting down when close() runs).
+        reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cebroker-storage-reader")
+        self._reader = reader
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(reader, self.prepare)
+            await loop.run_in_executor(reader, self.writer.start, init)
+            self._read_conn = await loop.run_in_executor(reader, self._connect_reader)
+        except sqlite3.Error as exc:
+            await self.close()
+            raise translate(exc) from exc
+        except BaseException:
+            await self.close()
+            raise
+        self._checkpointer.start()
+        self.health.watch(self._probe)
+
+    async def close(self) -> None:
+        """Finish queued writes, close every connection and release the lock; idempotent."""
+        await self.health.stop()
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            await asyncio.get_running_loop().run_in_executor(reader, self._shut_down)
+            reader.shutdown(wait=True)
+        self._lock.release()
+        self._prepared = False
+
+    def _shut_down(self) -> None:
+        self._checkpointer.stop()
+        self.writer.stop()
+        conn, self._read_conn = self._read_conn, None
+        if conn is not None:
+            conn.close()
+
+    # -- calls -------------------------------------------------------------------------------
+
+    async def write(
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        durable: bool = True,
+        bounded: bool = False,
+        guarded: bool = False,
+        after: Callable[[T], None] | None = None,
+    ) -> T:
+        """Run ``fn`` in the writer's next transaction (see :meth:`SqliteWriter.run`)."""
+        return await self.writer.run(fn, durable=durable, bounded=bounded, guarded=guarded, after=after)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in one read transaction on the reader connection."""
+        if self._reader is None:
+            raise StorageUnavailable("storage closed", f"{self.path} is not open")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._reader, self._read, fn)
+        except StorageUnavailable as exc:
+            self.health.failed(exc)
+            raise
+
+    # -- connection side ---------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: transactions are explicit (BEGIN ... COMMIT).
+        conn = sqlite3.connect(
+            self.path,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=self._options.busy_timeout,
+            factory=self._factory,
+        )
+        conn.execute(f"PRAGMA busy_timeout={int(self._options.busy_timeout * 1000)}")
+        return conn
+
+    def _connect_writer(self) -> sqlite3.Connection:
+        conn = self._connect()
+        conn.execute("PRAGMA foreign_keys=ON")
+        # Checkpoints run in their own thread (see checkpoint.py), not inside commits.
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+        return conn
+
+    def _connect_reader(self) -> sqlite3.Connection:
+        conn = self._connect()
+        conn.execute("PRAGMA query_only=ON")
+        return conn
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._read_conn
+        if conn is None:
+            raise StorageUnavailable("storage closed", f"{self.path} is not open")
+        try:
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+
+    async def _probe(self) -> None:
+        """The recovery probe: a tiny durable write."""
+        await self.write(
+            lambda conn: (
+                conn.execute(
+                    "INSERT OR REPLACE INTO storage_probe (id, at) VALUES (1, ?)", (time.time(),)
+                ).rowcount
+            )
+        )

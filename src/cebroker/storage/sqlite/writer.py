@@ -1,0 +1,275 @@
+"""The one SQLite writer thread, with group commit.
+
+Every write of the broker (events, deliveries, subscriptions, registry) runs here. Callers on
+the event loop submit small functions of a connection; the thread takes every job queued at
+that moment, runs each inside its own savepoint (a job that raises rolls back alone) and commits
+them together in one transaction, then resolves each caller's future. With ``synchronous=FULL``
+a commit is one fsync, shared by all the requests that arrived meanwhile.
+
+A sqlite3 error raised by a job (rather than translated by it, as a constraint it expects) or by
+the commit means the transaction cannot be trusted: the whole group is rolled back and every
+job in it fails with the :class:`~cebroker.storage.errors.StorageUnavailable` that names the
+cause. Nothing of a failed job is ever committed.
+
+Under load the thread competes with the event loop for the GIL: every SQLite statement and
+every wake-up of the loop releases it, and taking it back from a busy loop can cost up to the
+interpreter's switch interval (5 ms). A group therefore issues as few statements and wake-ups
+as it can: jobs that undo their own partial writes (``guarded``) skip the savepoint, and all the
+futures of one event loop are resolved by a single wake-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from cebroker.errors import Overloaded
+from cebroker.storage.errors import StorageUnavailable
+from cebroker.storage.sqlite.errors import translate
+
+T = TypeVar("T")
+Job = Callable[[sqlite3.Connection], Any]
+log = logging.getLogger("cebroker.storage")
+
+
+@dataclass(slots=True)
+class _Pending:
+    fn: Job
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+    durable: bool
+    guarded: bool
+    after: Callable[[Any], None] | None
+
+
+Outcome = tuple[_Pending, Any, BaseException | None]
+
+
+def _resolve(outcomes: list[Outcome], report: Callable[[], None] | None) -> None:
+    """Settle the futures of one event loop (runs on that loop), in commit order, after
+    ``report``ing the transaction's outcome."""
+    if report is not None:
+        report()
+    for job, result, error in outcomes:
+        if error is None and job.after is not None:
+            # Committed: the follow-up runs even when the caller has been cancelled meanwhile.
+            try:
+                job.after(result)
+            except Exception:
+                log.exception("a follow-up of a committed write failed")
+        if job.future.done():
+            continue  # the caller was cancelled meanwhile
+        if error is not None:
+            job.future.set_exception(error)
+        else:
+            job.future.set_result(result)
+
+
+class _Abort(Exception):
+    """A job left the transaction unusable (SQLite rolled it back under it)."""
+
+
+class SqliteWriter:
+    """Owns the write connection in a dedicated thread; see the module docstring."""
+
+    def __init__(
+        self, connect: Callable[[], sqlite3.Connection], *, max_group: int = 512, max_queue: int = 20_000
+    ) -> None:
+        self._connect = connect
+        self._max_group = max_group
+        self._max_queue = max_queue
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._durable = True  # the connection's current synchronous mode (writer thread only)
+        # What to undo in memory if the current transaction does not commit (writer thread only).
+        self._undo: list[Callable[[BaseException], None]] = []
+        #: Called on the event loop, before the callers are answered, after each commit that
+        #: changed rows (proof that the storage accepts writes) and with the error of each
+        #: transaction that failed.
+        self.on_written: Callable[[], None] | None = None
+        self.on_failed: Callable[[StorageUnavailable], None] | None = None
+
+    @property
+    def running(self) -> bool:
+        """True between :meth:`start` and :meth:`stop`."""
+        return self._thread is not None
+
+    def start(self, init: Job) -> None:
+        """Open the connection, run ``init`` in a transaction in the thread and start serving jobs.
+
+        Raises:
+            StorageUnavailable: the connection or ``init`` failed (translated sqlite3 error).
+        """
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def main() -> None:
+            try:
+                conn = self._connect()
+                conn.execute("PRAGMA synchronous=FULL")
+                conn.execute("BEGIN IMMEDIATE")
+                init(conn)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                failure.append(translate(exc))
+                ready.set()
+                return
+            except BaseException as exc:
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            self._serve(conn)
+
+        self._thread = threading.Thread(target=main, name="cebroker-storage-writer", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            self._thread.join()
+            self._thread = None
+            raise failure[0]
+
+    def backlog(self) -> int:
+        """Jobs waiting for the writer."""
+        return self._queue.qsize()
+
+    async def run(
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        bounded: bool = False,
+        durable: bool = True,
+        guarded: bool = False,
+        after: Callable[[T], None] | None = None,
+    ) -> T:
+        """Run ``fn`` in the writer's next transaction and return its result once committed.
+
+        ``durable``: see :mod:`cebroker.storage.sqlite.database` for the durability policy; a
+        transaction holding only jobs that are not durable commits without the fsync.
+        ``bounded``: refuse (:class:`Overloaded`) when too many jobs are already waiting.
+        ``guarded``: ``fn`` promises that when it raises it has left no write behind (it runs
+        its own savepoint), so the writer does not wrap it in one.
+        ``after``: called on the event loop with the result once committed, before this call
+        returns and in commit order across all writes (even if the caller was cancelled).
+        """
+        if self._thread is None:
+            raise RuntimeError("the storage writer is not running")
+        if bounded and self._queue.qsize() >= self._max_queue:
+            raise Overloaded("the storage is busy; retry shortly", retry_after=1.0)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put(_Pending(fn, future, loop, durable, guarded, after))
+        return await future
+
+    def on_rollback(self, undo: Callable[[BaseException], None]) -> None:
+        """From a job: call ``undo`` with the error if the transaction it runs in does not commit
+        (for results a job hands to callers outside its own return value)."""
+        self._undo.append(undo)
+
+    def stop(self) -> None:
+        """Finish the queued jobs, close the connection and end the thread."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _serve(self, conn: sqlite3.Connection) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                break
+            group = [first]
+            while len(group) < self._max_group:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                    break
+                group.append(item)
+            self._commit(conn, group)
+        conn.close()
+
+    def _commit(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
+        self._undo.clear()
+        outcomes: list[tuple[Any, BaseException | None]]
+        changes = conn.total_changes
+        try:
+            durable = any(job.durable for job in group)
+            if durable != self._durable:
+                conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
+                self._durable = durable
+            conn.execute("BEGIN IMMEDIATE")
+            outcomes = [self._run_job(conn, job) for job in group]
+            conn.execute("COMMIT")
+            report = self.on_written if conn.total_changes != changes else None
+        except (sqlite3.Error, _Abort) as exc:
+            error = translate(exc) if isinstance(exc, sqlite3.Error) else translate(_lost())
+            self._rollback(conn)
+            for undo in self._undo:
+                undo(error)
+            outcomes = [(None, error)] * len(group)
+            report = functools.partial(self.on_failed, error) if self.on_failed is not None else None
+        self._undo.clear()
+        self._wake(group, outcomes, report)
+
+    @staticmethod
+    def _rollback(conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
+                conn.execute("ROLLBACK")
+
+    @staticmethod
+    def _run_job(conn: sqlite3.Connection, job: _Pending) -> tuple[Any, BaseException | None]:
+        """Run one job of the open transaction; a failing job leaves no write behind. A sqlite3
+        error propagates: it aborts the whole group."""
+        outcome: tuple[Any, BaseException | None]
+        if job.guarded:
+            try:
+                outcome = job.fn(conn), None
+            except sqlite3.Error:
+                raise
+            except Exception as exc:
+                outcome = None, exc
+        else:
+            conn.execute("SAVEPOINT job")
+            try:
+                outcome = job.fn(conn), None
+            except sqlite3.Error:
+                raise
+            except Exception as exc:
+                conn.execute("ROLLBACK TO job")
+                outcome = None, exc
+            conn.execute("RELEASE job")
+        if not conn.in_transaction:
+            raise _Abort
+        return outcome
+
+    @staticmethod
+    def _wake(
+        group: list[_Pending],
+        outcomes: list[tuple[Any, BaseException | None]],
+        report: Callable[[], None] | None,
+    ) -> None:
+        """Hand the outcomes to their event loops, one wake-up per loop."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
+        for job, (result, error) in zip(group, outcomes, strict=True):
+            by_loop.setdefault(job.loop, []).append((job, result, error))
+        for loop, settled in by_loop.items():
+            # A closed loop means nobody waits for these results any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, settled, report)
+
+
+def _lost() -> sqlite3.Error:
+    return sqlite3.OperationalError("the transaction was rolled back by SQLite during a write")

@@ -1,0 +1,221 @@
+"""The DeliveryLog contract, run against every storage backend: append with de-duplication,
+read-back in due order and by pages, completion, drops, retries, dead letters and re-drive,
+status counts, clean-up of a deleted subscription, expiry of de-duplication keys, and
+survival across a reopen (issue "Ingress": (source, id) window; "Matching and dispatch")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from cebroker.storage import DeliveryLog, Incoming, Pending, Storage
+from storage.support import STORAGES, opened
+
+EV = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t", "data": {"amount": 1.50, "name": "é"}}
+
+
+def ev(n: int | str, **kw: Any) -> dict[str, Any]:
+    return {**EV, "id": str(n), **kw}
+
+
+def incoming(n: int | str, *subscriptions: str) -> Incoming:
+    return Incoming(ev(n), "/s", str(n), subscriptions)
+
+
+def ids(rows: list[Pending]) -> list[str]:
+    return [json.loads(r.body or "")["id"] for r in rows]
+
+
+def test_satisfies_the_protocol(storage: Storage) -> None:
+    assert isinstance(storage.deliveries, DeliveryLog)
+
+
+async def test_append_dedups_within_the_window_and_after_it(backend: str, tmp_path: Path) -> None:
+    async with opened(STORAGES[backend](tmp_path, dedup_window=0.3)) as storage:
+        log = storage.deliveries
+        first = await log.append([Incoming(EV, "/s", "1", ("a", "b")), Incoming(EV, "/s", "1", ("a",))])
+        assert first[1] is None
+        assert first[0] is not None
+        assert [sub for _, sub in first[0].deliveries] == ["a", "b"]
+        assert await log.append([Incoming(EV, "/s", "1", ("a",))]) == [None]
+        # the same id from another source is another event
+        assert (await log.append([Incoming(EV, "/other", "1", ("a",))]))[0] is not None
+        await asyncio.sleep(0.35)
+        again = await log.append([Incoming(EV, "/s", "1", ("a",))])
+        assert again[0] is not None
+        assert len(again[0].deliveries) == 1
+        assert await log.purge_seen() == 1  # /other's key expired; /s's was just refreshed
+        assert await log.purge_seen() == 0
+
+
+async def test_an_event_matching_nothing_keeps_only_its_key(storage: Storage) -> None:
+    log = storage.deliveries
+    (written,) = await log.append([incoming(1)])
+    assert written is not None
+    assert (written.seq, written.deliveries) == (0, [])
+    assert await log.backlog() == {}
+    assert await log.append([incoming(1, "a")]) == [None]  # still a duplicate
+
+
+async def test_events_read_back_as_sent_and_complete_removes_them(storage: Storage) -> None:
+    """Stored JSON keeps the values; pre-serialized events (bytes) are accepted too."""
+    log = storage.deliveries
+    raw = orjson.dumps(ev(2))
+    await log.append([Incoming(EV, "/s", "1", ("a",)), Incoming(raw, "/s", "2", ("a",))])
+    rows, later = await log.due("a", 10)
+    assert later is None
+    assert [json.loads(r.body or "") for r in rows] == [EV, ev(2)]
+    assert (await log.backlog())["a"][0] == 2
+    await log.complete([(rows[0].id, rows[0].event_seq, "a")])
+    await log.dead_letter(rows[1], rows[1].body or b"", 3, "sink answered 400", "400", "no")
+    assert await log.backlog() == {}
+    status = await log.status("a")
+    assert (status["delivered"], status["failed"], status["deadlettered"]) == (1, 1, 1)
+    (dead,) = await log.dead_letters("a", 0, 10)
+    assert (dead.event["id"], dead.status, dead.attempts) == ("2", "400", 3)
+    assert await log.redrive("a", [dead.id + 1]) == 0
+    assert await log.redrive("a", None) == 1
+    rows, _ = await log.due("a", 10)
+    assert ids(rows) == ["2"]
+    assert rows[0].attempts == 0
+    assert await log.forget("a") == 1
+    assert await log.backlog() == {}
+
+
+async def test_due_pages_in_due_order_and_says_when_more_fall_due(storage: Storage) -> None:
+    log = storage.deliveries
+    await log.append([incoming(n, "a") for n in range(5)])
+    await log.append([incoming(9, "b")])
+    page, later = await log.due("a", 2)
+    assert ids(page) == ["0", "1"]
+    assert later is not None
+    assert later <= time.time()
+    # a retry pushed into the future goes behind the others and is not due
+    await log.reschedule(page[0], 1, time.time() + 60, "503 from the sink")
+    page, later = await log.due("a", 10)
+    assert ids(page) == ["1", "2", "3", "4"]
+    assert later is not None
+    assert later > time.time() + 50
+    backlog = await log.backlog()
+    assert (backlog["a"][0], backlog["b"][0]) == (5, 1)
+    status = await log.status("a")
+    assert (status["failed"], status["pending"], status["lastError"]) == (1, 5, "503 from the sink")
+    assert status["lastErrorAt"] is not None
+    # a retry due again comes back with its attempt count
+    await log.reschedule(page[0], 2, time.time() - 1, "timeout")
+    first, _ = await log.due("a", 1)
+    assert (ids(first), first[0].attempts) == (["1"], 2)
+
+
+async def test_drop_removes_what_is_still_there(storage: Storage) -> None:
+    log = storage.deliveries
+    await log.append([incoming(1, "a", "b")])
+    rows, _ = await log.due("a", 10)
+    assert await log.drop([(rows[0].id, rows[0].event_seq)]) == 1
+    assert await log.drop([(rows[0].id, rows[0].event_seq)]) == 0
+    # the event stays for the other subscription's delivery
+    assert ids((await log.due("b", 10))[0]) == ["1"]
+    assert (await log.status("a"))["pending"] == 0
+
+
+async def test_dead_letters_page_and_redrive_picks(storage: Storage) -> None:
+    log = storage.deliveries
+    await log.append([incoming(n, "a") for n in range(4)])
+    rows, _ = await log.due("a", 10)
+    for row in rows:
+        await log.dead_letter(
+            row, row.body.encode() if isinstance(row.body, str) else b"", 1, "gone", None, None
+        )
+    first = await log.dead_letters("a", 0, 3)
+    assert [d.event["id"] for d in first] == ["0", "1", "2"]
+    rest = await log.dead_letters("a", first[-1].id, 3)
+    assert [d.event["id"] for d in rest] == ["3"]
+    assert await log.dead_letters("b", 0, 10) == []
+    assert await log.redrive("a", [first[1].id, rest[0].id]) == 2
+    assert ids((await log.due("a", 10))[0]) == ["1", "3"]
+    assert [d.event["id"] for d in await log.dead_letters("a", 0, 10)] == ["0", "2"]
+    status = await log.status("a")
+    assert (status["deadlettered"], status["deadletteredTotal"], status["pending"]) == (2, 4, 2)
+
+
+async def test_status_of_an_unknown_subscription_is_zero(storage: Storage) -> None:
+    assert await storage.deliveries.status("nobody") == {
+        "delivered": 0,
+        "failed": 0,
+        "pending": 0,
+        "deadlettered": 0,
+        "deadletteredTotal": 0,
+        "lastError": None,
+        "lastErrorAt": None,
+    }
+
+
+async def test_forget_removes_everything_of_one_subscription(storage: Storage) -> None:
+    log = storage.deliveries
+    await log.append([incoming(n, "a", "b") for n in range(3)])
+    rows, _ = await log.due("a", 10)
+    await log.dead_letter(rows[0], b'{"id": "0"}', 1, "no", None, None)
+    await log.complete([(rows[1].id, rows[1].event_seq, "a")])
+    assert await log.forget("a") == 1
+    assert await log.status("a") == await log.status("nobody")
+    assert await log.dead_letters("a", 0, 10) == []
+    assert ids((await log.due("b", 10))[0]) == ["0", "1", "2"]  # b's deliveries are untouched
+
+
+async def test_concurrent_appends_are_merged_and_a_bad_one_fails_alone(storage: Storage) -> None:
+    """Group commit: concurrent calls share a write; a call whose event cannot be serialised
+    fails on its own and stores nothing, the others are committed."""
+    log = storage.deliveries
+    good = [[Incoming(ev(f"g{n}"), "/s", f"g{n}", ("a",))] for n in range(20)]
+    bad = [Incoming({**ev("bad"), "x": object()}, "/s", "bad", ("a",))]
+    outcomes = await asyncio.gather(
+        *(log.append(c) for c in [*good[:10], bad, *good[10:]]), return_exceptions=True
+    )
+    assert isinstance(outcomes[10], TypeError)
+    assert all(isinstance(o, list) and o[0] is not None for i, o in enumerate(outcomes) if i != 10)
+    rows, _ = await log.due("a", 100)
+    assert sorted(ids(rows)) == sorted(f"g{n}" for n in range(20))
+    # The bad event's key was rolled back with it: the same (source, id) is accepted later.
+    assert (await log.append([Incoming(ev("bad"), "/s", "bad", ("a",))]))[0] is not None
+
+
+async def test_everything_survives_close_and_reopen(backend: str, tmp_path: Path) -> None:
+    """Deliveries, retries, dead letters, counts and de-duplication keys are durable."""
+    async with opened(STORAGES[backend](tmp_path)) as storage:
+        log = storage.deliveries
+        await log.append([incoming(n, "a") for n in range(3)])
+        rows, _ = await log.due("a", 10)
+        await log.complete([(rows[0].id, rows[0].event_seq, "a")])
+        await log.reschedule(rows[1], 1, time.time() + 60, "later")
+        await log.dead_letter(rows[2], b'{"id": "2"}', 4, "never", "410", "gone")
+        before = await log.status("a")
+    async with opened(STORAGES[backend](tmp_path)) as storage:
+        log = storage.deliveries
+        assert await log.status("a") == before
+        assert await log.append([incoming(0, "a")]) == [None]
+        (dead,) = await log.dead_letters("a", 0, 10)
+        assert (dead.event, dead.status, dead.body, dead.attempts) == ({"id": "2"}, "410", "gone", 4)
+        assert (await log.due("a", 10))[0] == []  # the retry is not due yet
+        (fresh,) = await log.append([incoming(7, "a")])
+        assert fresh is not None
+        await log.reschedule(rows[1], 2, time.time() - 1, "now")
+        due, _ = await log.due("a", 10)
+        assert sorted(ids(due)) == ["1", "7"]
+        assert len({r.id for r in due}) == 2
+
+
+@pytest.mark.parametrize("size", [1, 1000])
+async def test_one_append_is_all_or_nothing(storage: Storage, size: int) -> None:
+    """A call with one unserialisable event stores none of its events, nor their keys."""
+    log = storage.deliveries
+    batch = [incoming(n, "a") for n in range(size - 1)] + [Incoming({"x": object()}, "/s", "bad", ("a",))]
+    with pytest.raises(TypeError):
+        await log.append(batch)
+    assert await log.backlog() == {}
+    assert all(w is not None for w in await log.append([incoming(n, "a") for n in range(size - 1)]))
