@@ -28,6 +28,12 @@ def incoming(n: int | str, *subscriptions: str) -> Incoming:
     return Incoming(ev(n), "/s", str(n), subscriptions)
 
 
+def stored(row: Pending) -> bytes:
+    """The event of ``row`` as the dispatcher hands it to ``dead_letter``."""
+    body = row.body or b""
+    return body.encode() if isinstance(body, str) else body
+
+
 def ids(rows: list[Pending]) -> list[str]:
     return [json.loads(r.body or "")["id"] for r in rows]
 
@@ -73,7 +79,7 @@ async def test_events_read_back_as_sent_and_complete_removes_them(storage: Stora
     assert [json.loads(r.body or "") for r in rows] == [EV, ev(2)]
     assert (await log.backlog())["a"][0] == 2
     await log.complete([(rows[0].id, rows[0].event_seq, "a")])
-    await log.dead_letter(rows[1], rows[1].body or b"", 3, "sink answered 400", "400", "no")
+    await log.dead_letter(rows[1], stored(rows[1]), 3, "sink answered 400", "400", "no")
     assert await log.backlog() == {}
     status = await log.status("a")
     assert (status["delivered"], status["failed"], status["deadlettered"]) == (1, 1, 1)
@@ -129,9 +135,7 @@ async def test_dead_letters_page_and_redrive_picks(storage: Storage) -> None:
     await log.append([incoming(n, "a") for n in range(4)])
     rows, _ = await log.due("a", 10)
     for row in rows:
-        await log.dead_letter(
-            row, row.body.encode() if isinstance(row.body, str) else b"", 1, "gone", None, None
-        )
+        await log.dead_letter(row, stored(row), 1, "gone", None, None)
     first = await log.dead_letters("a", 0, 3)
     assert [d.event["id"] for d in first] == ["0", "1", "2"]
     rest = await log.dead_letters("a", first[-1].id, 3)

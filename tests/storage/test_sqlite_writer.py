@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from cebroker.errors import Overloaded
+from cebroker.storage import StorageUnavailable
 from cebroker.storage.sqlite.writer import SqliteWriter
+from storage.faults import sqlite_error
 
 
 def _init(conn: sqlite3.Connection) -> None:
@@ -116,3 +118,85 @@ async def test_a_guarded_job_failing_alone_keeps_the_group(tmp_path: Path) -> No
     finally:
         gate.set()
         writer.stop()
+
+
+async def test_a_sqlite_error_in_a_job_fails_the_whole_group(tmp_path: Path) -> None:
+    """A sqlite3 error (the storage failing, not one job's input) rolls the whole transaction
+    back: every job of the group fails with StorageUnavailable naming the cause, nothing of it
+    is stored, and registered undo functions are called with that error."""
+    writer = _writer(tmp_path / "w.db")
+    writer.start(_init)
+    gate = threading.Event()
+    undone: list[BaseException] = []
+    try:
+        blocker = asyncio.ensure_future(writer.run(lambda conn: gate.wait(5)))
+        await asyncio.sleep(0.05)
+
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO t VALUES (1)")
+            writer.on_rollback(undone.append)
+
+        def disk_full(conn: sqlite3.Connection) -> None:
+            raise sqlite_error("disk full")
+
+        jobs = [asyncio.ensure_future(writer.run(fn)) for fn in (insert, disk_full, insert)]
+        gate.set()
+        await blocker
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        assert all(isinstance(r, StorageUnavailable) and r.cause == "disk full" for r in results)
+        assert results[0] is results[1]
+        assert undone == [results[0]]  # the third job never ran
+        assert await writer.run(lambda conn: conn.execute("SELECT count(*) FROM t").fetchone()[0]) == 0
+    finally:
+        gate.set()
+        writer.stop()
+
+
+async def test_after_runs_once_committed_in_commit_order(tmp_path: Path) -> None:
+    """``after`` sees each committed result before its call returns, in commit order, even when
+    the caller gave up waiting; a job that failed has no ``after``."""
+    writer = _writer(tmp_path / "w.db")
+    writer.start(_init)
+    gate = threading.Event()
+    seen: list[int] = []
+    try:
+        blocker = asyncio.ensure_future(writer.run(lambda conn: gate.wait(5)))
+        await asyncio.sleep(0.05)
+
+        def insert(value: int) -> Callable[[sqlite3.Connection], int]:
+            def job(conn: sqlite3.Connection) -> int:
+                conn.execute("INSERT INTO t VALUES (?)", (value,))
+                if value == 2:
+                    raise ValueError("refused")
+                return value
+
+            return job
+
+        async def call(value: int) -> tuple[int, list[int]]:
+            result = await writer.run(insert(value), after=seen.append)
+            return result, list(seen)
+
+        jobs = [asyncio.ensure_future(call(v)) for v in range(5)]
+        await asyncio.sleep(0)
+        jobs[3].cancel()  # its write still commits, and is still published
+        gate.set()
+        await blocker
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        assert seen == [0, 1, 3, 4]
+        for value in (0, 1, 4):
+            outcome = results[value]
+            assert isinstance(outcome, tuple)
+            result, published = outcome
+            assert result == value
+            assert value in published  # published by the time the call returned
+        assert isinstance(results[2], ValueError)
+        assert isinstance(results[3], asyncio.CancelledError)
+    finally:
+        gate.set()
+        writer.stop()
+
+
+async def test_a_stopped_writer_refuses_with_storage_unavailable(tmp_path: Path) -> None:
+    writer = _writer(tmp_path / "w.db")
+    with pytest.raises(StorageUnavailable, match="closed"):
+        await writer.run(lambda conn: None)

@@ -160,11 +160,13 @@ async def test_change_feed_publishes_before_write_returns(store: SubscriptionSto
     await store.create(make("a"))
     assert [(c.kind, c.subscription.revision) for c in seen] == [(ChangeKind.CREATED, 1)]
     await store.replace(make("a", source="/x"))
-    assert seen[-1].kind is ChangeKind.UPDATED
-    assert seen[-1].subscription.source == "/x"
+    updated = seen[-1]
+    assert updated.kind is ChangeKind.UPDATED
+    assert updated.subscription.source == "/x"
     await store.delete("a")
-    assert seen[-1].kind is ChangeKind.DELETED
-    assert seen[-1].subscription.revision == 2
+    deleted = seen[-1]
+    assert deleted.kind is ChangeKind.DELETED
+    assert deleted.subscription.revision == 2
     with pytest.raises(NotFound):
         await store.delete("a")
     assert len(seen) == 3  # failed writes publish nothing

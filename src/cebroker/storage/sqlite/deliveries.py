@@ -4,8 +4,12 @@ An ingest writes the events, their de-duplication keys and one delivery row per 
 subscription in the same transaction, so an acknowledged event always has its deliveries on
 disk. A delivery row leaves only when its sink confirmed it, when it became a dead letter, or
 when its subscription was deleted. Writes go through the storage's writer (``durable`` as the
-policy in :mod:`cebroker.storage.sqlite.database` says); reads go to the reader connection, and
-see every write whose call has returned.
+policy in :mod:`cebroker.storage.sqlite.database` says). The API's reads (``status``,
+``dead_letters``) go to the reader connection. The dispatcher's reads (``due``, ``backlog``) run
+on the writer, in order with its writes: a page of due deliveries read before a completion
+committed must not reach the dispatcher after it has forgotten that delivery, or the delivery
+would be handed out twice, and a page read before an ingest committed must not tell it that
+nothing more is due.
 """
 
 from __future__ import annotations
@@ -210,7 +214,8 @@ class SqliteDeliveryLog:
             ).fetchone()
             return items, later
 
-        return await self._db.read(job)
+        # On the writer, in order with the dispatcher's own writes: see the module docstring.
+        return await self._db.write(job, durable=False)
 
     async def backlog(self) -> dict[str, tuple[int, float]]:
         """Per subscription with pending deliveries: their count and the earliest due time."""
@@ -221,7 +226,8 @@ class SqliteDeliveryLog:
             )
             return {r[0]: (r[1], r[2]) for r in rows}
 
-        return await self._db.read(job)
+        # On the writer, in order with the dispatcher's own writes: see the module docstring.
+        return await self._db.write(job, durable=False)
 
     async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
         """Remove confirmed deliveries ``(delivery id, event seq, subscription)``."""

@@ -161,7 +161,7 @@ class SqliteWriter:
         returns and in commit order across all writes (even if the caller was cancelled).
         """
         if self._thread is None:
-            raise RuntimeError("the storage writer is not running")
+            raise StorageUnavailable("storage closed", "the writer is not running")
         if bounded and self._queue.qsize() >= self._max_queue:
             raise Overloaded("the storage is busy; retry shortly", retry_after=1.0)
         loop = asyncio.get_running_loop()
