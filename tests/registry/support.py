@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
