@@ -174,6 +174,22 @@ def test_data_survives_restart(tmp_path: Path) -> None:
 
 
 @XREGISTRY_SAMPLES.needed
+def test_definitions_check_events_after_a_restart(tmp_path: Path) -> None:
+    """The definition index is built when the registry starts, not only after a write: a broker
+    restarted over a registry with definitions checks events against them at once."""
+    db = tmp_path / "cebroker.db"
+    definition = {
+        "envelope": "CloudEvents/1.0",
+        "envelopemetadata": {"type": {"value": "com.example.x"}, "subject": {"required": True}},
+    }
+    event = {"specversion": "1.0", "id": "1", "type": "com.example.x", "source": "/s"}
+    with make_client(*new_registry(db)) as c:
+        assert c.put("/messagegroups/g/messages/m", json=definition).status_code == 201
+    component, storage = new_registry(db)
+    with make_client(component, storage):
+        assert [v.pointer for v in component.validator.validate(event)] == ["/subject"]
+
+
 def test_export_imports_into_another_registry(tmp_path: Path, client: TestClient) -> None:
     """GET /export?collections is directly POST-able to a fresh registry (HTTP binding ?collections)."""
     doc = json.loads((SCENARIOS / "lightbulb-avro.xreg.json").read_text())
