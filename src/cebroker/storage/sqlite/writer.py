@@ -110,6 +110,7 @@ class SqliteWriter:
         """
         ready = threading.Event()
         failure: list[BaseException] = []
+        self._durable = True
 
         def main() -> None:
             try:
