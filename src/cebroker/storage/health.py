@@ -53,7 +53,10 @@ class StorageHealth:
         if self.cause is None:
             return
         log.info(
-            "%s: available again after %.1f s (%s)", self.name, time.monotonic() - self._since, self.cause
+            "%s: storage available again after %.1f s (was: %s)",
+            self.name,
+            time.monotonic() - self._since,
+            self.cause,
         )
         self.cause = None
         self._episode.clear()

@@ -110,7 +110,9 @@ class Database:
 
     async def open(self, init: Job) -> None:
         """Prepare if needed, then start the writer (running ``init`` first), the reader, the
-        checkpointer and the recovery probe."""
+        checkpointer and the recovery probe; idempotent."""
+        if self._reader is not None:
+            return
         # The reader's thread also runs the blocking steps of opening and closing, so they need
         # no other executor (the loop's default one may be shutting down when close() runs).
         reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cebroker-storage-reader")
