@@ -2,7 +2,9 @@
 
 Each part of the service (subscriptions API, event pipeline, registry, ...) is a
 :class:`Component`: it contributes routes and has a start/stop lifecycle. ``build_components``
-is the one place where the parts are created and wired to each other.
+is the one place where the parts are created and wired to each other, and
+:func:`validation_rules` the one place where the Subscriptions API learns what the other parts
+declare about subscriptions.
 """
 
 from __future__ import annotations
@@ -18,10 +20,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from cebroker.api.problem import problem, problem_from_error
+from cebroker.api.ops import OpsComponent
+from cebroker.api.subscriptions import SubscriptionsComponent
+from cebroker.api.validation import ValidationRules, build_rules
 from cebroker.errors import BrokerError
+from cebroker.pipeline.component import PipelineComponent
+from cebroker.pipeline.rules import SUBSCRIPTION_RULES as PIPELINE_RULES
+from cebroker.registry.component import RegistryComponent
 from cebroker.settings import Settings
+from cebroker.sources.component import SourcesComponent
+from cebroker.sources.rules import SUBSCRIPTION_RULES as BRIDGE_RULES
 from cebroker.storage import Storage, StorageOptions, create_storage
+from cebroker.web.problem import problem, problem_from_error
 
 log = logging.getLogger("cebroker")
 
@@ -70,21 +80,25 @@ def storage_from_settings(settings: Settings) -> Storage:
     return create_storage(settings.db, StorageOptions(dedup_window=settings.dedup_window))
 
 
+def validation_rules() -> ValidationRules:
+    """The Subscriptions API's rules: its own, plus the settings and ``config`` keys the pipeline
+    (retry policy, HTTP content mode) and the protocol bridge (content modes, Kafka key) declare."""
+    return build_rules(PIPELINE_RULES, BRIDGE_RULES)
+
+
 def build_components(settings: Settings, storage: Storage | None = None) -> list[Component]:
     """Create every part of the broker, wired to each other, in start order.
 
     ``storage`` defaults to the one the settings name (:func:`storage_from_settings`); every part gets
     the contract it needs from it.
     """
-    from cebroker.api.ops import OpsComponent
-    from cebroker.api.subscriptions import SubscriptionsComponent
-    from cebroker.pipeline.component import PipelineComponent
-    from cebroker.registry.component import RegistryComponent
-
     storage = storage if storage is not None else storage_from_settings(settings)
     # The one subscription store; parts that read or follow subscriptions get this instance.
     store = storage.subscriptions
-    components: list[Component] = [StorageComponent(storage), SubscriptionsComponent(store, settings)]
+    components: list[Component] = [
+        StorageComponent(storage),
+        SubscriptionsComponent(store, settings, validation_rules()),
+    ]
     # The registry checks incoming events for the pipeline (its validator) and announces its
     # own changes through the pipeline (its ingestor): the two are wired to each other.
     registry = RegistryComponent(
@@ -93,13 +107,7 @@ def build_components(settings: Settings, storage: Storage | None = None) -> list
     # The event pipeline follows the store's change feed, so it starts after the storage is open.
     pipeline = PipelineComponent(settings, store, storage.deliveries, validator=registry.validator)
     components.append(pipeline)
-    from cebroker.sources.rules import register_protocol_rules
-
-    # Delivery settings of the protocol bridge (content mode, Kafka key attribute).
-    register_protocol_rules()
     if settings.sources:
-        from cebroker.sources import SourcesComponent
-
         # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it.
         components.append(
             SourcesComponent(settings.sources, pipeline.pipeline, metrics=pipeline.metrics.registry)

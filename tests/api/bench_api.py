@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from cebroker.api.validation import realize
-from cebroker.app import create_app
+from cebroker.app import create_app, validation_rules
 from cebroker.settings import Settings
 from cebroker.storage import create_storage
 
@@ -46,9 +46,10 @@ async def main(total: int) -> None:
         storage = create_storage(Path(tmp) / "baseline.db")
         await storage.open()
         store = storage.subscriptions
+        rules = validation_rules()
         t0 = time.perf_counter()
         for i in range(total):
-            await store.create(realize(_body(i), subscription_id=str(uuid.uuid4())))
+            await store.create(realize(_body(i), rules=rules, subscription_id=str(uuid.uuid4())))
         baseline = _report("baseline: validate + store.create", total, time.perf_counter() - t0)
         await storage.close()
 

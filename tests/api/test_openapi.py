@@ -69,12 +69,14 @@ async def test_document_is_openapi_31_with_valid_schemas(doc: dict[str, Any]) ->
 
 
 async def test_registered_settings_are_documented(doc: dict[str, Any]) -> None:
-    """Settings other parts register (HTTP ``contentmode`` from the pipeline) appear in the schema."""
+    """Settings other parts declare (HTTP ``contentmode`` from the pipeline) appear in the schema."""
     from cebroker.api.openapi_schemas import SETTINGS_SCHEMAS
-    from cebroker.api.validation import PROTOCOLS
+    from cebroker.app import validation_rules
 
-    assert set(SETTINGS_SCHEMAS) == set(PROTOCOLS)
-    for protocol, rules in PROTOCOLS.items():
+    protocols = validation_rules().protocols
+    assert set(SETTINGS_SCHEMAS) == set(protocols)
+    assert "contentmode" in protocols["HTTP"].settings
+    for protocol, rules in protocols.items():
         documented = set(doc["components"]["schemas"][SETTINGS_SCHEMAS[protocol]]["properties"])
         assert set(rules.settings) == documented, protocol
 

@@ -7,13 +7,17 @@ from typing import Any
 import pytest
 from starlette.datastructures import QueryParams
 
-from cebroker.api.body import parse_json
-from cebroker.api.conditional import check_if_match
 from cebroker.api.query import next_link, parse_query
-from cebroker.api.validation import realize
+from cebroker.api.validation import build_rules, realize
+from cebroker.app import validation_rules
 from cebroker.errors import PreconditionFailed, ValidationError
-from cebroker.sources.rules import register_protocol_rules
 from cebroker.storage import SubscriptionQuery
+from cebroker.subscription_rules import ConfigKeyRule, SubscriptionRules
+from cebroker.web.body import parse_json
+from cebroker.web.conditional import check_if_match
+
+#: The rules the broker validates with (its own and every part's declarations).
+RULES = validation_rules()
 
 
 def test_parse_json_accepts_objects_and_rejects_the_rest() -> None:
@@ -47,15 +51,15 @@ def test_realize_survives_pathological_nesting() -> None:
     for _ in range(5000):
         deep = {"not": deep}
     with pytest.raises(ValidationError) as info:
-        realize({"protocol": "HTTP", "sink": "http://h/", "filters": [deep]}, subscription_id="x")
+        realize(
+            {"protocol": "HTTP", "sink": "http://h/", "filters": [deep]}, rules=RULES, subscription_id="x"
+        )
     assert info.value.problems[0].pointer.startswith("/filters/0")
 
 
 def test_realize_ignores_body_id_on_create() -> None:
     """3.2.5.1: the server assigns the id; defaults are applied (contentmode comes from the
-    protocol bridge's registered rules, registered here so the result does not depend on
-    which test built an app first)."""
-    register_protocol_rules()
+    protocol bridge's declared rules)."""
     sub = realize(
         {
             "id": "client-chosen",
@@ -63,6 +67,7 @@ def test_realize_ignores_body_id_on_create() -> None:
             "sink": "tls://n:4222",
             "protocolsettings": {"subject": "a"},
         },
+        rules=RULES,
         subscription_id="srv",
     )
     assert sub.id == "srv"
@@ -99,16 +104,19 @@ def test_parse_query_and_next_link_round_trip() -> None:
     assert again == SubscriptionQuery(protocol="HTTP", type="com.a b", limit=5, cursor="CUR")
 
 
-def test_a_failing_registered_check_is_a_problem_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Checks registered by other parts are guarded: a bug in one names the field (400)."""
-    from cebroker.api.validation import subscription
+def test_a_failing_declared_check_is_a_problem_not_a_crash() -> None:
+    """Checks declared by other parts are guarded: a bug in one names the field (400)."""
 
-    def broken(value: Any, pointer: str, problems: Any) -> None:
+    def broken(value: Any) -> list[str]:
         raise TypeError("bug")
 
-    monkeypatch.setitem(subscription.CONFIG_KEYS, "broken", broken)
+    rules = build_rules(SubscriptionRules(config_keys=(ConfigKeyRule(name="broken", check=broken),)))
     with pytest.raises(ValidationError) as info:
-        realize({"protocol": "HTTP", "sink": "http://h/", "config": {"broken": 1}}, subscription_id="x")
+        realize(
+            {"protocol": "HTTP", "sink": "http://h/", "config": {"broken": 1}},
+            rules=rules,
+            subscription_id="x",
+        )
     assert [p.pointer for p in info.value.problems] == ["/config/broken"]
 
 
@@ -128,10 +136,10 @@ def test_sender_refusals_are_reported_with_a_pointer(monkeypatch: pytest.MonkeyP
     body = {"protocol": "NATS", "sink": "nats://user:pw@n:4222", "protocolsettings": {"subject": "a"}}
     monkeypatch.setattr(delivery, "check_destination", refuse("protocolsettings.subject"))
     with pytest.raises(ValidationError) as info:
-        realize(body, subscription_id="x")
+        realize(body, rules=RULES, subscription_id="x")
     assert info.value.problems[0].pointer == "/protocolsettings/subject"
     monkeypatch.setattr(delivery, "check_destination", refuse("sink"))
     with pytest.raises(ValidationError) as info:
-        realize(body, subscription_id="x")
+        realize(body, rules=RULES, subscription_id="x")
     assert info.value.problems[0].pointer == "/sink"
     assert "pw" not in info.value.problems[0].message

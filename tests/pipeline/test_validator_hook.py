@@ -1,5 +1,5 @@
 """The ingress hook for registry validation (mode off | warn | enforce), and the ``Ingestor``
-contract used by the registry and protocol ingress (``pipeline/contracts.py``)."""
+contract used by the registry and protocol ingress (``cebroker/contracts.py``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 
 from cebroker.api.ops import OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
-from cebroker.app import Component, StorageComponent, create_app
+from cebroker.app import Component, StorageComponent, create_app, validation_rules
+from cebroker.contracts import Event, Ingestor, Violation
 from cebroker.errors import ValidationError
 from cebroker.pipeline.component import PipelineComponent
-from cebroker.pipeline.contracts import Event, Ingestor, Violation
 from cebroker.settings import Settings
 from cebroker.storage import create_storage
 from pipeline.helpers import event
@@ -38,7 +38,7 @@ def _app(tmp_path: Path, mode: str) -> tuple[Any, PipelineComponent]:
     pipeline = PipelineComponent(settings, store, storage.deliveries, validator=AmountValidator())
     parts: list[Component] = [
         StorageComponent(storage),
-        SubscriptionsComponent(store, settings),
+        SubscriptionsComponent(store, settings, validation_rules()),
         pipeline,
         OpsComponent(storage.health),
     ]

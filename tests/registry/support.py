@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from support.shared import XREGISTRY_SAMPLES
 
-from cebroker.pipeline.contracts import Event, IngestResult
+from cebroker.contracts import Event, IngestResult
 from cebroker.registry.component import RegistryComponent
 from cebroker.storage import Storage, create_storage
 

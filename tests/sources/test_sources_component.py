@@ -14,8 +14,8 @@ import pytest
 from ceprotocols.errors import SettingsError
 from servers import MosquittoServer
 
+from cebroker.contracts import Event, Ingestor, IngestResult
 from cebroker.errors import FieldProblem, Overloaded, ValidationError
-from cebroker.pipeline.contracts import Event, Ingestor, IngestResult
 from cebroker.sources import SourcesComponent
 
 pytestmark = pytest.mark.mqtt

@@ -1,9 +1,10 @@
 """The OpenAPI 3.1 document of the Subscriptions API, served at ``/openapi.json``.
 
 Paths, parameters, headers and status codes are written out here by hand; the body schemas
-live in :mod:`cebroker.api.openapi_schemas`. Settings that other parts register at run time
-(:func:`cebroker.api.validation.register_setting` with a ``schema``) are merged in, so the
-document keeps describing what the validator accepts.
+live in :mod:`cebroker.api.openapi_schemas`. The settings other parts declare (each with its
+``schema``, see :mod:`cebroker.subscription_rules`) are merged in from the same
+:class:`~cebroker.api.validation.ValidationRules` the validator uses, so the document keeps
+describing what the validator accepts.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from cebroker import __version__
 from cebroker.api.openapi_schemas import SCHEMAS, SETTINGS_SCHEMAS, Schema, ref
 from cebroker.api.query import MAX_LIMIT
-from cebroker.api.validation.protocols import PROTOCOLS
+from cebroker.api.validation.rules import ValidationRules
 
 _BODY_TYPES = ("application/json", "application/cloudevents-subscription+json")
 
@@ -199,13 +200,13 @@ _PATHS: dict[str, Any] = {
 }
 
 
-def openapi_document() -> dict[str, Any]:
-    """The document, with the settings registered at run time merged into their schemas."""
+def openapi_document(rules: ValidationRules) -> dict[str, Any]:
+    """The document, with the settings other parts declared in ``rules`` merged into their schemas."""
     schemas = copy.deepcopy(SCHEMAS)
     for protocol, schema_name in SETTINGS_SCHEMAS.items():
         properties = schemas[schema_name]["properties"]
-        for name, extra in PROTOCOLS[protocol].schemas.items():
-            properties[name] = extra  # the part that registered the setting owns its schema
+        for name, extra in rules.protocols[protocol].schemas.items():
+            properties[name] = copy.deepcopy(extra)  # the part that declared the setting owns its schema
     return {
         "openapi": "3.1.0",
         "info": {

@@ -6,8 +6,8 @@ from urllib.parse import urlencode
 
 from starlette.datastructures import QueryParams
 
-from cebroker.api.validation.problems import request_error
 from cebroker.storage.subscriptions import SubscriptionQuery
+from cebroker.web.problem import request_error
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000

@@ -11,67 +11,44 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
 
-from cebroker.api.body import read_json
-from cebroker.api.conditional import check_if_match
 from cebroker.api.openapi import openapi_document
 from cebroker.api.query import next_link, parse_query
-from cebroker.api.validation import realize
-from cebroker.api.validation.problems import request_error
+from cebroker.api.validation import ValidationRules, realize
 from cebroker.errors import NotFound
 from cebroker.settings import Settings
 from cebroker.storage.subscriptions import InvalidCursor, SubscriptionStore
 from cebroker.subscription import Subscription
+from cebroker.web.body import read_json
+from cebroker.web.conditional import check_if_match
+from cebroker.web.methods import Handler, MethodDispatcher
+from cebroker.web.problem import request_error
 
 log = logging.getLogger("cebroker.api")
 
 JSON = "application/json"
-Handler = Callable[[Request], Awaitable[Response]]
 
 
 def _json(doc: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(json.dumps(doc, ensure_ascii=False), status_code=status, media_type=JSON, headers=headers)
 
 
-class MethodDispatcher:
-    """An ASGI endpoint that routes by method itself, so that it owns the 405 and ``Allow``.
-
-    (A plain Starlette endpoint function would get Starlette's own method handling.)
-    """
-
-    def __init__(self, handlers: dict[str, Handler]) -> None:
-        self.handlers = handlers
-        self.allow = ", ".join(handlers)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        handler = self.handlers.get(request.method)
-        if handler is None:
-            raise HTTPException(
-                405,
-                f"{request.method[:32]} is not supported here; allowed: {self.allow}",
-                {"Allow": self.allow},
-            )
-        response = await handler(request)
-        if request.method == "OPTIONS":
-            response.headers["Allow"] = self.allow
-        await response(scope, receive, send)
-
-
 class SubscriptionsComponent:
-    """The Subscriptions API on top of a :class:`SubscriptionStore` (opened by its own component)."""
+    """The Subscriptions API on top of a :class:`SubscriptionStore` (opened by its own component),
+    validating with ``rules`` (built once by the composition root)."""
 
-    def __init__(self, store: SubscriptionStore, settings: Settings) -> None:
+    def __init__(self, store: SubscriptionStore, settings: Settings, rules: ValidationRules) -> None:
         self.store = store
         self.settings = settings
+        self.rules = rules
+        # The document depends only on the rules, which do not change: built once.
+        self._document = openapi_document(rules)
         self._collection: dict[str, Handler] = {
             "GET": self._query,
             "HEAD": self._query,
@@ -133,7 +110,7 @@ class SubscriptionsComponent:
 
     async def _create(self, request: Request) -> Response:
         body = await read_json(request, limit=self.settings.max_subscription_body)
-        subscription = realize(body, subscription_id=str(uuid.uuid4()))
+        subscription = realize(body, rules=self.rules, subscription_id=str(uuid.uuid4()))
         stored = await self.store.create(subscription)
         log.info("subscription %s created (protocol %s)", stored.id, stored.protocol)
         return self._one(stored, 201)
@@ -151,7 +128,7 @@ class SubscriptionsComponent:
     async def _replace(self, request: Request) -> Response:
         subscription_id = request.path_params["id"]
         body = await read_json(request, limit=self.settings.max_subscription_body)
-        proposed = realize(body, subscription_id=subscription_id, path_id=subscription_id)
+        proposed = realize(body, rules=self.rules, subscription_id=subscription_id, path_id=subscription_id)
         current = await self._current(request)
         pinned = check_if_match(request.headers.get("if-match"), current.etag)
         stored = await self.store.replace(proposed, expected_revision=current.revision if pinned else None)
@@ -166,4 +143,4 @@ class SubscriptionsComponent:
         return self._one(gone)
 
     async def _openapi(self, request: Request) -> Response:
-        return _json(openapi_document())
+        return _json(self._document)

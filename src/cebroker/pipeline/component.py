@@ -15,15 +15,14 @@ from urllib.parse import urlsplit
 
 from starlette.routing import BaseRoute
 
-from cebroker.api.deliveries import DeliveriesApi
-from cebroker.api.events import EventsApi
-from cebroker.api.metrics import MetricsApi
-from cebroker.pipeline.contracts import EventValidator, ValidationMode
+from cebroker.contracts import EventValidator, ValidationMode
 from cebroker.pipeline.dispatcher import Dispatcher
 from cebroker.pipeline.ingest import Pipeline
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
-from cebroker.pipeline.rules import register_subscription_rules
+from cebroker.pipeline.routes.deliveries import DeliveriesApi
+from cebroker.pipeline.routes.events import EventsApi
+from cebroker.pipeline.routes.metrics import MetricsApi
 from cebroker.pipeline.senders import SenderPool
 from cebroker.settings import Settings
 from cebroker.storage.deliveries import DeliveryLog
@@ -46,7 +45,6 @@ class PipelineComponent:
         *,
         validator: EventValidator | None = None,
     ) -> None:
-        register_subscription_rules()
         self._store = store
         self.metrics = PipelineMetrics()
         self.matcher = Matcher()

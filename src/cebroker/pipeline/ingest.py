@@ -1,4 +1,4 @@
-"""The :class:`~cebroker.pipeline.contracts.Ingestor`: validate, match once, commit, dispatch."""
+"""The :class:`~cebroker.contracts.Ingestor`: validate, match once, commit, dispatch."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from cebroker.contracts import Event, EventValidator, IngestResult, ValidationMode
 from cebroker.errors import FieldProblem, Overloaded, ValidationError
-from cebroker.pipeline.contracts import Event, EventValidator, IngestResult, ValidationMode
 from cebroker.pipeline.dispatcher import Dispatcher
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from cefilters import FilterError, SubscriptionIndex
 
-from cebroker.pipeline.contracts import Event
+from cebroker.contracts import Event
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange
 from cebroker.subscription import Subscription
 

@@ -1,5 +1,5 @@
-"""Teach the Subscriptions API validator the pipeline's settings, so bad values are refused at
-create/replace time with a pointer, instead of being discovered at delivery.
+"""The pipeline's subscription rules, declared for the Subscriptions API, so that bad values are
+refused at create/replace time with a pointer instead of being discovered at delivery.
 
 * ``protocolsettings.contentmode`` for HTTP: ``binary`` (default) or ``structured``.
 * ``config`` keys of :mod:`cebroker.pipeline.policy` (retry policy, concurrency, rate limit,
@@ -10,39 +10,39 @@ from __future__ import annotations
 
 from typing import Any
 
-from cebroker.api.validation import register_config_key
-from cebroker.api.validation.problems import Problems
-from cebroker.api.validation.protocols import register_setting
 from cebroker.errors import ValidationError
 from cebroker.pipeline.policy import POLICY_KEYS, parse_policy
+from cebroker.subscription_rules import ConfigKeyRule, SettingRule, SubscriptionRules, ValueCheck
 
 CONTENT_MODES = ("binary", "structured")
 
 
-def _content_mode(value: Any, pointer: str, problems: Problems) -> None:
+def _content_mode(value: Any) -> list[str]:
     if not isinstance(value, str) or value.lower() not in CONTENT_MODES:
-        problems.add(pointer, "must be 'binary' or 'structured'")
+        return ["must be 'binary' or 'structured'"]
+    return []
 
 
-def _policy_check(key: str) -> Any:
-    def check(value: Any, pointer: str, problems: Problems) -> None:
+def _policy_check(key: str) -> ValueCheck:
+    def check(value: Any) -> list[str]:
         try:
             parse_policy({key: value})
         except ValidationError as exc:
-            for problem in exc.problems:
-                problems.add(pointer, problem.message)
+            return [problem.message for problem in exc.problems]
+        return []
 
     return check
 
 
-def register_subscription_rules() -> None:
-    """Register the checks (idempotent)."""
-    register_setting(
-        "HTTP",
-        "contentmode",
-        _content_mode,
-        schema={"type": "string", "enum": list(CONTENT_MODES), "default": "binary"},
-        default="binary",
-    )
-    for key in POLICY_KEYS:
-        register_config_key(key, _policy_check(key))
+SUBSCRIPTION_RULES = SubscriptionRules(
+    settings=(
+        SettingRule(
+            protocol="HTTP",
+            name="contentmode",
+            check=_content_mode,
+            schema={"type": "string", "enum": list(CONTENT_MODES), "default": "binary"},
+            default="binary",
+        ),
+    ),
+    config_keys=tuple(ConfigKeyRule(name=key, check=_policy_check(key)) for key in POLICY_KEYS),
+)

@@ -16,8 +16,8 @@ from typing import Any
 
 from starlette.routing import BaseRoute
 
+from cebroker.contracts import Ingestor
 from cebroker.errors import BrokerError
-from cebroker.pipeline.contracts import Ingestor
 from cebroker.registry.advertise import Advertiser
 from cebroker.registry.changes import ChangeLog, build_events
 from cebroker.registry.documents import DocumentSchema

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 
 from starlette.responses import Response
 
-from cebroker.api.problem import problem
 from cebroker.errors import BrokerError, FieldProblem
+from cebroker.web.problem import problem
 
 CORE_SPEC = "https://github.com/xregistry/spec/blob/main/core/spec.md#"
 HTTP_SPEC = "https://github.com/xregistry/spec/blob/main/core/http.md#"

@@ -25,7 +25,7 @@ from typing import Any
 
 import jsonschema_rs
 
-from cebroker.pipeline.contracts import Event, EventValidator, Violation
+from cebroker.contracts import Event, EventValidator, Violation
 from cebroker.registry.basemessage import resolve
 from cebroker.registry.versions import is_json_type
 from cebroker.registry.views import Tree

@@ -1,5 +1,5 @@
 """The ingress sources component: one ceprotocols receiver per ``--source`` URL, feeding the
-pipeline's :class:`~cebroker.pipeline.contracts.Ingestor`.
+pipeline's :class:`~cebroker.contracts.Ingestor`.
 
 A receiver acknowledges a message upstream only after ``on_events`` returned, and ``on_events``
 returns only once :meth:`Ingestor.ingest` committed the events durably, so an upstream ack always
@@ -22,8 +22,8 @@ from ceprotocols.sources import create_receiver
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
+from cebroker.contracts import Ingestor
 from cebroker.errors import ValidationError
-from cebroker.pipeline.contracts import Ingestor
 from cebroker.sources.metrics import SourcesCollector
 
 log = logging.getLogger("cebroker.sources")

@@ -1,18 +1,17 @@
-"""Validation of proposed subscriptions: one function, :func:`realize`, and the registries that
-other parts extend (``PROTOCOLS`` via :func:`register_setting`, ``CONFIG_KEYS`` via
-:func:`register_config_key`, ``CREDENTIAL_TYPES``)."""
+"""Validation of proposed subscriptions: :func:`realize`, with the :class:`ValidationRules` that
+:func:`build_rules` makes from the API's own tables and what other parts declare
+(:mod:`cebroker.subscription_rules`)."""
 
 from cebroker.api.validation.credentials import CREDENTIAL_TYPES
-from cebroker.api.validation.protocols import PROTOCOLS, ProtocolRules, register_setting
-from cebroker.api.validation.subscription import CONFIG_KEYS, FIELDS, realize, register_config_key
+from cebroker.api.validation.protocols import ProtocolRules
+from cebroker.api.validation.rules import ValidationRules, build_rules
+from cebroker.api.validation.subscription import FIELDS, realize
 
 __all__ = [
-    "CONFIG_KEYS",
     "CREDENTIAL_TYPES",
     "FIELDS",
-    "PROTOCOLS",
     "ProtocolRules",
+    "ValidationRules",
+    "build_rules",
     "realize",
-    "register_config_key",
-    "register_setting",
 ]

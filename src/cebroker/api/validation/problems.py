@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cebroker.errors import FieldProblem, ValidationError
 
 #: Longest piece of user input quoted back in an error message.
@@ -66,26 +64,3 @@ class Problems:
         else:
             detail = f"{what} has {len(self.items)} problems; each is listed in 'errors'"
         raise ValidationError(self.items, detail)
-
-
-@dataclass(frozen=True, slots=True)
-class RequestPartProblem(FieldProblem):
-    """A problem in a query parameter or header rather than in the JSON body.
-
-    Serialized as ``{"parameter": "limit", "detail": ...}`` or ``{"header": "If-Match", ...}``
-    (``pointer`` stays empty: a JSON Pointer addresses the body only).
-    """
-
-    part: str = "parameter"
-    name: str = ""
-
-    def to_json(self) -> dict[str, str]:
-        """The entry as it appears in a problem+json ``errors`` list."""
-        return {self.part: self.name, "detail": self.message}
-
-
-def request_error(part: str, name: str, message: str) -> ValidationError:
-    """A 400 for one bad query parameter (``part="parameter"``) or header (``part="header"``)."""
-    return ValidationError(
-        [RequestPartProblem("", message, part=part, name=name)], f"{part} {name}: {message}"
-    )

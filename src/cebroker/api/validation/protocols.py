@@ -1,14 +1,14 @@
 """Per-protocol rules: which sink schemes fit, which ``protocolsettings`` exist, their defaults.
 
-``PROTOCOLS`` is the registry (protocol name -> :class:`ProtocolRules`). Other parts of the
-broker add settings with :func:`register_setting` (for example the HTTP content mode), so
-that the validator, the defaults and the "known settings" list stay one table.
+:func:`builtin_protocols` builds the API's own table (protocol name -> :class:`ProtocolRules`);
+:mod:`.rules` adds what other parts declare (for example the HTTP content mode), so that the
+validator, the defaults and the "known settings" list stay one table.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult
@@ -48,7 +48,7 @@ class ProtocolRules:
     refused: dict[str, str] = field(default_factory=dict)
     sink_check: SinkCheck = checks.host_and_port
     cross_checks: list[CrossCheck] = field(default_factory=list)
-    #: JSON Schemas of settings added with :func:`register_setting`, merged into the OpenAPI document.
+    #: JSON Schemas of settings other parts declared, merged into the OpenAPI document.
     schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -152,69 +152,45 @@ def _mqtt(version: int) -> ProtocolRules:
     )
 
 
-PROTOCOLS: dict[str, ProtocolRules] = {
-    "HTTP": ProtocolRules(
-        schemes=frozenset({"http", "https"}),
-        settings={"headers": http_headers, "method": checks.one_of("POST", "PUT", "PATCH")},
-        defaults={"method": "POST"},
-    ),
-    "MQTT3": _mqtt(3),
-    "MQTT5": _mqtt(5),
-    "AMQP": ProtocolRules(
-        schemes=frozenset({"amqp", "amqps"}),
-        settings={
-            "address": checks.check_string,
-            "linkname": checks.check_string,
-            "sendersettlementmode": checks.one_of("settled", "unsettled"),
-            "linkproperties": checks.string_map,
-        },
-        defaults={"sendersettlementmode": "unsettled"},
-        cross_checks=[amqp_target],
-    ),
-    "KAFKA": ProtocolRules(
-        schemes=frozenset({"kafka"}),
-        settings={
-            "topicname": kafka_topic,
-            "partitionkeyextractor": checks.check_string,
-            "clientid": checks.check_string,
-            "acks": kafka_acks,
-        },
-        required={"topicname"},
-        defaults={"acks": "all"},
-        sink_check=kafka_bootstrap,
-    ),
-    "NATS": ProtocolRules(
-        schemes=frozenset({"nats", "tls"}),
-        settings={"subject": nats_subject},
-        required={"subject"},
-    ),
-}
-
-_NO_DEFAULT = object()
-
-
-def register_setting(
-    protocol: str,
-    name: str,
-    check: Check,
-    *,
-    schema: dict[str, Any],
-    default: Any = _NO_DEFAULT,
-    required: bool = False,
-) -> None:
-    """Teach the validator a new ``protocolsettings`` key for ``protocol``.
-
-    ``check`` validates the value; ``schema`` (JSON Schema) describes it in ``/openapi.json``;
-    ``default`` (if given) is applied to every realized subscription of that protocol.
-    """
-    rules = PROTOCOLS[protocol]
-    rules.settings[name] = check
-    rules.schemas[name] = schema
-    rules.refused.pop(name, None)
-    if default is not _NO_DEFAULT:
-        rules.defaults[name] = default
-    if required:
-        rules.required.add(name)
+def builtin_protocols() -> dict[str, ProtocolRules]:
+    """A fresh copy of the API's own rules per protocol (callers may add to it)."""
+    return {
+        "HTTP": ProtocolRules(
+            schemes=frozenset({"http", "https"}),
+            settings={"headers": http_headers, "method": checks.one_of("POST", "PUT", "PATCH")},
+            defaults={"method": "POST"},
+        ),
+        "MQTT3": _mqtt(3),
+        "MQTT5": _mqtt(5),
+        "AMQP": ProtocolRules(
+            schemes=frozenset({"amqp", "amqps"}),
+            settings={
+                "address": checks.check_string,
+                "linkname": checks.check_string,
+                "sendersettlementmode": checks.one_of("settled", "unsettled"),
+                "linkproperties": checks.string_map,
+            },
+            defaults={"sendersettlementmode": "unsettled"},
+            cross_checks=[amqp_target],
+        ),
+        "KAFKA": ProtocolRules(
+            schemes=frozenset({"kafka"}),
+            settings={
+                "topicname": kafka_topic,
+                "partitionkeyextractor": checks.check_string,
+                "clientid": checks.check_string,
+                "acks": kafka_acks,
+            },
+            required={"topicname"},
+            defaults={"acks": "all"},
+            sink_check=kafka_bootstrap,
+        ),
+        "NATS": ProtocolRules(
+            schemes=frozenset({"nats", "tls"}),
+            settings={"subject": nats_subject},
+            required={"subject"},
+        ),
+    }
 
 
 _ALIASES = {
@@ -229,11 +205,11 @@ _ALIASES = {
 }
 
 
-def unknown_protocol_message(value: str) -> str:
-    """Why ``value`` is not a protocol, with what to use instead when we can guess."""
-    known = ", ".join(PROTOCOLS)
+def unknown_protocol_message(value: str, protocols: Collection[str]) -> str:
+    """Why ``value`` is not one of ``protocols``, with what to use instead when we can guess."""
+    known = ", ".join(protocols)
     upper = value.upper().replace(" ", "").replace("_", "").replace(".", "")
-    if value.upper() in PROTOCOLS:
+    if value.upper() in protocols:
         return f"protocol names are case-sensitive: use {value.upper()!r}"
     if upper in _ALIASES:
         return f"{quote(value)} is not a protocol: {_ALIASES[upper]}"

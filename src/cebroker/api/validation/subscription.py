@@ -8,7 +8,7 @@ the whole request is valid. Field rules follow the Subscriptions API spec, secti
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import SplitResult
 
@@ -19,7 +19,8 @@ from cebroker.api.validation.checks import Check
 from cebroker.api.validation.credentials import validate_credential
 from cebroker.api.validation.delivery import check_deliverable
 from cebroker.api.validation.problems import Problems, child, quote, type_name
-from cebroker.api.validation.protocols import PROTOCOLS, ProtocolRules, unknown_protocol_message
+from cebroker.api.validation.protocols import ProtocolRules, unknown_protocol_message
+from cebroker.api.validation.rules import ValidationRules
 from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.api")
@@ -38,18 +39,12 @@ FIELDS = (
     "sinkcredential",
 )
 
-#: Registry of ``config`` keys the broker understands (key -> check). Keys not listed here are
-#: subscription-manager specific and stored as given.
-CONFIG_KEYS: dict[str, Check] = {}
 
-
-def register_config_key(name: str, check: Check) -> None:
-    """Validate the ``config`` member ``name`` with ``check`` on every create and replace."""
-    CONFIG_KEYS[name] = check
-
-
-def realize(body: Any, *, subscription_id: str, path_id: str | None = None) -> Subscription:
-    """Validate ``body`` and return the realized subscription (revision 1, defaults applied).
+def realize(
+    body: Any, *, rules: ValidationRules, subscription_id: str, path_id: str | None = None
+) -> Subscription:
+    """Validate ``body`` against ``rules`` and return the realized subscription (revision 1,
+    defaults applied).
 
     ``path_id`` is the id in the URL of a replace; a body ``id`` must then equal it. On
     create, a body ``id`` is ignored (spec 3.2.1 ``id``: "MUST be ignored").
@@ -67,18 +62,18 @@ def realize(body: Any, *, subscription_id: str, path_id: str | None = None) -> S
     if path_id is not None and "id" in body and body["id"] != path_id:
         problems.add("/id", "must equal the id in the URL (or be left out)")
 
-    protocol, rules = _protocol(body.get("protocol"), problems)
+    protocol, protocol_rules = _protocol(body.get("protocol"), rules.protocols, problems)
     before = len(problems.items)
-    sink_parts = _sink(body.get("sink"), protocol, rules, problems)
-    settings = _settings(body.get("protocolsettings", {}), protocol, rules, sink_parts, problems)
-    if rules is not None and len(problems.items) == before:
+    sink_parts = _sink(body.get("sink"), protocol, protocol_rules, problems)
+    settings = _settings(body.get("protocolsettings", {}), protocol, protocol_rules, sink_parts, problems)
+    if protocol_rules is not None and len(problems.items) == before:
         check_deliverable(protocol, body["sink"], settings, problems)
     if "source" in body:
         checks.uri_reference(body["source"], "/source", problems)
     if "types" in body:
         _types(body["types"], problems)
     config = body.get("config", {})
-    _config(config, problems)
+    _config(config, rules.config_keys, problems)
     filters = _filters(body, problems)
     credential = validate_credential(body["sinkcredential"], problems) if "sinkcredential" in body else None
 
@@ -96,15 +91,17 @@ def realize(body: Any, *, subscription_id: str, path_id: str | None = None) -> S
     )
 
 
-def _protocol(value: Any, problems: Problems) -> tuple[str, ProtocolRules | None]:
+def _protocol(
+    value: Any, protocols: Mapping[str, ProtocolRules], problems: Problems
+) -> tuple[str, ProtocolRules | None]:
     if value is None:
-        problems.add("/protocol", f"is required: one of {', '.join(PROTOCOLS)}")
+        problems.add("/protocol", f"is required: one of {', '.join(protocols)}")
     elif not isinstance(value, str):
         problems.add("/protocol", f"must be a string, got {type_name(value)}")
-    elif value not in PROTOCOLS:
-        problems.add("/protocol", unknown_protocol_message(value))
+    elif value not in protocols:
+        problems.add("/protocol", unknown_protocol_message(value, protocols))
     else:
-        return value, PROTOCOLS[value]
+        return value, protocols[value]
     return "", None
 
 
@@ -150,8 +147,8 @@ def _settings(
 
 
 def _guarded(check: Check, value: Any, pointer: str, problems: Problems) -> None:
-    """Run a check that may come from another part of the broker: a bug in it is logged and
-    reported as a problem with the field, never a 500."""
+    """Run a check that may have been declared by another part of the broker: a bug in it is
+    logged and reported as a problem with the field, never a 500."""
     try:
         check(value, pointer, problems)
     except Exception:
@@ -169,15 +166,15 @@ def _types(value: Any, problems: Problems) -> None:
             checks.string(item, child("/types", i), problems)
 
 
-def _config(value: Any, problems: Problems) -> None:
+def _config(value: Any, config_keys: Mapping[str, Check], problems: Problems) -> None:
     if not isinstance(value, dict):
         problems.add("/config", f"must be an object, got {type_name(value)}")
         return
     for key, item in value.items():
         if not key:
             problems.add(child("/config", key), "keys must not be empty")
-        elif key in CONFIG_KEYS:
-            _guarded(CONFIG_KEYS[key], item, child("/config", key), problems)
+        elif key in config_keys:
+            _guarded(config_keys[key], item, child("/config", key), problems)
 
 
 def _filters(body: dict[str, Any], problems: Problems) -> list[dict[str, Any]]:

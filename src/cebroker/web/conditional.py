@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from cebroker.api.validation.problems import request_error
 from cebroker.errors import PreconditionFailed
+from cebroker.web.problem import request_error
 
 _ETAG_LIST = re.compile(
     r'\s*(?:W/)?"[\x21\x23-\x7e\x80-\xff]*"\s*(?:,\s*(?:W/)?"[\x21\x23-\x7e\x80-\xff]*"\s*)*'

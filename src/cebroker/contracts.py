@@ -1,5 +1,10 @@
 """Contracts between the event pipeline and the parts that feed or inspect it.
 
+The registry and protocol ingress feed events in through an :class:`Ingestor`; the registry
+checks events for the pipeline as an :class:`EventValidator`. They live here, below every
+part, so that neither the registry nor the sources depend on the pipeline's modules, nor the
+pipeline on the registry's.
+
 An *event* inside the broker is a CloudEvent in the JSON event format, as a plain dict: every
 attribute (extensions included) a top-level member with its JSON type, and the payload in
 ``data`` (a JSON value) or ``data_base64`` (a base64 string), never both. Protocol ingress,

@@ -1,6 +1,6 @@
 """Registry benchmark: import, export and event validation, with a baseline from the same run.
 
-Run ``python -m cebroker.registry.bench SAMPLES_DIR`` with the directory of ``*.xreg.json``
+Run ``python benchmarks/bench_registry.py SAMPLES_DIR`` with the directory of ``*.xreg.json``
 documents. It prints:
 
 * the time to import every document (``POST /`` semantics, one transaction each), to render
@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
     """Run the benchmark over the documents in ``argv[0]``."""
     samples = sorted(Path(argv[0]).glob("*.xreg.json")) if argv else []
     if not samples:
-        print("usage: python -m cebroker.registry.bench DIR_WITH_XREG_JSON", file=sys.stderr)
+        print("usage: python benchmarks/bench_registry.py DIR_WITH_XREG_JSON", file=sys.stderr)
         return 2
     docs = [json.loads(p.read_text()) for p in samples]
     with tempfile.TemporaryDirectory() as tmp:

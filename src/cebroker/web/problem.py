@@ -1,10 +1,12 @@
-"""RFC 9457 problem details responses (``application/problem+json``)."""
+"""RFC 9457 problem details responses (``application/problem+json``), and the 400 for a bad
+query parameter or header, whose ``errors`` entry names the parameter instead of a pointer."""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from starlette.responses import Response
 
@@ -56,4 +58,27 @@ def problem_from_error(exc: BrokerError) -> Response:
         type_suffix=exc.type_suffix,
         errors=problems,
         headers=headers,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPartProblem(FieldProblem):
+    """A problem in a query parameter or header rather than in the JSON body.
+
+    Serialized as ``{"parameter": "limit", "detail": ...}`` or ``{"header": "If-Match", ...}``
+    (``pointer`` stays empty: a JSON Pointer addresses the body only).
+    """
+
+    part: str = "parameter"
+    name: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        """The entry as it appears in a problem+json ``errors`` list."""
+        return {self.part: self.name, "detail": self.message}
+
+
+def request_error(part: str, name: str, message: str) -> ValidationError:
+    """A 400 for one bad query parameter (``part="parameter"``) or header (``part="header"``)."""
+    return ValidationError(
+        [RequestPartProblem("", message, part=part, name=name)], f"{part} {name}: {message}"
     )
