@@ -23,6 +23,7 @@ from starlette.routing import BaseRoute
 from cebroker.api.ops import OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
 from cebroker.api.validation import ValidationRules, build_rules
+from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import BrokerError
 from cebroker.pipeline.component import PipelineComponent
 from cebroker.pipeline.rules import SUBSCRIPTION_RULES as PIPELINE_RULES
@@ -75,9 +76,9 @@ class StorageComponent:
         await self.storage.close()
 
 
-def storage_from_settings(settings: Settings) -> Storage:
-    """The storage the settings name, not yet prepared or opened."""
-    return create_storage(settings.db, StorageOptions(dedup_window=settings.dedup_window))
+def storage_from_settings(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> Storage:
+    """The storage the settings name, not yet prepared or opened, stamping times with ``clock``."""
+    return create_storage(settings.db, StorageOptions(dedup_window=settings.dedup_window, clock=clock))
 
 
 def validation_rules() -> ValidationRules:
@@ -86,13 +87,16 @@ def validation_rules() -> ValidationRules:
     return build_rules(PIPELINE_RULES, BRIDGE_RULES)
 
 
-def build_components(settings: Settings, storage: Storage | None = None) -> list[Component]:
+def build_components(
+    settings: Settings, storage: Storage | None = None, *, clock: Clock = SYSTEM_CLOCK
+) -> list[Component]:
     """Create every part of the broker, wired to each other, in start order.
 
     ``storage`` defaults to the one the settings name (:func:`storage_from_settings`); every part gets
-    the contract it needs from it.
+    the contract it needs from it. The pipeline schedules deliveries and retries on ``clock``; a
+    storage made here stamps times with it too (a storage passed in must use the same clock).
     """
-    storage = storage if storage is not None else storage_from_settings(settings)
+    storage = storage if storage is not None else storage_from_settings(settings, clock=clock)
     # The one subscription store; parts that read or follow subscriptions get this instance.
     store = storage.subscriptions
     components: list[Component] = [
@@ -105,7 +109,9 @@ def build_components(settings: Settings, storage: Storage | None = None) -> list
         storage.registry, settings.public_url, document_schema=settings.registry_document_schema
     )
     # The event pipeline follows the store's change feed, so it starts after the storage is open.
-    pipeline = PipelineComponent(settings, store, storage.deliveries, validator=registry.validator)
+    pipeline = PipelineComponent(
+        settings, store, storage.deliveries, validator=registry.validator, clock=clock
+    )
     components.append(pipeline)
     if settings.sources:
         # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it.

@@ -15,8 +15,9 @@ from urllib.parse import urlsplit
 
 from starlette.routing import BaseRoute
 
+from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.contracts import EventValidator, ValidationMode
-from cebroker.pipeline.dispatcher import Dispatcher
+from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.ingest import Pipeline
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
@@ -35,7 +36,11 @@ SEEN_SWEEP = 60.0
 
 
 class PipelineComponent:
-    """Ingress, durable log, matching and delivery. ``pipeline`` is the :class:`Ingestor`."""
+    """Ingress, durable log, matching and delivery. ``pipeline`` is the :class:`Ingestor`.
+
+    ``clock`` is the time the dispatcher and the housekeeping read and sleep on; ``journal``
+    must read the same clock (see :class:`~cebroker.storage.StorageOptions`).
+    """
 
     def __init__(
         self,
@@ -44,14 +49,16 @@ class PipelineComponent:
         journal: DeliveryLog,
         *,
         validator: EventValidator | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._store = store
+        self._clock = clock
         self.metrics = PipelineMetrics()
         self.matcher = Matcher()
         self.log = journal
         origin = urlsplit(settings.public_url).hostname or settings.host
         self.senders = SenderPool(webhook_origin=origin, validate_webhooks=settings.webhook_validation)
-        self.dispatcher = Dispatcher(self.log, self.matcher, self.senders, self.metrics)
+        self.dispatcher = Dispatcher(self.log, self.matcher, self.senders, self.metrics, clock=clock)
         self.pipeline = Pipeline(
             self.log,
             self.matcher,
@@ -108,6 +115,6 @@ class PipelineComponent:
 
     async def _sweep_seen(self) -> None:
         while True:
-            await asyncio.sleep(SEEN_SWEEP)
+            await self._clock.sleep(SEEN_SWEEP)
             with contextlib.suppress(Exception):
                 await self.log.purge_seen()

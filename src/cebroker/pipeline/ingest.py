@@ -8,7 +8,7 @@ from typing import Any
 
 from cebroker.contracts import Event, EventValidator, IngestResult, ValidationMode
 from cebroker.errors import FieldProblem, Overloaded, ValidationError
-from cebroker.pipeline.dispatcher import Dispatcher
+from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.validation import event_problems, normalize

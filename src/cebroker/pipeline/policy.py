@@ -22,7 +22,7 @@ key                default      meaning
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,18 +46,23 @@ class DeliveryPolicy:
     ratelimit: float | None = None
     deadlettersink: str | None = None
 
-    def delay(self, attempts: int, retry_after: float | None = None) -> float:
+    def delay(
+        self,
+        attempts: int,
+        retry_after: float | None = None,
+        uniform: Callable[[float, float], float] = random.uniform,
+    ) -> float:
         """Seconds to wait after the ``attempts``-th failed attempt.
 
-        Exponential backoff uses "equal jitter" (half fixed, half random) so that many
-        deliveries failing together do not retry in lockstep; a sink's ``Retry-After`` wins
-        when it asks for longer, up to ``retryaftermax``.
+        Exponential backoff uses "equal jitter" (half fixed, half random, drawn with
+        ``uniform(low, high)``) so that many deliveries failing together do not retry in
+        lockstep; a sink's ``Retry-After`` wins when it asks for longer, up to ``retryaftermax``.
         """
         if self.backoff == "linear":
             base = min(self.maxdelay, self.initialdelay * attempts)
         else:
             base = min(self.maxdelay, self.initialdelay * 2.0 ** min(attempts - 1, 60))
-            base = base / 2 + random.uniform(0, base / 2)
+            base = base / 2 + uniform(0, base / 2)
         if retry_after is not None:
             base = max(base, min(retry_after, self.retryaftermax))
         return base

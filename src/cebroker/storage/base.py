@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.health import StorageHealth
 from cebroker.storage.registry import RegistryStore
@@ -19,10 +20,13 @@ class StorageOptions:
         dedup_window: seconds within which a repeated ``(source, id)`` is a duplicate.
         busy_timeout: seconds a call waits for a lock held by someone else before it fails
             with ``StorageUnavailable("database locked")``.
+        clock: where the delivery log reads the time it stores and compares (acceptance, due
+            times, failures, the de-duplication window): the clock the dispatcher schedules on.
     """
 
     dedup_window: float = 600.0
     busy_timeout: float = 10.0
+    clock: Clock = SYSTEM_CLOCK
 
 
 @runtime_checkable

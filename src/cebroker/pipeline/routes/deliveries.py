@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from cebroker.errors import FieldProblem, NotFound, ValidationError
-from cebroker.pipeline.dispatcher import Dispatcher
+from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.subscriptions import SubscriptionStore
 

@@ -32,7 +32,7 @@ class SqliteStorage:
         self.health = StorageHealth(str(path))
         self._db = Database(path, chosen, self.health, connection_factory=connection_factory)
         self.subscriptions = SqliteSubscriptionStore(self._db)
-        self.deliveries = SqliteDeliveryLog(self._db, dedup_window=chosen.dedup_window)
+        self.deliveries = SqliteDeliveryLog(self._db, dedup_window=chosen.dedup_window, clock=chosen.clock)
         self.registry = SqliteRegistryStore(self._db)
 
     @property

@@ -15,7 +15,6 @@ nothing more is due.
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.storage.deliveries import Appended, DeadLetter, Incoming, Pending
 from cebroker.storage.sqlite.database import Database
 
@@ -63,11 +63,16 @@ class _AppendCall:
 
 
 class SqliteDeliveryLog:
-    """:class:`~cebroker.storage.deliveries.DeliveryLog` on a :class:`Database`."""
+    """:class:`~cebroker.storage.deliveries.DeliveryLog` on a :class:`Database`.
 
-    def __init__(self, db: Database, *, dedup_window: float) -> None:
+    Times (acceptance, when a delivery is due, failures, the de-duplication window) are read
+    from ``clock``, the same clock the dispatcher schedules with.
+    """
+
+    def __init__(self, db: Database, *, dedup_window: float, clock: Clock = SYSTEM_CLOCK) -> None:
         self._db = db
         self.dedup_window = dedup_window
+        self._clock = clock
         # Calls of append() waiting for the writer (appended on the loop, drained in the thread).
         self._appends: deque[_AppendCall] = deque()
         # Owned by the writer thread: ids are assigned here so that rows insert in bulk.
@@ -157,7 +162,7 @@ class SqliteDeliveryLog:
             start += len(call.items)
 
     def _write(self, conn: sqlite3.Connection, items: Sequence[Incoming]) -> list[Appended | None]:
-        now = time.time()
+        now = self._clock.now()
         keys = [(item.source, item.id) for item in items]
         (found,) = conn.execute(SEEN_LOOKUP, (orjson.dumps(keys), now - self.dedup_window)).fetchone()
         recent = set(orjson.loads(found)) if found else set()
@@ -196,7 +201,7 @@ class SqliteDeliveryLog:
     async def due(self, subscription: str, limit: int) -> tuple[list[Pending], float | None]:
         """Up to ``limit`` deliveries of ``subscription`` due now (oldest first) and when the
         next one not returned falls due (now if more are due, None if there are none)."""
-        now = time.time()
+        now = self._clock.now()
 
         def job(conn: sqlite3.Connection) -> tuple[list[Pending], float | None]:
             rows = conn.execute(
@@ -270,7 +275,7 @@ class SqliteDeliveryLog:
         self, item: Pending, event: bytes, attempts: int, error: str, status: str | None, body: str | None
     ) -> None:
         """Move a delivery to the dead letters, keeping the event and the reason."""
-        now = time.time()
+        now = self._clock.now()
 
         def job(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -285,12 +290,11 @@ class SqliteDeliveryLog:
 
         await self._db.write(job, durable=False)
 
-    @staticmethod
-    def _failed(conn: sqlite3.Connection, subscription: str, error: str) -> None:
+    def _failed(self, conn: sqlite3.Connection, subscription: str, error: str) -> None:
         conn.execute(BUMP.format(col="failed"), (subscription, 1))
         conn.execute(
             "UPDATE pipeline_stats SET last_error = ?, last_error_at = ? WHERE subscription = ?",
-            (error, time.time(), subscription),
+            (error, self._clock.now(), subscription),
         )
 
     # -- dead letters, status, housekeeping --------------------------------------------------
@@ -310,7 +314,7 @@ class SqliteDeliveryLog:
 
     async def redrive(self, subscription: str, ids: Sequence[int] | None) -> int:
         """Turn dead letters (all of the subscription's, or those ``ids``) back into deliveries."""
-        now = time.time()
+        now = self._clock.now()
 
         def job(conn: sqlite3.Connection) -> int:
             rows = conn.execute(
@@ -378,7 +382,7 @@ class SqliteDeliveryLog:
 
     async def purge_seen(self) -> int:
         """Forget de-duplication keys older than the window."""
-        horizon = time.time() - self.dedup_window
+        horizon = self._clock.now() - self.dedup_window
 
         def job(conn: sqlite3.Connection) -> int:
             return conn.execute("DELETE FROM pipeline_seen WHERE at < ?", (horizon,)).rowcount

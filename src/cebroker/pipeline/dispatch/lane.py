@@ -7,8 +7,6 @@ durable log until the lane has room.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +14,7 @@ from typing import Any
 import orjson
 from ceprotocols.sender import Destination
 
+from cebroker.clock import Clock
 from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
 from cebroker.storage.deliveries import Pending
 from cebroker.subscription import Subscription
@@ -37,32 +36,34 @@ class Item:
 
 
 class TokenBucket:
-    """At most ``rate`` acquisitions per second, with a burst of one second's worth."""
+    """At most ``rate`` acquisitions per second of ``clock``, with a burst of one second's worth."""
 
-    def __init__(self, rate: float) -> None:
+    def __init__(self, rate: float, clock: Clock) -> None:
         self.rate = rate
+        self._clock = clock
         self._capacity = max(1.0, rate)
         self._tokens = self._capacity
-        self._stamp = time.monotonic()
+        self._stamp = clock.monotonic()
 
     async def acquire(self) -> None:
         """Wait for a token (tokens are taken in arrival order on one event loop)."""
         while True:
-            now = time.monotonic()
+            now = self._clock.monotonic()
             self._tokens = min(self._capacity, self._tokens + (now - self._stamp) * self.rate)
             self._stamp = now
             if self._tokens >= 1.0:
                 self._tokens -= 1.0
                 return
-            await asyncio.sleep((1.0 - self._tokens) / self.rate)
+            await self._clock.sleep((1.0 - self._tokens) / self.rate)
 
 
 class Lane:
-    """One subscription's deliveries in memory; the dispatcher runs its workers."""
+    """One subscription's deliveries in memory; :class:`~.lanes.Lanes` runs its workers."""
 
-    def __init__(self, subscription_id: str, capacity: int) -> None:
+    def __init__(self, subscription_id: str, capacity: int, clock: Clock) -> None:
         self.id = subscription_id
         self.capacity = capacity
+        self._clock = clock
         self.queue: deque[Item] = deque()
         #: Delivery ids queued, being delivered or awaiting their log update.
         self.inflight: set[int] = set()
@@ -100,7 +101,7 @@ class Lane:
             if rate is None:
                 self.limiter = None
             elif self.limiter is None or self.limiter.rate != rate:
-                self.limiter = TokenBucket(rate)
+                self.limiter = TokenBucket(rate, self._clock)
             self._subscription = subscription
         return self.policy, self.destination
 

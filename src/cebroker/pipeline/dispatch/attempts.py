@@ -1,0 +1,82 @@
+"""One delivery attempt: the subscription's current sink and settings, its rate limit, the
+protocol's sender, and the outcome handed on (confirmed, failed, or the subscription is gone).
+
+An attempt never raises. If recording its outcome fails (the log is unwritable?) the row is
+still in the log: the attempt frees its slot and has the loader pick it up again a little later.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from ceprotocols.errors import DeliveryError
+
+from cebroker.clock import Clock
+from cebroker.pipeline.dispatch.completions import Completions, Release
+from cebroker.pipeline.dispatch.failures import Failures, Schedule
+from cebroker.pipeline.dispatch.lane import Item, Lane
+from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.senders import SenderPool
+from cebroker.subscription import Subscription
+
+log = logging.getLogger("cebroker.pipeline")
+
+#: Seconds before a delivery whose outcome could not be recorded is loaded from the log again.
+RELOAD_DELAY = 5.0
+
+
+class Attempts:
+    """Delivers items of lanes through the senders and hands on each outcome."""
+
+    def __init__(
+        self,
+        *,
+        senders: SenderPool,
+        subscriptions: Mapping[str, Subscription],
+        metrics: PipelineMetrics,
+        clock: Clock,
+        completions: Completions,
+        failures: Failures,
+        release: Release,
+        schedule: Schedule,
+    ) -> None:
+        self._senders = senders
+        self._subscriptions = subscriptions
+        self._metrics = metrics
+        self._clock = clock
+        self._completions = completions
+        self._failures = failures
+        self._release = release
+        self._schedule = schedule
+
+    async def run(self, lane: Lane, item: Item) -> None:
+        """Deliver ``item`` once and record the outcome."""
+        try:
+            await self._attempt(lane, item)
+        except Exception:
+            log_failure("delivery %s: recording its outcome failed", item.row.id)
+            self._release(lane, item.row.id)
+            self._schedule(lane.id, self._clock.now() + RELOAD_DELAY)
+
+    async def _attempt(self, lane: Lane, item: Item) -> None:
+        subscription = self._subscriptions.get(lane.id)
+        if subscription is None:
+            self._completions.dropped(lane, item)
+            return
+        policy, destination = lane.configure(subscription)
+        if lane.limiter is not None:
+            await lane.limiter.acquire()
+        try:
+            await self._senders.get(subscription.protocol).deliver(item.event, destination)
+        except DeliveryError as exc:
+            await self._failures.failed(lane, item, policy, exc)
+        except Exception as exc:  # a sender bug must not kill the lane; treat it as transient
+            log.exception("sender for %s raised an unexpected error", subscription.protocol)
+            await self._failures.failed(lane, item, policy, DeliveryError(f"sender error: {exc!r}"))
+        else:
+            label = self._metrics.label(lane.id)
+            self._metrics.deliveries.labels(label, "delivered").inc()
+            self._metrics.latency.labels(label).observe(max(0.0, self._clock.now() - item.row.first_at))
+            self._completions.delivered(lane, item)

@@ -1,0 +1,164 @@
+"""The dispatcher: wires the delivery parts together and is the pipeline's one handle on them.
+
+* :class:`~.lanes.Lanes`: per-subscription lanes and their workers;
+* :class:`~.attempts.Attempts`: one delivery attempt through the protocol's sender;
+* :class:`~.failures.Failures` with :func:`~.retry.decide`: retry later or dead-letter;
+* :class:`~.deadletters.DeadLetterForwarder`: copies to the dead-letter sink;
+* :class:`~.completions.Completions`: confirmed and dropped deliveries written in batches;
+* :class:`~.loader.Loader`: due deliveries loaded from the log;
+* :class:`~.backlog.Backlog`: the count of deliveries pending in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from cebroker.clock import SYSTEM_CLOCK, Clock
+from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, Attempts
+from cebroker.pipeline.dispatch.backlog import Backlog
+from cebroker.pipeline.dispatch.completions import Completions
+from cebroker.pipeline.dispatch.deadletters import DeadLetterForwarder
+from cebroker.pipeline.dispatch.failures import Failures
+from cebroker.pipeline.dispatch.lane import Item, Lane
+from cebroker.pipeline.dispatch.lanes import Lanes
+from cebroker.pipeline.dispatch.loader import Loader
+from cebroker.pipeline.dispatch.tasks import Tasks
+from cebroker.pipeline.matcher import Matcher
+from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.senders import SenderPool
+from cebroker.storage.deliveries import Appended, DeliveryLog, Pending
+from cebroker.storage.errors import StorageUnavailable
+
+log = logging.getLogger("cebroker.pipeline")
+
+
+class Dispatcher:
+    """Delivers pending deliveries through each subscription's lane, with retries and dead letters.
+
+    ``clock`` is the time every part reads and sleeps on (the log must use the same one).
+    """
+
+    def __init__(
+        self,
+        journal: DeliveryLog,
+        matcher: Matcher,
+        senders: SenderPool,
+        metrics: PipelineMetrics,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        lane_capacity: int = 256,
+    ) -> None:
+        self._log = journal
+        self._clock = clock
+        self._subscriptions = matcher.subscriptions
+        self.backlog = Backlog(metrics.backlog)
+        self._completions = Completions(journal, self.backlog, self._release, clock)
+        self._forwarder = DeadLetterForwarder(senders)
+        failures = Failures(
+            journal=journal,
+            subscriptions=self._subscriptions,
+            metrics=metrics,
+            clock=clock,
+            backlog=self.backlog,
+            completions=self._completions,
+            forwarder=self._forwarder,
+            release=self._release,
+            schedule=self._schedule,
+        )
+        attempts = Attempts(
+            senders=senders,
+            subscriptions=self._subscriptions,
+            metrics=metrics,
+            clock=clock,
+            completions=self._completions,
+            failures=failures,
+            release=self._release,
+            schedule=self._schedule,
+        )
+        self._lanes = Lanes(
+            capacity=lane_capacity, clock=clock, subscriptions=self._subscriptions, attempt=attempts.run
+        )
+        self._loader = Loader(
+            journal,
+            self._lanes,
+            subscriptions=self._subscriptions,
+            metrics=metrics,
+            clock=clock,
+            deleted=self._deleted,
+        )
+        self._loops = Tasks()
+        self._cleanups = Tasks()
+
+    @property
+    def pending(self) -> int:
+        """Deliveries in the log (the durable backlog)."""
+        return self.backlog.pending
+
+    async def start(self) -> None:
+        """Resume every pending delivery found in the log and start the background loops."""
+        for subscription, (count, due_at) in (await self._log.backlog()).items():
+            if subscription in self._subscriptions:
+                self._loader.schedule(subscription, due_at)
+                self.backlog.added(count)
+            else:  # deleted while the broker was down
+                await self._log.forget(subscription)
+        self._loops.spawn(self._loader.run(), name="cebroker-loader")
+        self._loops.spawn(self._completions.run(), name="cebroker-completions")
+
+    async def stop(self) -> None:
+        """Stop loading and delivering; deliveries not confirmed stay pending in the log."""
+        await self._lanes.stop()
+        await self._loops.cancel()
+        await self._forwarder.stop()
+        await self._cleanups.cancel()
+        await self._completions.flush()
+
+    def accept(self, events: Sequence[dict[str, Any]], written: Sequence[Appended | None]) -> None:
+        """Take the deliveries of a committed ingest (``written``, per event) into their lanes."""
+        added = 0
+        for event, appended in zip(events, written, strict=True):
+            if appended is None:
+                continue
+            for delivery_id, subscription in appended.deliveries:
+                added += 1
+                lane = self._lanes.get(subscription)
+                if self._loader.waiting(subscription) or lane.free <= 0:
+                    self._loader.schedule(subscription, 0.0)  # it waits in the log; keep the lane's order
+                    continue
+                lane.push(Item(Pending(delivery_id, appended.seq, subscription, 0, appended.at, None), event))
+                self._lanes.start_workers(lane)
+        self.backlog.added(added)
+
+    def redriven(self, subscription: str, count: int) -> None:
+        """``count`` dead letters of ``subscription`` were put back in the log as deliveries."""
+        self.backlog.added(count)
+        self._loader.schedule(subscription, 0.0)
+
+    async def forget(self, subscription: str) -> None:
+        """A subscription was deleted: drop its lane and everything the log keeps for it."""
+        self._loader.forget(subscription)
+        self._lanes.drop(subscription)
+        try:
+            removed = await self._log.forget(subscription)
+        except StorageUnavailable as exc:
+            # Its rows stay; the loader finds them again, sees the subscription gone and retries.
+            log.debug("forgetting subscription %s failed: %s", subscription, exc)
+            self._loader.schedule(subscription, self._clock.now() + RELOAD_DELAY)
+            return
+        self.backlog.settled(removed)
+
+    def _schedule(self, subscription: str, at: float) -> None:
+        self._loader.schedule(subscription, at)
+
+    def _release(self, lane: Lane, delivery_id: int) -> None:
+        """A delivery's outcome is recorded: free its slot in the lane."""
+        lane.inflight.discard(delivery_id)
+        if self._loader.waiting(lane.id):
+            self._loader.wake()  # more of the subscription's deliveries wait in the log
+        else:
+            self._lanes.drop_if_idle(lane)
+
+    def _deleted(self, subscription: str) -> None:
+        self._cleanups.spawn(self.forget(subscription))

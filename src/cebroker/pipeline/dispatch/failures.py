@@ -1,0 +1,83 @@
+"""Acting on a failed attempt: the :func:`~.retry.decide` outcome made durable.
+
+A retry is written to the log with its due time and handed to the loader; a delivery given up
+on becomes a dead letter with its reason (and a copy goes to the dead-letter sink, if any).
+Either way the delivery's lane slot is freed only after the log write has committed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+
+import orjson
+from ceprotocols.errors import DeliveryError
+
+from cebroker.clock import Clock
+from cebroker.pipeline.dispatch.backlog import Backlog
+from cebroker.pipeline.dispatch.completions import Completions, Release
+from cebroker.pipeline.dispatch.deadletters import DeadLetterForwarder
+from cebroker.pipeline.dispatch.lane import Item, Lane
+from cebroker.pipeline.dispatch.retry import Retry, decide
+from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.policy import DeliveryPolicy
+from cebroker.storage.deliveries import DeliveryLog
+from cebroker.subscription import Subscription
+
+#: Tells the loader that a delivery of a subscription waits in the log until a given time.
+Schedule = Callable[[str, float], None]
+
+
+class Failures:
+    """Records failed attempts as retries or dead letters."""
+
+    def __init__(
+        self,
+        *,
+        journal: DeliveryLog,
+        subscriptions: Mapping[str, Subscription],
+        metrics: PipelineMetrics,
+        clock: Clock,
+        backlog: Backlog,
+        completions: Completions,
+        forwarder: DeadLetterForwarder,
+        release: Release,
+        schedule: Schedule,
+        uniform: Callable[[float, float], float] = random.uniform,
+    ) -> None:
+        self._log = journal
+        self._subscriptions = subscriptions
+        self._metrics = metrics
+        self._clock = clock
+        self._backlog = backlog
+        self._completions = completions
+        self._forwarder = forwarder
+        self._release = release
+        self._schedule = schedule
+        self._uniform = uniform
+
+    async def failed(self, lane: Lane, item: Item, policy: DeliveryPolicy, error: DeliveryError) -> None:
+        """Record that delivering ``item`` failed with ``error`` under ``policy``."""
+        if lane.id not in self._subscriptions:  # deleted during the attempt: nothing to keep
+            self._completions.dropped(lane, item)
+            return
+        row = item.row
+        outcome = decide(
+            policy, row.attempts, error, first_at=row.first_at, now=self._clock.now(), uniform=self._uniform
+        )
+        label = self._metrics.label(lane.id)
+        if isinstance(outcome, Retry):
+            self._metrics.deliveries.labels(label, "retry").inc()
+            self._metrics.retries.labels(label).inc()
+            await self._log.reschedule(row, outcome.attempts, outcome.next_at, outcome.error)
+            self._release(lane, row.id)
+            self._schedule(lane.id, outcome.next_at)
+            return
+        self._metrics.deliveries.labels(label, "deadlettered").inc()
+        self._metrics.dead_letters.labels(label).inc()
+        await self._log.dead_letter(
+            row, orjson.dumps(item.event), outcome.attempts, outcome.reason, outcome.status, outcome.body
+        )
+        self._release(lane, row.id)
+        self._backlog.settled(1)
+        self._forwarder.forward(item.event, row.subscription, policy, outcome)

@@ -1,0 +1,81 @@
+"""Every subscription's lane and the worker tasks that drain them.
+
+A lane is created when a subscription first has a delivery in memory and dropped once it is
+idle again (to bound memory), unless it carries a rate limit: its token bucket must outlive
+short pauses, or every trickle would start with a full burst. Each lane runs at most its
+subscription's ``concurrency`` workers; a worker takes deliveries from the lane's queue until it
+is empty and hands each to ``attempt``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+
+from cebroker.clock import Clock
+from cebroker.pipeline.dispatch.lane import Item, Lane
+from cebroker.pipeline.dispatch.tasks import Tasks
+from cebroker.subscription import Subscription
+
+#: Delivers one item of a lane and records its outcome; never raises.
+Attempt = Callable[[Lane, Item], Awaitable[None]]
+
+
+class Lanes:
+    """The lanes by subscription id; ``subscriptions`` is the live view of subscriptions."""
+
+    def __init__(
+        self,
+        *,
+        capacity: int,
+        clock: Clock,
+        subscriptions: Mapping[str, Subscription],
+        attempt: Attempt,
+    ) -> None:
+        self._capacity = capacity
+        self._clock = clock
+        self._subscriptions = subscriptions
+        self._attempt = attempt
+        self._lanes: dict[str, Lane] = {}
+        self._workers = Tasks()
+        self._running = True
+
+    def get(self, subscription: str) -> Lane:
+        """The lane of ``subscription``, created on first use."""
+        lane = self._lanes.get(subscription)
+        if lane is None:
+            lane = self._lanes[subscription] = Lane(subscription, self._capacity, self._clock)
+        return lane
+
+    def drop(self, subscription: str) -> None:
+        """Forget the lane of a deleted subscription (its running workers find it gone)."""
+        self._lanes.pop(subscription, None)
+
+    def drop_if_idle(self, lane: Lane) -> None:
+        """Drop ``lane`` if nothing is queued, in flight or running and it has no rate limit."""
+        if lane.idle and lane.limiter is None and self._lanes.get(lane.id) is lane:
+            del self._lanes[lane.id]
+
+    @property
+    def queued(self) -> int:
+        """Deliveries waiting in memory queues, over every lane."""
+        return sum(len(lane.queue) for lane in self._lanes.values())
+
+    def start_workers(self, lane: Lane) -> None:
+        """Start workers for ``lane`` up to its subscription's concurrency and its queue length."""
+        subscription = self._subscriptions.get(lane.id)
+        limit = lane.configure(subscription)[0].concurrency if subscription is not None else 1
+        while lane.workers < min(limit, len(lane.queue)):
+            lane.workers += 1
+            self._workers.spawn(self._work(lane))
+
+    async def _work(self, lane: Lane) -> None:
+        try:
+            while lane.queue and self._running:
+                await self._attempt(lane, lane.queue.popleft())
+        finally:
+            lane.workers -= 1
+
+    async def stop(self) -> None:
+        """Stop every worker; what they held stays pending in the log."""
+        self._running = False
+        await self._workers.cancel()

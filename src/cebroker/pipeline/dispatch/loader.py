@@ -1,0 +1,110 @@
+"""Loads due deliveries from the durable log into their lanes.
+
+Fresh deliveries go straight from a committed ingest into their lane; the log is read, a page
+at a time and per subscription, only for what memory does not hold: retries that fall due,
+deliveries that did not fit in their lane, and everything pending after a restart. The loader
+keeps, per subscription with such deliveries, when the next one falls due, and sleeps on the
+clock until then (or until woken).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable, Mapping
+
+from cebroker.clock import Clock, wait_or_sleep
+from cebroker.pipeline.dispatch.lane import Item
+from cebroker.pipeline.dispatch.lanes import Lanes
+from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.storage.deliveries import DeliveryLog
+from cebroker.subscription import Subscription
+
+log = logging.getLogger("cebroker.pipeline")
+
+#: Longest sleep with nothing due: a read that failed is tried again after at most this long.
+RECHECK = 1.0
+
+
+class Loader:
+    """The subscriptions with deliveries waiting in the log, and the loop that loads them.
+
+    ``deleted`` is called for a subscription found deleted while rows of it wait in the log
+    (an ingest that matched it committed just after the deletion's clean-up).
+    """
+
+    def __init__(
+        self,
+        journal: DeliveryLog,
+        lanes: Lanes,
+        *,
+        subscriptions: Mapping[str, Subscription],
+        metrics: PipelineMetrics,
+        clock: Clock,
+        deleted: Callable[[str], None],
+    ) -> None:
+        self._log = journal
+        self._lanes = lanes
+        self._subscriptions = subscriptions
+        self._metrics = metrics
+        self._clock = clock
+        self._deleted = deleted
+        #: Subscription -> when its earliest delivery waiting in the log falls due.
+        self._due: dict[str, float] = {}
+        self._wake = asyncio.Event()
+
+    def waiting(self, subscription: str) -> bool:
+        """Whether ``subscription`` has deliveries in the log that are not in memory."""
+        return subscription in self._due
+
+    def schedule(self, subscription: str, at: float) -> None:
+        """A delivery of ``subscription`` waits in the log and falls due at ``at`` (0: now)."""
+        self._due[subscription] = min(self._due.get(subscription, math.inf), at)
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Look again now (a lane made room)."""
+        self._wake.set()
+
+    def forget(self, subscription: str) -> None:
+        """Stop loading for a deleted subscription."""
+        self._due.pop(subscription, None)
+
+    async def run(self) -> None:
+        """Load what falls due, then sleep until the next due time or a wake-up; forever."""
+        while True:
+            now = self._clock.now()
+            wake_at = now + RECHECK
+            for subscription, due_at in list(self._due.items()):
+                if due_at > now:
+                    wake_at = min(wake_at, due_at)
+                    continue
+                await self._load(subscription, due_at)
+            self._metrics.queued.set(self._lanes.queued)
+            self._wake.clear()
+            await wait_or_sleep(self._wake, max(0.0, wake_at - self._clock.now()), self._clock)
+
+    async def _load(self, subscription: str, due_at: float) -> None:
+        if subscription not in self._subscriptions:
+            self._due.pop(subscription, None)
+            self._deleted(subscription)
+            return
+        lane = self._lanes.get(subscription)
+        if lane.free <= 0:
+            return  # the lane wakes the loader when it makes room
+        try:
+            rows, later = await self._log.due(subscription, lane.free + len(lane.inflight))
+        except Exception:
+            log_failure("reading due deliveries failed")
+            return
+        for row in rows:
+            if row.id not in lane.inflight and lane.free > 0:
+                lane.push(Item.from_row(row))
+        if self._due.get(subscription) == due_at:  # else a new delivery came in meanwhile
+            if later is None:
+                del self._due[subscription]
+            else:
+                self._due[subscription] = later
+        self._lanes.start_workers(lane)
