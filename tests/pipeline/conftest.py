@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from cebroker.app import create_app
+from cebroker.app import build_components, create_app
+from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.settings import Settings
 from pipeline.helpers import Broker
 from pipeline.servers import ServedApps, Sink, served_sink
@@ -24,10 +25,11 @@ def sink() -> Iterator[Sink]:
 def make_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
     served = ServedApps()
 
-    def make(**overrides: Any) -> Broker:
+    def make(clock: Clock = SYSTEM_CLOCK, **overrides: Any) -> Broker:
+        """A broker with ``Settings`` overrides; its pipeline schedules on ``clock``."""
         defaults: dict[str, Any] = {"db": tmp_path / "broker.db", "webhook_validation": False}
         settings = Settings(**{**defaults, **overrides})
-        app = create_app(settings)
+        app = create_app(settings, build_components(settings, clock=clock))
         server, client = served.start(app)
         return Broker(server, client, app)
 

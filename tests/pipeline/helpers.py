@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from pipeline.servers import ServerThread
+from pipeline.servers import ServerThread, wait_until
 
 
 class Broker:
@@ -26,6 +26,15 @@ class Broker:
 
     def send(self, event: dict[str, Any]) -> httpx.Response:
         return self.http.post("/events", json=event, headers={"content-type": "application/cloudevents+json"})
+
+    def status(self, subscription: dict[str, Any]) -> dict[str, Any]:
+        """The delivery status of ``subscription`` (as returned by :meth:`subscribe`)."""
+        return dict(self.http.get(f"/subscriptions/{subscription['id']}/status").json())
+
+    def settled(self) -> None:
+        """Wait until no delivery is pending: each one accepted so far has reached its sink (or
+        its dead letter, or was dropped with its subscription), so none can arrive later."""
+        wait_until(lambda: "cebroker_delivery_backlog 0.0" in self.http.get("/metrics").text)
 
 
 def event(n: int = 1, **extra: Any) -> dict[str, Any]:

@@ -3,16 +3,28 @@
 Issue "HTTP delivery": success is 2xx; 5xx, 408, 429, connection errors and timeouts are retried
 (honouring Retry-After); other 4xx go straight to the dead letter. HTTP Webhook spec 2.2: 429
 comes with Retry-After, which the sender MUST honour.
+
+Where a test is about time (a retry not yet due, a rate limit), the broker runs on a
+:class:`ManualClock` that the test advances, and "nothing happened" is shown by a marker: with
+``concurrency`` 1 a subscription delivers in order, so when an event sent afterwards arrives,
+anything due before it has arrived first.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
+from pipeline.clocks import ManualClock
 from pipeline.helpers import Broker, event
-from pipeline.servers import Reply, Sink, wait_until
+from pipeline.servers import Received, Reply, Sink, wait_until
 
 FAST = {"initialdelay": "0.05", "maxdelay": "0.2"}
+IN_ORDER = {**FAST, "concurrency": "1"}
+
+
+def ids(received: list[Received]) -> list[str]:
+    return [r.headers["ce-id"] for r in received]
 
 
 def test_5xx_is_retried_until_success(broker: Broker, sink: Sink) -> None:
@@ -31,9 +43,13 @@ def test_5xx_is_retried_until_success(broker: Broker, sink: Sink) -> None:
     assert "500" in status["lastError"]
 
 
-def test_4xx_goes_to_the_dead_letter_and_redrive_delivers_it(broker: Broker, sink: Sink) -> None:
+def test_4xx_goes_to_the_dead_letter_and_redrive_delivers_it(
+    make_broker: Callable[..., Broker], sink: Sink
+) -> None:
     """A 400 is final: one attempt, a dead letter with status and body; redrive re-delivers."""
-    sub = broker.subscribe(f"{sink.url}/reject", config=FAST)
+    clock = ManualClock()
+    broker = make_broker(clock=clock)
+    sub = broker.subscribe(f"{sink.url}/reject", config=IN_ORDER)
     sink.scripts["/reject"] = [Reply(400, body=b"bad payload")]
     assert broker.send(event(7)).status_code == 202
     sink.wait("/reject", 1)
@@ -47,13 +63,16 @@ def test_4xx_goes_to_the_dead_letter_and_redrive_delivers_it(broker: Broker, sin
     assert "400" in dead["lastError"]
     assert dead["failedAt"].endswith("Z")
     assert dead["acceptedAt"] <= dead["failedAt"]
-    time.sleep(0.3)
-    assert len(sink.at("/reject")) == 1  # not retried
+    # Not retried: nothing is pending, and after an hour on the broker's clock the next request
+    # is the marker sent then.
+    assert broker.status(sub)["pending"] == 0
+    clock.advance(3600)
+    broker.send(event(8))
+    assert ids(sink.wait("/reject", 2)) == ["e-7", "e-8"]
     r = broker.http.post(f"{url}/redrive")
     assert r.status_code == 202
     assert r.json() == {"redriven": 1}
-    got = sink.wait("/reject", 2)
-    assert got[1].headers["ce-id"] == "e-7"
+    assert ids(sink.wait("/reject", 3)) == ["e-7", "e-8", "e-7"]
     assert broker.http.get(url).json()["items"] == []
 
 
@@ -75,14 +94,21 @@ def test_redrive_of_selected_ids_and_unknown_subscription(broker: Broker, sink: 
     assert broker.http.get("/subscriptions/nope/deadletters").status_code == 404
 
 
-def test_retry_after_is_honoured(broker: Broker, sink: Sink) -> None:
-    """A 429 with Retry-After: 1 delays the next attempt by at least a second."""
-    broker.subscribe(f"{sink.url}/busy", config=FAST)
+def test_retry_after_is_honoured(make_broker: Callable[..., Broker], sink: Sink) -> None:
+    """A 429 with Retry-After: 1 delays the next attempt by a second, not by the backoff
+    (at most 0.05 s here): 0.9 s later on the broker's clock a marker goes out first."""
+    clock = ManualClock()
+    broker = make_broker(clock=clock)
+    sub = broker.subscribe(f"{sink.url}/busy", config=IN_ORDER)
     sink.scripts["/busy"] = [Reply(429, headers={"Retry-After": "1"})]
-    started = time.monotonic()
     broker.send(event(1))
-    sink.wait("/busy", 2)
-    assert time.monotonic() - started >= 1.0
+    sink.wait("/busy", 1)
+    wait_until(lambda: broker.status(sub)["failed"] == 1)  # the retry is scheduled
+    clock.advance(0.9)
+    broker.send(event(2))
+    assert ids(sink.wait("/busy", 2)) == ["e-1", "e-2"]
+    clock.advance(0.2)
+    assert ids(sink.wait("/busy", 3)) == ["e-1", "e-2", "e-1"]
 
 
 def test_sink_slower_than_the_timeout_is_retried(broker: Broker, sink: Sink) -> None:
@@ -135,8 +161,11 @@ def test_a_failing_sink_does_not_delay_another_subscription(broker: Broker, sink
     assert time.monotonic() - started < 3
 
 
-def test_concurrency_and_rate_limit_per_subscription(broker: Broker, sink: Sink) -> None:
-    """``config.concurrency`` bounds deliveries in flight; ``config.ratelimit`` paces them."""
+def test_concurrency_and_rate_limit_per_subscription(make_broker: Callable[..., Broker], sink: Sink) -> None:
+    """``config.concurrency`` bounds deliveries in flight; ``config.ratelimit`` paces them on the
+    broker's clock: a full bucket of 10, then 10 more per second."""
+    clock = ManualClock()
+    broker = make_broker(clock=clock)
     sink.default["/one"] = Reply(200, delay=0.1)
     broker.subscribe(f"{sink.url}/one", types=["one"], config={"concurrency": "1"})
     broker.subscribe(f"{sink.url}/paced", types=["paced"], config={"ratelimit": "10"})
@@ -144,9 +173,16 @@ def test_concurrency_and_rate_limit_per_subscription(broker: Broker, sink: Sink)
         broker.send(event(i, type="one"))
     sink.wait("/one", 6)
     assert sink.max_inflight == 1
-    started = time.monotonic()
     for i in range(15):
         broker.send(event(100 + i, type="paced"))
+    sink.wait("/paced", 10)
+    # The bucket is empty: the next delivery waits a tenth of a second for a token, on a clock
+    # that stands still (the loader's own sleep is a second long, so it is not counted).
+    wait_until(lambda: clock.sleeping(within=0.5) >= 1)
+    assert len(sink.at("/paced")) == 10
+    clock.advance(0.45)  # 4.5 tokens: four more deliveries, then the fifth waits again
+    sink.wait("/paced", 14)
+    wait_until(lambda: clock.sleeping(within=0.5) >= 1)
+    assert len(sink.at("/paced")) == 14
+    clock.advance(0.1)
     sink.wait("/paced", 15)
-    # A full bucket holds 10; the 15th delivery needs 10 + 10 * t >= 15 tokens, so t >= 0.5 s.
-    assert time.monotonic() - started >= 0.45

@@ -42,11 +42,6 @@ class Consumer:
                 items.append(await self._queue.get())
         return items
 
-    async def nothing_more(self, within: float = 0.5) -> bool:
-        """Whether no further message arrives within ``within`` seconds."""
-        await asyncio.sleep(within)
-        return self._queue.empty()
-
     async def close(self) -> None:
         raise NotImplementedError
 

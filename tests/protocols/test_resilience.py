@@ -68,6 +68,16 @@ async def _post(http: httpx.AsyncClient, events: list[dict[str, Any]]) -> None:
         assert response.status_code == 202, response.text
 
 
+async def _failing(http: httpx.AsyncClient, subscription: str) -> None:
+    """Wait until the broker has recorded failed attempts to the stopped server (and so keeps
+    retrying them), rather than for a fixed while."""
+    async with asyncio.timeout(60):
+        while True:
+            if (await http.get(f"/subscriptions/{subscription}/status")).json()["failed"]:
+                return
+            await asyncio.sleep(0.1)
+
+
 async def _ids(consumer: Consumer, count: int) -> set[str]:
     return {r.event["id"] for r in await consumer.receive(count, within=60)}
 
@@ -92,7 +102,7 @@ async def _scenario(
         seen |= await _ids(consumer, 5)
         await asyncio.to_thread(server.stop)
         await _post(http, during)
-        await asyncio.sleep(2)  # deliveries fail and are retried meanwhile
+        await _failing(http, response.json()["id"])  # deliveries fail and are retried meanwhile
         if reopen_after_restart:
             await consumer.close()
         await asyncio.to_thread(server.start)
@@ -180,6 +190,6 @@ async def test_nats_jetstream_sink_restart(server_factory: Callable[..., Any], b
         }
         await asyncio.to_thread(server.stop)
         await _post(http, events[5:])
-        await asyncio.sleep(2)
+        await _failing(http, response.json()["id"])
         await asyncio.to_thread(server.start)
         assert await NatsStreamReader().read_all(server.url, stream, subject, 10) == {e["id"] for e in events}

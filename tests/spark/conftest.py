@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +30,14 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
+#: Source of the marker events :meth:`LiveBroker.delivered` sends.
+MARKER_SOURCE = "/tests/marker"
+
+
 @dataclass
 class LiveBroker:
-    """A running broker whose one HTTP subscription delivers everything to ``sink``."""
+    """A running broker whose one HTTP subscription delivers everything to ``sink``, in the
+    order the broker accepted it (``concurrency`` 1)."""
 
     url: str
     sink: RecordingSink
@@ -40,6 +46,30 @@ class LiveBroker:
     def events_url(self) -> str:
         """The batch ingress endpoint."""
         return f"{self.url}/events"
+
+    def delivered(self, count: int, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Every event delivered once ``count`` have arrived (or ``timeout`` has passed), markers
+        left out.
+
+        A marker event sent to the broker afterwards is delivered after everything the broker
+        accepted before it, so once the marker has arrived no earlier event, and no duplicate
+        of one, is still on its way.
+        """
+        self.sink.wait_for(lambda got: len(_without_markers(got)) >= count, timeout)
+        marker = {"specversion": "1.0", "id": uuid.uuid4().hex, "source": MARKER_SOURCE, "type": "marker"}
+        response = httpx.post(
+            self.events_url,
+            json=marker,
+            headers={"content-type": "application/cloudevents+json"},
+            timeout=10,
+        )
+        assert response.status_code == 202, response.text
+        assert self.sink.wait_for(lambda got: any(e["id"] == marker["id"] for e in got), timeout)
+        return _without_markers(self.sink.snapshot())
+
+
+def _without_markers(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("source") != MARKER_SOURCE]
 
 
 @pytest.fixture
@@ -61,6 +91,7 @@ def make_broker(tmp_path: Path) -> Iterator[Callable[..., LiveBroker]]:
                 "protocol": "HTTP",
                 "sink": f"{sink_server.url}/sink",
                 "protocolsettings": {"contentmode": "structured"},
+                "config": {"concurrency": "1"},
             },
             timeout=10,
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -75,13 +76,14 @@ class RecordingSink:
         with self._lock:
             return list(self.events)
 
-    def wait_for(self, count: int, timeout: float = 60.0, quiet: float = 1.0) -> list[dict[str, Any]]:
-        """Wait until ``count`` events arrived, then ``quiet`` seconds more (to catch duplicates)."""
+    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float) -> bool:
+        """Whether the events received satisfy ``predicate`` within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
-        while len(self.snapshot()) < count and time.monotonic() < deadline:
+        while not predicate(self.snapshot()):
+            if time.monotonic() > deadline:
+                return False
             time.sleep(0.05)
-        time.sleep(quiet)
-        return self.snapshot()
+        return True
 
 
 class RefusingProxy:

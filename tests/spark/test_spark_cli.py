@@ -41,7 +41,7 @@ def test_spark_feed_once_feeds_the_files_present_and_exits(
     )
     out = capsys.readouterr().out
     assert code == 0, out
-    events = broker.sink.wait_for(60)
+    events = broker.delivered(60)
     assert sorted(e["id"] for e in events) == sorted(f"cli-{i}" for i in range(60))
     assert {e["source"] for e in events} == {f"file://{inputs.resolve()}"}
     assert {e["type"] for e in events} == {"com.example.cli"}
@@ -78,7 +78,7 @@ def test_batch_writer_carries_every_attribute_type(spark: SparkSession, broker: 
     df.write.format("cloudevents").mode("append").option("url", broker.events_url).option(
         "source", "/blobs"
     ).save()
-    events = {e["id"]: e for e in broker.sink.wait_for(5)}
+    events = {e["id"]: e for e in broker.delivered(5)}
     assert events["b-3"] == {
         "specversion": "1.0",
         "id": "b-3",
@@ -117,7 +117,7 @@ def test_spark_feed_rate_runs_for_its_duration_and_stops_between_batches(
     summary = next(line for line in out.splitlines() if line.startswith("done: "))
     counted = int(summary.split()[1].replace(",", ""))
     assert counted > 0
-    events = broker.sink.wait_for(counted)
+    events = broker.delivered(counted)
     assert len(events) == counted
     assert len({e["id"] for e in events}) == counted
     assert {e["type"] for e in events} == {"cebroker.spark.rate"}
@@ -139,7 +139,7 @@ def test_an_event_the_broker_finds_too_large_goes_to_the_error_location(
         .options(url=small.events_url, source="/sizes", batchSize="10", errorPath=str(errors))
         .save()
     )
-    events = small.sink.wait_for(29)
+    events = small.delivered(29)
     assert sorted(e["id"] for e in events) == sorted(f"s-{i}" for i in range(30) if i != 7)
     (record,) = [
         json.loads(line) for f in errors.rglob("part-*.jsonl") for line in f.read_text().splitlines()

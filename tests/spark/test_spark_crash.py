@@ -83,7 +83,7 @@ def test_a_killed_feed_resumes_without_loss_or_duplicates(
     assert f"done: {ROWS} rows in 1 batches" in out
     assert f"{accepted_before} already in the broker" in out
 
-    events = broker.sink.wait_for(ROWS)
+    events = broker.delivered(ROWS)
     counts = Counter(e["id"] for e in events)
     assert [key for key, n in counts.items() if n > 1] == []
     assert sorted(e["data"]["n"] for e in events) == list(range(ROWS))

@@ -37,7 +37,7 @@ def feed_once(inputs: Path, fmt: str, url: str, checkpoint: Path, *extra: str) -
 
 def delivered_once(broker: LiveBroker, count: int) -> dict[str, dict[str, Any]]:
     """The sink's events by id, after checking that each id arrived exactly once."""
-    events = broker.sink.wait_for(count)
+    events = broker.delivered(count)
     counts = Counter(e["id"] for e in events)
     assert [key for key, n in counts.items() if n > 1] == []
     return {e["id"]: e for e in events}

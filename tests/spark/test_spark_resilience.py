@@ -50,7 +50,7 @@ def start(spark: SparkSession, inputs: Path, checkpoint: Path, url: str, **optio
 
 
 def assert_each_reading_once(broker: LiveBroker) -> None:
-    events = broker.sink.wait_for(ROWS)
+    events = broker.delivered(ROWS)
     counts = Counter(e["id"] for e in events)
     assert [key for key, n in counts.items() if n > 1] == []
     assert sorted(e["data"]["n"] for e in events) == list(range(ROWS))

@@ -113,7 +113,7 @@ def test_files_reach_the_sink_exactly_once_and_a_replayed_batch_is_deduplicated(
     inputs, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
     write_inputs(inputs)
     start(spark, inputs, checkpoint, broker.events_url).awaitTermination(120)
-    events = broker.sink.wait_for(VALID)
+    events = broker.delivered(VALID)
     assert_exactly_once(events)
 
     rejected = rejected_records(checkpoint / "errors")
@@ -139,4 +139,4 @@ def test_files_reach_the_sink_exactly_once_and_a_replayed_batch_is_deduplicated(
     assert counter.forwarded_events == TICKS
     (summary,) = (checkpoint / "errors").glob("query-*/batch-2/_summary.json")
     assert json.loads(summary.read_text())["duplicates"] == TICKS  # the broker said: already have them
-    assert_exactly_once(broker.sink.wait_for(VALID + 1, timeout=2))
+    assert_exactly_once(broker.delivered(VALID))

@@ -1,0 +1,160 @@
+"""Unit tests of the dispatcher's parts that need no sink: the retry/dead-letter decision, the
+rate limit on a clock that only moves when told, the backlog count and the dead-letter copy."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from ceprotocols.errors import DeliveryError
+from prometheus_client import CollectorRegistry, Gauge
+
+from cebroker.clock import SYSTEM_CLOCK, Clock, SystemClock, wait_or_sleep
+from cebroker.pipeline.dispatch.backlog import Backlog
+from cebroker.pipeline.dispatch.deadletters import REASON_LIMIT, dead_letter_copy
+from cebroker.pipeline.dispatch.lane import TokenBucket
+from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
+from cebroker.pipeline.policy import DeliveryPolicy
+from pipeline.clocks import ManualClock
+
+
+def most(low: float, high: float) -> float:
+    """A jitter draw that always takes the top of the range."""
+    return high
+
+
+def retry_at(outcome: Retry | GiveUp) -> float:
+    assert isinstance(outcome, Retry), outcome
+    return outcome.next_at
+
+
+async def asleep(clock: ManualClock, within: float) -> None:
+    """Let the other tasks run until one of them sleeps on ``clock`` for at most ``within``."""
+    for _ in range(1000):
+        if clock.sleeping(within):
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("nothing went to sleep on the clock")
+
+
+# -- the retry/dead-letter decision -------------------------------------------------------------
+
+
+def test_a_final_error_goes_to_the_dead_letter_at_once() -> None:
+    error = DeliveryError("HTTP 400", retryable=False, status=400, body="bad payload")
+    outcome = decide(DeliveryPolicy(), 0, error, first_at=0.0, now=5.0)
+    assert outcome == GiveUp(attempts=1, reason="HTTP 400", status="400", body="bad payload")
+
+
+def test_a_transient_error_is_retried_after_the_backoff() -> None:
+    policy = DeliveryPolicy(initialdelay=2.0, maxdelay=60.0)
+    error = DeliveryError("HTTP 503", status=503)
+    assert decide(policy, 0, error, first_at=0.0, now=10.0, uniform=most) == Retry(1, 12.0, "HTTP 503")
+    assert decide(policy, 2, error, first_at=0.0, now=10.0, uniform=most) == Retry(3, 18.0, "HTTP 503")
+    # Equal jitter: half the delay is fixed, whatever the draw.
+    assert retry_at(decide(policy, 2, error, first_at=0.0, now=10.0, uniform=lambda low, high: low)) == 14.0
+
+
+def test_retry_after_wins_when_longer_up_to_its_cap() -> None:
+    policy = DeliveryPolicy(initialdelay=0.05, retryaftermax=30.0)
+    asked = DeliveryError("HTTP 429", status=429, retry_after=1.0)
+    assert retry_at(decide(policy, 0, asked, first_at=0.0, now=100.0, uniform=most)) == 101.0
+    greedy = DeliveryError("HTTP 429", status=429, retry_after=3600.0)
+    assert retry_at(decide(policy, 0, greedy, first_at=0.0, now=100.0, uniform=most)) == 130.0
+
+
+def test_giving_up_after_max_attempts_or_past_the_time_to_live() -> None:
+    error = DeliveryError("connection refused")
+    by_attempts = decide(DeliveryPolicy(maxattempts=3), 2, error, first_at=0.0, now=1.0)
+    assert by_attempts == GiveUp(3, "gave up after 3 attempts: connection refused", None, None)
+    late = decide(DeliveryPolicy(ttl=60.0, initialdelay=10.0), 0, error, first_at=0.0, now=55.0, uniform=most)
+    assert isinstance(late, GiveUp)
+    assert late.reason.startswith("gave up after 1 attempts")
+    in_time = decide(
+        DeliveryPolicy(ttl=60.0, initialdelay=10.0), 0, error, first_at=0.0, now=45.0, uniform=most
+    )
+    assert in_time == Retry(1, 55.0, "connection refused")
+
+
+# -- clocks and the rate limit ------------------------------------------------------------------
+
+
+def test_both_clocks_are_clocks() -> None:
+    clocks: list[Clock] = [SYSTEM_CLOCK, SystemClock(), ManualClock()]
+    assert all(c.now() > 1_600_000_000 for c in clocks)
+
+
+async def test_a_manual_clock_wakes_sleepers_only_when_advanced() -> None:
+    clock = ManualClock()
+    start = clock.now()
+    sleeper = asyncio.ensure_future(clock.sleep(1.0))
+    await asleep(clock, 1.0)
+    clock.advance(0.5)
+    assert clock.sleeping(within=0.5) == 1
+    assert not sleeper.done()
+    clock.advance(0.5)
+    await asyncio.wait_for(sleeper, 5)
+    assert clock.now() == start + 1.0
+    assert clock.monotonic() == 1.0
+
+
+async def test_wait_or_sleep_returns_on_the_event_or_the_clock() -> None:
+    clock = ManualClock()
+    event = asyncio.Event()
+    waiting = asyncio.ensure_future(wait_or_sleep(event, 10.0, clock))
+    await asleep(clock, 10.0)
+    event.set()
+    await asyncio.wait_for(waiting, 5)
+    event.clear()
+    waiting = asyncio.ensure_future(wait_or_sleep(event, 10.0, clock))
+    await asleep(clock, 10.0)
+    clock.advance(10.0)
+    await asyncio.wait_for(waiting, 5)
+    assert not event.is_set()
+
+
+async def test_the_token_bucket_paces_on_its_clock() -> None:
+    """A burst of ``rate`` tokens, then one per ``1/rate`` seconds of the clock, not of real time."""
+    clock = ManualClock()
+    bucket = TokenBucket(10.0, clock)
+    for _ in range(10):
+        await asyncio.wait_for(bucket.acquire(), 1)
+    eleventh = asyncio.ensure_future(bucket.acquire())
+    await asleep(clock, 0.1)
+    assert not eleventh.done()  # the clock stands still: no token can come
+    clock.advance(0.1)
+    await asyncio.wait_for(eleventh, 5)
+    twelfth = asyncio.ensure_future(bucket.acquire())
+    await asleep(clock, 0.1)
+    clock.advance(0.05)
+    assert clock.sleeping(within=0.05) == 1
+    assert not twelfth.done()
+    clock.advance(0.06)
+    await asyncio.wait_for(twelfth, 5)
+
+
+# -- backlog and dead-letter copies ---------------------------------------------------------------
+
+
+def test_the_backlog_counts_and_its_gauge_follows() -> None:
+    registry = CollectorRegistry()
+    backlog = Backlog(Gauge("backlog", "test", registry=registry))
+    backlog.added(5)
+    backlog.settled(2)
+    assert backlog.pending == 3
+    assert registry.get_sample_value("backlog") == 3.0
+    backlog.settled(10)  # a clean-up racing a completion never drives it negative
+    assert backlog.pending == 0
+    assert registry.get_sample_value("backlog") == 0.0
+
+
+@pytest.mark.parametrize("status", [None, "404"])
+def test_a_dead_letter_copy_carries_the_reason(status: str | None) -> None:
+    event = {"specversion": "1.0", "id": "e-1", "source": "/s", "type": "t", "data": {"n": 1}}
+    outcome = GiveUp(attempts=4, reason="x" * (REASON_LIMIT + 10), status=status, body=None)
+    copy = dead_letter_copy(event, "sub-1", outcome)
+    assert copy["deadletterreason"] == "x" * REASON_LIMIT
+    assert (copy["deadlettersub"], copy["deadletterattempts"]) == ("sub-1", 4)
+    assert copy.get("deadletterstatus") == status
+    assert {k: copy[k] for k in event} == event
+    assert "deadletterreason" not in event  # the original is not changed
