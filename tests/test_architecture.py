@@ -24,9 +24,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Plain values, errors and the contracts between parts: no IO, no HTTP, no other unit.
+#: Plain values, errors, declarations and the contracts between parts: no other unit.
 BOTTOM = frozenset(
-    {"cebroker", "errors", "settings", "clock", "contracts", "subscription_rules", "subscription"}
+    {"cebroker", "errors", "options", "settings", "clock", "contracts", "subscription_rules", "subscription"}
 )
 #: Storage: ``store`` today; ``storage`` (one layer for every table) takes its place.
 STORAGE = frozenset({"store", "storage"})
