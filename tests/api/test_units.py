@@ -12,7 +12,7 @@ from cebroker.api.validation import build_rules, realize
 from cebroker.app import validation_rules
 from cebroker.errors import PreconditionFailed, ValidationError
 from cebroker.storage import SubscriptionQuery
-from cebroker.subscription_rules import ConfigKeyRule, SubscriptionRules
+from cebroker.subscription_rules import ConfigKeyRule, SettingRule, SubscriptionRules
 from cebroker.web.body import parse_json
 from cebroker.web.conditional import check_if_match
 
@@ -143,3 +143,50 @@ def test_sender_refusals_are_reported_with_a_pointer(monkeypatch: pytest.MonkeyP
         realize(body, rules=RULES, subscription_id="x")
     assert info.value.problems[0].pointer == "/sink"
     assert "pw" not in info.value.problems[0].message
+
+
+def test_rules_are_built_from_declarations_not_registered_globally() -> None:
+    """Each build starts from the API's own tables: what one build adds, another does not see,
+    so no result depends on which part was imported or built first."""
+    bare = build_rules()
+    assert "contentmode" not in bare.protocols["HTTP"].settings
+    assert "contentmode" in RULES.protocols["HTTP"].settings
+    assert "contentmode" not in build_rules().protocols["HTTP"].settings
+    body = {"protocol": "HTTP", "sink": "http://h/", "protocolsettings": {"contentmode": "binary"}}
+    with pytest.raises(ValidationError) as info:
+        realize(body, rules=bare, subscription_id="x")
+    assert [p.pointer for p in info.value.problems] == ["/protocolsettings/contentmode"]
+    assert realize(body, rules=RULES, subscription_id="x").protocolsettings["contentmode"] == "binary"
+
+
+def test_a_declared_setting_brings_its_check_default_and_schema() -> None:
+    def even(value: Any) -> list[str]:
+        return [] if isinstance(value, int) and value % 2 == 0 else ["must be an even number"]
+
+    rule = SettingRule(protocol="NATS", name="lanes", check=even, schema={"type": "integer"}, default=2)
+    rules = build_rules(SubscriptionRules(settings=(rule,)))
+    assert rules.protocols["NATS"].schemas["lanes"] == {"type": "integer"}
+    body = {"protocol": "NATS", "sink": "nats://n:4222", "protocolsettings": {"subject": "a"}}
+    assert realize(body, rules=rules, subscription_id="x").protocolsettings["lanes"] == 2
+    body["protocolsettings"] = {"subject": "a", "lanes": 3}
+    with pytest.raises(ValidationError) as info:
+        realize(body, rules=rules, subscription_id="x")
+    assert [(p.pointer, p.message) for p in info.value.problems] == [
+        ("/protocolsettings/lanes", "must be an even number")
+    ]
+
+
+def test_conflicting_declarations_are_refused_when_the_broker_is_built() -> None:
+    def fine(value: Any) -> list[str]:
+        return []
+
+    twice = SettingRule(protocol="HTTP", name="x", check=fine, schema={})
+    with pytest.raises(ValueError, match="declared twice"):
+        build_rules(SubscriptionRules(settings=(twice,)), SubscriptionRules(settings=(twice,)))
+    key = ConfigKeyRule(name="k", check=fine)
+    with pytest.raises(ValueError, match="declared twice"):
+        build_rules(SubscriptionRules(config_keys=(key, key)))
+    with pytest.raises(ValueError, match="unknown protocol"):
+        build_rules(
+            SubscriptionRules(settings=(SettingRule(protocol="SMTP", name="x", check=fine, schema={}),))
+        )

@@ -149,6 +149,9 @@ class Dispatcher:
             return
         self.backlog.settled(removed)
 
+    # The three callbacks below are handed to parts built before the loader and the lanes they
+    # reach (which need those parts in turn), so they are methods rather than bound references.
+
     def _schedule(self, subscription: str, at: float) -> None:
         self._loader.schedule(subscription, at)
 
