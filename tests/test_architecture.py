@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BOTTOM = frozenset(
     {"cebroker", "errors", "options", "settings", "clock", "contracts", "subscription_rules", "subscription"}
 )
-#: Storage: ``store`` today; ``storage`` (one layer for every table) takes its place.
-STORAGE = frozenset({"store", "storage"})
+#: Storage: the contracts and backends of every table the broker keeps.
+STORAGE = frozenset({"storage"})
 #: HTTP helpers shared by every part that serves routes.
 WEB = frozenset({"web"})
 #: The parts of the service; none imports another.
