@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute
 
 from cebroker.api.ops import OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
-from cebroker.api.validation import ValidationRules, build_rules
+from cebroker.api.validation import ValidationRules, build_rules, realize
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import BrokerError
 from cebroker.pipeline.component import PipelineComponent
@@ -99,10 +99,8 @@ def build_components(
     storage = storage if storage is not None else storage_from_settings(settings, clock=clock)
     # The one subscription store; parts that read or follow subscriptions get this instance.
     store = storage.subscriptions
-    components: list[Component] = [
-        StorageComponent(storage),
-        SubscriptionsComponent(store, settings, validation_rules()),
-    ]
+    rules = validation_rules()
+    components: list[Component] = [StorageComponent(storage), SubscriptionsComponent(store, settings, rules)]
     # The registry checks incoming events for the pipeline (its validator) and announces its
     # own changes through the pipeline (its ingestor): the two are wired to each other.
     registry = RegistryComponent(
@@ -110,7 +108,12 @@ def build_components(
     )
     # The event pipeline follows the store's change feed, so it starts after the storage is open.
     pipeline = PipelineComponent(
-        settings, store, storage.deliveries, validator=registry.validator, clock=clock
+        settings,
+        store,
+        storage.deliveries,
+        validator=registry.validator,
+        clock=clock,
+        realize=lambda body: realize(body, rules=rules, subscription_id="draft"),
     )
     components.append(pipeline)
     if settings.sources:

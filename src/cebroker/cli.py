@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from cebroker.client.parser import add_client_commands
 from cebroker.options import OptionParser, options_of
 from cebroker.options.units import DURATION_HELP, SIZE_HELP
 from cebroker.registry.command import add_registry, run_registry
@@ -42,6 +43,7 @@ def build_parser() -> OptionParser:
     serve.add_options(SERVE_OPTIONS)
     add_spark_feed(sub)
     add_registry(sub)
+    add_client_commands(sub)
     return parser
 
 
@@ -91,6 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_spark_feed(args)
     if args.command == "registry":
         return run_registry(args)
+    if hasattr(args, "handler"):  # a management command (subscriptions, events, ...)
+        from cebroker.client.commands import run
+
+        return run(args)
     return 2  # argparse rejects unknown commands before this
 
 

@@ -1,8 +1,8 @@
 """The event pipeline as a :class:`cebroker.app.Component`: creation, wiring and lifecycle.
 
 Start order (the storage is open already): follow the store's change feed, index every
-subscription, then resume every pending delivery. Routes: ``POST /events``, ``GET /metrics`` and the
-per-subscription status and dead-letter routes.
+subscription, then resume every pending delivery. Routes: ``POST /events``, ``GET /metrics``, the
+per-subscription status, dead-letter and live-tail routes.
 """
 
 from __future__ import annotations
@@ -23,8 +23,11 @@ from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.routes.deliveries import DeliveriesApi
 from cebroker.pipeline.routes.events import EventsApi
+from cebroker.pipeline.routes.explain import ExplainApi, Realize
 from cebroker.pipeline.routes.metrics import MetricsApi
+from cebroker.pipeline.routes.tail import TailApi
 from cebroker.pipeline.senders import SenderPool
+from cebroker.pipeline.tail import TailHub
 from cebroker.settings import Settings
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange, SubscriptionStore
@@ -40,6 +43,9 @@ class PipelineComponent:
 
     ``clock`` is the time the dispatcher and the housekeeping read and sleep on; ``journal``
     must read the same clock (see :class:`~cebroker.storage.StorageOptions`).
+
+    ``realize`` validates a subscription body as a create does; with it the component also serves
+    the explain routes (a draft is validated by it).
     """
 
     def __init__(
@@ -50,6 +56,7 @@ class PipelineComponent:
         *,
         validator: EventValidator | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        realize: Realize | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -59,6 +66,7 @@ class PipelineComponent:
         origin = urlsplit(settings.public_url).hostname or settings.host
         self.senders = SenderPool(webhook_origin=origin, validate_webhooks=settings.webhook_validation)
         self.dispatcher = Dispatcher(self.log, self.matcher, self.senders, self.metrics, clock=clock)
+        self.tail = TailHub()
         self.pipeline = Pipeline(
             self.log,
             self.matcher,
@@ -67,8 +75,9 @@ class PipelineComponent:
             max_backlog=settings.max_backlog,
             validator=validator,
             validation_mode=ValidationMode(settings.event_validation),
+            tail=self.tail,
         )
-        self._apis: list[EventsApi | MetricsApi | DeliveriesApi] = [
+        self._apis: list[EventsApi | MetricsApi | DeliveriesApi | TailApi | ExplainApi] = [
             EventsApi(
                 self.pipeline,
                 self.metrics,
@@ -77,7 +86,17 @@ class PipelineComponent:
             ),
             MetricsApi(self.metrics),
             DeliveriesApi(store, self.log, self.dispatcher),
+            TailApi(self.tail, self._exists),
         ]
+        if realize is not None:  # drafts are validated by the Subscriptions API's rules
+            self._apis.append(
+                ExplainApi(
+                    self.matcher,
+                    realize,
+                    max_event_size=settings.max_event_size,
+                    max_subscription_body=settings.max_subscription_body,
+                )
+            )
         self._unsubscribe: Callable[[], None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -95,6 +114,7 @@ class PipelineComponent:
 
     async def stop(self) -> None:
         """Stop delivering (unconfirmed deliveries stay pending in the log)."""
+        self.tail.end_all()
         if self._unsubscribe is not None:
             self._unsubscribe()
         for task in list(self._tasks):
@@ -106,7 +126,11 @@ class PipelineComponent:
     def _on_change(self, change: SubscriptionChange) -> None:
         self.matcher.apply(change)
         if change.kind is ChangeKind.DELETED:
+            self.tail.end(change.subscription.id)
             self._keep(self.dispatcher.forget(change.subscription.id))
+
+    async def _exists(self, subscription: str) -> bool:
+        return await self._store.get(subscription) is not None
 
     def _keep(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.create_task(coro)

@@ -11,6 +11,7 @@ from cebroker.errors import FieldProblem, Overloaded, ValidationError
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.tail import TailHub
 from cebroker.pipeline.validation import event_problems, normalize
 from cebroker.storage.deliveries import DeliveryLog, Incoming
 
@@ -24,6 +25,7 @@ class Pipeline:
         max_backlog: pending deliveries above which new events are refused with 503.
         validator: optional check of events against registered definitions, applied per
             ``validation_mode``: ``enforce`` refuses violating events, ``warn`` counts and logs.
+        tail: live watchers of matched events, handed every committed event.
     """
 
     def __init__(
@@ -36,6 +38,7 @@ class Pipeline:
         max_backlog: int,
         validator: EventValidator | None = None,
         validation_mode: ValidationMode = ValidationMode.OFF,
+        tail: TailHub | None = None,
     ) -> None:
         self._log = journal
         self._matcher = matcher
@@ -44,6 +47,7 @@ class Pipeline:
         self._max_backlog = max_backlog
         self.validator = validator
         self.validation_mode = validation_mode
+        self.tail = tail
         self._accepted = metrics.events_in.labels("accepted")
         self._duplicates = metrics.events_in.labels("duplicate")
 
@@ -75,6 +79,8 @@ class Pipeline:
         except TypeError as exc:  # only from ingest(): HTTP input is parsed JSON already
             raise ValidationError([FieldProblem("", f"an event is not JSON-serialisable: {exc}")]) from exc
         self._dispatcher.accept(clean, written)
+        if self.tail is not None and self.tail.active:
+            self.tail.publish(clean, written)
         duplicates = sum(1 for w in written if w is None)
         self._accepted.inc(len(clean) - duplicates)
         if duplicates:

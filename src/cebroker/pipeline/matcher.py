@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from cefilters import FilterError, SubscriptionIndex
 
 from cebroker.contracts import Event
+from cebroker.pipeline.explain import Explanation, explaining
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange
 from cebroker.subscription import Subscription
 
@@ -44,6 +45,14 @@ class Matcher:
     def match(self, event: Event) -> tuple[str, ...]:
         """Ids of the subscriptions that accept ``event``."""
         return tuple(self._index.match(event))
+
+    def explain(self, subscription: str, event: Event) -> Explanation:
+        """Why ``subscription`` accepts ``event`` or not, by the index that matches every event.
+
+        Raises:
+            KeyError: the subscription is not indexed.
+        """
+        return explaining(self._index).explain(subscription, event)
 
     def _put(self, subscription: Subscription) -> None:
         try:

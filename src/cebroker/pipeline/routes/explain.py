@@ -1,0 +1,100 @@
+"""Explain a match over HTTP.
+
+* ``POST /subscriptions/{id}/explain`` with one CloudEvent (JSON event format, as
+  ``application/json`` or ``application/cloudevents+json``): ``200 {"matched", "checks"}`` for
+  the stored subscription.
+* ``POST /explain`` with ``{"subscription": <a subscription body>, "event": <a CloudEvent>}``:
+  the same for a draft, which is validated as a create would validate it and stored nowhere.
+
+An invalid event is a 400 naming each attribute (``/time``; ``/event/time`` in a draft request),
+an invalid draft the 400 of a create with its pointers under ``/subscription``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from cebroker.errors import FieldProblem, NotFound, ValidationError
+from cebroker.pipeline.explain import explain_draft, to_json
+from cebroker.pipeline.matcher import Matcher
+from cebroker.pipeline.validation import event_problems, normalize
+from cebroker.subscription import Subscription
+from cebroker.web.body import read_json
+
+#: Media types an explain request may be sent as.
+MEDIA_TYPES = ("application/json", "application/cloudevents+json")
+#: Validates a draft subscription body as a create does (raises ValidationError).
+Realize = Callable[[Any], Subscription]
+
+
+class ExplainApi:
+    """The explain routes over the pipeline's matcher.
+
+    Args:
+        matcher: the live index of stored subscriptions.
+        realize: the Subscriptions API's validation of a body, for drafts.
+        max_event_size: largest event in bytes; a draft request may add ``max_subscription_body``.
+    """
+
+    def __init__(
+        self, matcher: Matcher, realize: Realize, *, max_event_size: int, max_subscription_body: int
+    ) -> None:
+        self._matcher = matcher
+        self._realize = realize
+        self._max_event = max_event_size
+        self._max_draft = max_event_size + max_subscription_body
+
+    def routes(self) -> Sequence[BaseRoute]:
+        """``POST /subscriptions/{id}/explain`` and ``POST /explain``."""
+        return [
+            Route("/subscriptions/{id}/explain", self.stored, methods=["POST"]),
+            Route("/explain", self.draft, methods=["POST"]),
+        ]
+
+    async def stored(self, request: Request) -> Response:
+        """Explain one event against a stored subscription."""
+        subscription = str(request.path_params["id"])
+        if subscription not in self._matcher.subscriptions:
+            raise NotFound(f"no subscription {subscription[:64]!r}")
+        event = _event(await read_json(request, limit=self._max_event, accepted=MEDIA_TYPES), "")
+        try:
+            explanation = self._matcher.explain(subscription, event)
+        except KeyError as exc:  # deleted meanwhile, or its filters could not be indexed
+            raise NotFound(f"subscription {subscription[:64]!r} is not in the index") from exc
+        return JSONResponse(to_json(explanation))
+
+    async def draft(self, request: Request) -> Response:
+        """Explain one event against a subscription body that is not stored."""
+        body = await read_json(request, limit=self._max_draft, accepted=MEDIA_TYPES)
+        if not isinstance(body, dict):
+            raise ValidationError([FieldProblem("", "expected an object with 'subscription' and 'event'")])
+        problems = [
+            FieldProblem(f"/{name}", "is required") for name in ("subscription", "event") if name not in body
+        ]
+        problems += [
+            FieldProblem(f"/{name}", "unknown member; expected 'subscription' and 'event'")
+            for name in body
+            if name not in ("subscription", "event")
+        ]
+        if problems:
+            raise ValidationError(problems)
+        try:
+            draft = self._realize(body["subscription"])
+        except ValidationError as exc:
+            problems = [FieldProblem("/subscription" + p.pointer, p.message) for p in exc.problems]
+        event_errors = event_problems(body["event"], "/event")
+        if problems or event_errors:
+            raise ValidationError([*problems, *event_errors])
+        return JSONResponse(to_json(explain_draft(draft, normalize(body["event"]))))
+
+
+def _event(doc: Any, prefix: str) -> dict[str, Any]:
+    problems = event_problems(doc, prefix)
+    if problems:
+        raise ValidationError(problems)
+    return normalize(doc)
