@@ -8,6 +8,8 @@ wins over the variable, which wins over the default. Both come from the declarat
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import logging.config
 import sys
 from collections.abc import Sequence
 
@@ -53,16 +55,34 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import logging
-
     import uvicorn
 
     from cebroker.app import build_components, create_app, storage_from_settings
+    from cebroker.logs import logging_config
     from cebroker.storage import StorageError
 
     settings = settings_from_args(args)
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    chosen = {}
+    for flag, value, fast, fallback in (
+        ("--loop", settings.loop, "uvloop", "asyncio"),
+        ("--http", settings.http, "httptools", "h11"),
+    ):
+        installed = importlib.util.find_spec(fast) is not None
+        if value == fast and not installed:
+            print(
+                f"cebroker serve: error: {flag} {fast}: {fast} is not installed "
+                "(it comes with uvicorn[standard]; or use auto)",
+                file=sys.stderr,
+            )
+            return 2
+        chosen[flag] = (fast if installed else fallback) if value == "auto" else value
+    config = logging_config(settings.log_level, settings.log_format)
+    logging.config.dictConfig(config)
+    logging.getLogger("cebroker").info(
+        "serving on %s with event loop %s and HTTP parser %s",
+        settings.public_url,
+        chosen["--loop"],
+        chosen["--http"],
     )
     storage = storage_from_settings(settings)
     try:
@@ -77,8 +97,11 @@ def _serve(args: argparse.Namespace) -> int:
         app,
         host=settings.host,
         port=settings.port,
+        log_config=config,
         log_level=settings.log_level,
-        access_log=settings.log_level == "debug",
+        access_log=settings.access_log,
+        loop=chosen["--loop"],
+        http=chosen["--http"],
         lifespan="on",
     )
     return 0

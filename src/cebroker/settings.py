@@ -28,6 +28,7 @@ from cebroker.options import (
 #: Prefix of every ``serve`` setting's environment variable.
 VARIABLE_PREFIX = "CEBROKER_"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+LOG_FORMATS = ("text", "json")
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,18 @@ class Settings:
     port: int = setting(8080, Integer(0, 65535), "TCP port", metavar="PORT")
     db: Path = setting(Path("cebroker.db"), FilePath(), "SQLite database file, created on first start")
     log_level: str = setting("info", Choice(LOG_LEVELS), "log level")
+    log_format: str = setting(
+        "text", Choice(LOG_FORMATS), "log lines as text, or one JSON object per line for log shippers"
+    )
+    access_log: bool = setting(False, Boolean(), "log every HTTP request (uvicorn's access log)")
+    #: The server's event loop and HTTP parser; ``auto`` takes uvloop and httptools (the
+    #: ``uvicorn[standard]`` extras, installed by default) when present.
+    loop: str = setting(
+        "auto", Choice(("auto", "asyncio", "uvloop")), "event loop: auto uses uvloop if installed"
+    )
+    http: str = setting(
+        "auto", Choice(("auto", "h11", "httptools")), "HTTP/1.1 parser: auto uses httptools if installed"
+    )
     #: Public base URL of this broker (for Location headers, registry ``self`` links, webhook
     #: origin); derived from host and port when not set.
     base_url: str | None = setting(

@@ -143,3 +143,67 @@ def test_examples_answer_as_documented(broker_url: str) -> None:
             location = re.search(r"^location: /subscriptions/(\S+)$", head, re.MULTILINE)
             assert location is not None
             env["ID"] = location[1]
+
+
+README = DOC.parents[1] / "README.md"
+#: Every curl call reports its status on stderr, so that stdout stays what the README shows.
+_CURL_STATUS = "curl() { command curl -w '%{stderr}@@status %{http_code}\\n' \"$@\"; }\n"
+
+
+def readme_blocks() -> list[tuple[str, str]]:
+    """(heading, commands) of every ``sh`` block of the README's curl section (its protocol ingress
+    and Spark examples need servers of their own and are not curl calls)."""
+    text = README.read_text()
+    text = text[text.index("## Every operation, with curl") : text.index("### Protocol ingress and Spark")]
+    found = []
+    for block in _FENCE.finditer(text):
+        if block["lang"] == "sh" and "$B" in block["text"]:
+            heading = [line for line in text[: block.start()].splitlines() if line.startswith("#")][-1]
+            found.append((heading, block["text"]))
+    return found
+
+
+def test_readme_examples_run_as_shown(tmp_path: Path) -> None:
+    """Every command of the README's curl section runs, in order, against a real broker and a
+    real sink standing at the example's sink address: no command fails, every answer is 2xx
+    except the deliberately bad request, and the example event that should match the example
+    subscription is delivered while the one that should not is not."""
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    from pipeline.servers import ServerThread, Sink
+
+    blocks = readme_blocks()
+    headings = [heading for heading, _ in blocks]
+    assert headings[:4] == [
+        "### Subscriptions API ([docs/api.md](docs/api.md))",
+        "### Events ([docs/pipeline.md](docs/pipeline.md))",
+        "### Delivery state, dead letters, metrics",
+        "### Replace and delete",
+    ]
+    sink = Sink()
+    with (
+        ServerThread(sink) as sink_server,
+        ServerThread(create_app(Settings(db=tmp_path / "readme.db", webhook_validation=False))) as broker,
+    ):
+        env = {**os.environ, "B": broker.url, "ID": ""}
+        statuses: list[tuple[str, int]] = []
+        for heading, commands in blocks:
+            if heading.startswith("### Replace"):  # deliveries first: the replace changes the sink
+                got = sink.wait("/hook", 1)
+                assert [r.headers["ce-id"] for r in got] == ["1"]
+                assert got[0].headers["x-team"] == "billing"
+            script = _CURL_STATUS + commands.replace("127.0.0.1:9000", f"127.0.0.1:{sink_server.port}")
+            script = "set -euo pipefail\n" + script + '\nprintf "@@id %s\\n" "$ID" >&2\n'
+            result = subprocess.run(
+                ["bash", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+            )
+            assert result.returncode == 0, (heading, result.stderr)
+            for line in result.stderr.splitlines():
+                if line.startswith("@@status "):
+                    statuses.append((heading, int(line.split()[1])))
+                elif line.startswith("@@id "):
+                    env["ID"] = line[5:]
+            assert env["ID"], "the README's ID line found no subscription"
+    refused = [(heading, status) for heading, status in statuses if status >= 300]
+    assert refused == [("### Subscriptions API ([docs/api.md](docs/api.md))", 400)]
+    assert len(statuses) >= 30

@@ -25,6 +25,7 @@ from cebroker.pipeline.routes.deliveries import DeliveriesApi
 from cebroker.pipeline.routes.events import EventsApi
 from cebroker.pipeline.routes.explain import ExplainApi, Realize
 from cebroker.pipeline.routes.metrics import MetricsApi
+from cebroker.pipeline.routes.overview import OverviewApi
 from cebroker.pipeline.routes.tail import TailApi
 from cebroker.pipeline.senders import SenderPool
 from cebroker.pipeline.tail import TailHub
@@ -77,7 +78,7 @@ class PipelineComponent:
             validation_mode=ValidationMode(settings.event_validation),
             tail=self.tail,
         )
-        self._apis: list[EventsApi | MetricsApi | DeliveriesApi | TailApi | ExplainApi] = [
+        self._apis: list[EventsApi | MetricsApi | DeliveriesApi | TailApi | ExplainApi | OverviewApi] = [
             EventsApi(
                 self.pipeline,
                 self.metrics,
@@ -87,6 +88,7 @@ class PipelineComponent:
             MetricsApi(self.metrics),
             DeliveriesApi(store, self.log, self.dispatcher),
             TailApi(self.tail, self._exists),
+            OverviewApi(self.metrics, self.log, self.matcher, self.dispatcher),
         ]
         if realize is not None:  # drafts are validated by the Subscriptions API's rules
             self._apis.append(

@@ -47,6 +47,8 @@ class PipelineMetrics:
             registry=r,
         )
         self._labelled: set[str] = set()
+        #: When each subscription last had a delivery confirmed (epoch seconds), since the start.
+        self.last_delivered: dict[str, float] = {}
 
     def label(self, subscription: str) -> str:
         """The label value to use for ``subscription`` (bounded cardinality)."""

@@ -129,6 +129,11 @@ class DeliveryLog(Protocol):
         (epoch seconds or None)."""
         ...
 
+    async def statuses(self) -> dict[str, dict[str, Any]]:
+        """:meth:`status` of every subscription the log holds anything for, in one read (the
+        broker-wide overview and the console's subscription list)."""
+        ...
+
     async def forget(self, subscription: str) -> int:
         """Remove everything kept for a deleted subscription; returns how many deliveries went."""
         ...

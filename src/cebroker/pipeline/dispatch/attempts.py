@@ -78,5 +78,6 @@ class Attempts:
         else:
             label = self._metrics.label(lane.id)
             self._metrics.deliveries.labels(label, "delivered").inc()
+            self._metrics.last_delivered[lane.id] = self._clock.now()
             self._metrics.latency.labels(label).observe(max(0.0, self._clock.now() - item.row.first_at))
             self._completions.delivered(lane, item)

@@ -54,6 +54,7 @@ class Dispatcher:
         self._clock = clock
         self._subscriptions = matcher.subscriptions
         self.backlog = Backlog(metrics.backlog)
+        self._last_delivered = metrics.last_delivered
         self._completions = Completions(journal, self.backlog, self._release, clock)
         self._forwarder = DeadLetterForwarder(senders)
         failures = Failures(
@@ -140,6 +141,7 @@ class Dispatcher:
         """A subscription was deleted: drop its lane and everything the log keeps for it."""
         self._loader.forget(subscription)
         self._lanes.drop(subscription)
+        self._last_delivered.pop(subscription, None)
         try:
             removed = await self._log.forget(subscription)
         except StorageUnavailable as exc:

@@ -365,6 +365,49 @@ class SqliteDeliveryLog:
 
         return await self._db.read(job)
 
+    async def statuses(self) -> dict[str, dict[str, Any]]:
+        """:meth:`status` of every subscription the log knows anything about, in one read."""
+
+        def job(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+            found: dict[str, dict[str, Any]] = {}
+
+            def entry(subscription: str) -> dict[str, Any]:
+                return found.setdefault(
+                    subscription,
+                    {
+                        "delivered": 0,
+                        "failed": 0,
+                        "pending": 0,
+                        "deadlettered": 0,
+                        "deadletteredTotal": 0,
+                        "lastError": None,
+                        "lastErrorAt": None,
+                    },
+                )
+
+            for sub, count in conn.execute(
+                "SELECT subscription, COUNT(*) FROM pipeline_deliveries GROUP BY subscription"
+            ):
+                entry(sub)["pending"] = count
+            for sub, count in conn.execute(
+                "SELECT subscription, COUNT(*) FROM pipeline_deadletters GROUP BY subscription"
+            ):
+                entry(sub)["deadlettered"] = count
+            for row in conn.execute(
+                "SELECT subscription, delivered, failed, deadlettered, last_error, last_error_at "
+                "FROM pipeline_stats"
+            ):
+                entry(row[0]).update(
+                    delivered=row[1],
+                    failed=row[2],
+                    deadletteredTotal=row[3],
+                    lastError=row[4],
+                    lastErrorAt=row[5],
+                )
+            return found
+
+        return await self._db.read(job)
+
     async def forget(self, subscription: str) -> int:
         """Delete everything kept for a deleted subscription; returns the pending count removed."""
 

@@ -1,0 +1,118 @@
+"""The broker at a glance, for the console and for operators' scripts.
+
+* ``GET /status``: events in, deliveries by outcome, the durable backlog and the dead letters
+  stored, since the broker started (counters) or now (backlog, dead letters).
+* ``GET /status/subscriptions``: every subscription with its delivery health: delivered,
+  failed attempts, pending, dead-lettered, the last error and the last confirmed delivery.
+
+Counters restart from zero with the broker, like the Prometheus metrics they are read from;
+per-subscription counts come from the durable log and survive restarts, except the time of the
+last confirmed delivery, which is kept in memory.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import Counter
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from cebroker.pipeline.dispatch import Dispatcher
+from cebroker.pipeline.matcher import Matcher
+from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.storage.deliveries import DeliveryLog
+
+
+def timestamp(epoch: float | None) -> str | None:
+    """RFC 3339 UTC with milliseconds, as the rest of the API writes times."""
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _by_label(counter: Counter, label: str) -> dict[str, float]:
+    """A counter's totals summed per value of ``label`` (over every other label)."""
+    totals: dict[str, float] = {}
+    for family in counter.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                key = sample.labels.get(label, "")
+                totals[key] = totals.get(key, 0.0) + sample.value
+    return totals
+
+
+class OverviewApi:
+    """Broker-wide and per-subscription delivery health."""
+
+    def __init__(
+        self, metrics: PipelineMetrics, journal: DeliveryLog, matcher: Matcher, dispatcher: Dispatcher
+    ) -> None:
+        self._metrics = metrics
+        self._log = journal
+        self._matcher = matcher
+        self._dispatcher = dispatcher
+        self._started = time.time()
+
+    def routes(self) -> Sequence[BaseRoute]:
+        """``GET /status`` and ``GET /status/subscriptions``."""
+        return [
+            Route("/status", self.overview, methods=["GET"]),
+            Route("/status/subscriptions", self.subscriptions, methods=["GET"]),
+        ]
+
+    async def overview(self, request: Request) -> Response:
+        """Totals of the whole broker."""
+        received = _by_label(self._metrics.events_in, "outcome")
+        rejected = sum(_by_label(self._metrics.events_rejected, "reason").values())
+        outcomes = _by_label(self._metrics.deliveries, "outcome")
+        matched = sum(_by_label(self._metrics.matches, "").values())
+        statuses = await self._log.statuses()
+        doc: dict[str, Any] = {
+            "startedAt": timestamp(self._started),
+            "uptime": round(time.time() - self._started, 3),
+            "subscriptions": len(self._matcher.subscriptions),
+            "events": {
+                "accepted": int(received.get("accepted", 0)),
+                "duplicates": int(received.get("duplicate", 0)),
+                "rejected": int(rejected),
+                "matched": int(matched),
+            },
+            "deliveries": {
+                "delivered": int(outcomes.get("delivered", 0)),
+                "retried": int(outcomes.get("retry", 0)),
+                "deadlettered": int(outcomes.get("deadlettered", 0)),
+            },
+            "backlog": self._dispatcher.pending,
+            "deadletters": sum(s["deadlettered"] for s in statuses.values()),
+        }
+        return JSONResponse(doc, headers={"Cache-Control": "no-store"})
+
+    async def subscriptions(self, request: Request) -> Response:
+        """Every subscription with its delivery health, in creation order."""
+        statuses = await self._log.statuses()
+        last = self._metrics.last_delivered
+        items = []
+        for sub in self._matcher.subscriptions.values():
+            status = statuses.get(sub.id, {})
+            items.append(
+                {
+                    "id": sub.id,
+                    "protocol": sub.protocol,
+                    "sink": sub.sink,
+                    "source": sub.source,
+                    "types": list(sub.types) if sub.types is not None else None,
+                    "delivered": status.get("delivered", 0),
+                    "failed": status.get("failed", 0),
+                    "pending": status.get("pending", 0),
+                    "deadlettered": status.get("deadlettered", 0),
+                    "lastError": status.get("lastError"),
+                    "lastErrorAt": timestamp(status.get("lastErrorAt")),
+                    "lastDeliveredAt": timestamp(last.get(sub.id)),
+                }
+            )
+        return JSONResponse({"items": items}, headers={"Cache-Control": "no-store"})
