@@ -10,22 +10,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import pytest
-from cefilters import SubscriptionIndex
 
 from client.conftest import Ran
 
 Cli = Callable[..., Ran]
-needs_explain = pytest.mark.skipif(
-    not hasattr(SubscriptionIndex, "explain"), reason="this cefilters has no SubscriptionIndex.explain"
-)
 
 
 def _event(**extra: object) -> dict[str, object]:
     return {"specversion": "1.0", "id": "x-1", "source": "/shop", "type": "com.example.order", **extra}
 
 
-@needs_explain
 def test_explain_stored_and_draft(cli: Cli, tmp_path: Path) -> None:
     sub = cli(
         "subscriptions",

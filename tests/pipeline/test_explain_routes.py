@@ -6,15 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from cefilters import SubscriptionIndex
-
 from pipeline.helpers import Broker, event
 from pipeline.servers import Sink
-
-pytestmark = pytest.mark.skipif(
-    not hasattr(SubscriptionIndex, "explain"), reason="this cefilters has no SubscriptionIndex.explain"
-)
 
 ORDERS: dict[str, Any] = {
     "source": "/shop",

@@ -8,48 +8,14 @@ draft, which the draft never leaves.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from typing import Any
 
-from cefilters import SubscriptionIndex
+from cefilters import Explanation, SubscriptionIndex
 
 from cebroker.contracts import Event
 from cebroker.subscription import Subscription
 
-
-class Check(Protocol):
-    """One condition's outcome: its JSON Pointer in the subscription, the verdict, and why."""
-
-    @property
-    def pointer(self) -> str: ...
-    @property
-    def matched(self) -> bool: ...
-    @property
-    def detail(self) -> str: ...
-
-
-class Explanation(Protocol):
-    """Whether the subscription accepts the event, and every condition's outcome in document order."""
-
-    @property
-    def matched(self) -> bool: ...
-    @property
-    def checks(self) -> Sequence[Check]: ...
-
-
-class ExplainingIndex(Protocol):
-    """The part of the filter index's interface the explain routes use."""
-
-    def explain(self, key: str, event: Event) -> Explanation:
-        """Why the subscription ``key`` accepts ``event`` or not; KeyError for an unknown key."""
-        ...
-
-
-def explaining(index: SubscriptionIndex[str]) -> ExplainingIndex:
-    """``index`` seen through :class:`ExplainingIndex`."""
-    # The index's own explain() is structurally this interface; the cast spells out which part
-    # of it the routes rely on.
-    return cast(ExplainingIndex, index)
+__all__ = ["Explanation", "explain_draft", "to_json"]
 
 
 def explain_draft(subscription: Subscription, event: Event) -> Explanation:
@@ -61,7 +27,7 @@ def explain_draft(subscription: Subscription, event: Event) -> Explanation:
         source=subscription.source,
         types=list(subscription.types) if subscription.types is not None else None,
     )
-    return explaining(index).explain("draft", event)
+    return index.explain("draft", event)
 
 
 def to_json(explanation: Explanation) -> dict[str, Any]:

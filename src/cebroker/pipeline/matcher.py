@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from cefilters import FilterError, SubscriptionIndex
+from cefilters import Explanation, FilterError, SubscriptionIndex
 
 from cebroker.contracts import Event
-from cebroker.pipeline.explain import Explanation, explaining
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange
 from cebroker.subscription import Subscription
 
@@ -52,7 +51,7 @@ class Matcher:
         Raises:
             KeyError: the subscription is not indexed.
         """
-        return explaining(self._index).explain(subscription, event)
+        return self._index.explain(subscription, event)
 
     def _put(self, subscription: Subscription) -> None:
         try:
