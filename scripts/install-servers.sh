@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real servers the test suite starts on 127.0.0.1: mosquitto, nats-server, RabbitMQ
-# (AMQP 1.0 plugin enabled per test run), PostgreSQL, a Java runtime for Spark, and a compose client
+# (AMQP 1.0 plugin enabled per test run), PostgreSQL, a Java runtime for Spark, Chromium for the
+# console tests, wrk for the ingress benchmark, and a compose client
 # to check docker-compose.yml. tansu (Kafka protocol) comes from PyPI with the dev extra. Nothing is started
 # here: the test fixtures start and stop each server.
 set -euo pipefail
@@ -10,6 +11,10 @@ command -v nats-server >/dev/null 2>&1 || need+=(nats-server)
 dpkg -s rabbitmq-server >/dev/null 2>&1 || need+=(rabbitmq-server)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
+# The console's browser tests drive Debian's Chromium through Playwright (never its own download).
+[ -x /usr/bin/chromium ] || need+=(chromium)
+# The ingress benchmark's load generator.
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
 # docker-compose.yml is checked with `docker compose config` (no engine needed); without the
 # compose plugin, Debian's docker-compose does the same check.
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then

@@ -122,6 +122,10 @@ def build_components(
             SourcesComponent(settings.sources, pipeline.pipeline, metrics=pipeline.metrics.registry)
         )
     registry.ingestor = pipeline.pipeline
+    from cebroker.console import ConsoleComponent
+
+    # The console's pages are fixed paths; they must come before the registry's catch-all ones.
+    components.append(ConsoleComponent())
     # The registry serves `/` and `/<group>/...`, so its routes come after every other part's;
     # it announces its changes through the pipeline, so it starts after it.
     components.append(registry)
