@@ -8,6 +8,13 @@
 Each event matches one subscription (rate-limited, so delivery does not compete for the CPU),
 so every accepted event writes its event row, its de-duplication key and a delivery row.
 Usage: ``python benchmarks/bench_ingress.py [--rounds 3] [--seconds 3] [--concurrency 32]``.
+
+With ``--wrk``, benchmark 1 only, with ``wrk`` (C, one thread; ``ingress.lua`` gives each request
+an event id of its own) as the load generator instead of the Python one, for both server stacks
+in the same run: uvicorn's standard extras (uvloop event loop, httptools parser: what ``cebroker
+serve`` uses by default) and the plain ones (asyncio, h11). For each stack the broker and the
+bare endpoint run side by side with the same loop and parser, loaded in turn, round after round;
+the load average (``uptime``) is printed before and after.
 """
 
 from __future__ import annotations
@@ -15,7 +22,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
+import shutil
 import statistics
+import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -51,13 +61,102 @@ def _batch(port: int, size: int, run: str) -> Callable[[int], bytes]:
     return make
 
 
+STACKS = {"standard": ("uvloop", "httptools"), "plain": ("asyncio", "h11")}
+LUA = Path(__file__).with_name("ingress.lua")
+
+
+def _wrk(url: str, run: str, *, connections: int, seconds: float) -> tuple[float, float, float, int]:
+    """(requests/s, p50 ms, p99 ms, non-2xx responses) of one wrk run against ``url``."""
+    out = subprocess.run(
+        ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency", "-s", str(LUA), url, "--", run],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rate = float(_find(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+    def millis(label: str) -> float:
+        value, unit = _find(rf"^\s+{label}%\s+([\d.]+)(us|ms|s)", out).groups()
+        return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return rate, millis("50"), millis("99"), int(bad.group(1)) if bad else 0
+
+
+def _find(pattern: str, text: str) -> re.Match[str]:
+    found = re.search(pattern, text, re.M)
+    if found is None:
+        raise RuntimeError(f"wrk printed no {pattern!r}:\n{text}")
+    return found
+
+
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def wrk_main(args: argparse.Namespace) -> None:
+    """Benchmark 1 with wrk, standard and plain server stacks, both ratios in one run."""
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed (apt-get install wrk; scripts/install-servers.sh does)")
+    print(f"load before: {_uptime()}")
+    results: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in STACKS}
+    with tempfile.TemporaryDirectory() as tmp:
+        servers = {}
+        try:
+            for name, (loop, http) in STACKS.items():
+                port = free_port()
+                bare = Child(
+                    ["-m", "uvicorn", "bare_app:app", "--port", str(port), "--log-level", "warning"]
+                    + ["--no-access-log", "--loop", loop, "--http", http],
+                    port,
+                    "/readyz",
+                    env={"PYTHONPATH": str(Path(__file__).parent)},
+                )
+                server = broker(Path(tmp) / f"{name}.db", webhook_validation="off", loop=loop, http=http)
+                servers[name] = (bare, server)
+                sub = {"protocol": "HTTP", "sink": "http://127.0.0.1:9/none", "config": {"ratelimit": "1"}}
+                assert httpx.post(server.url + "/subscriptions", json=sub).status_code == 201
+            for r in range(args.rounds):
+                for name, (bare, server) in servers.items():
+                    base = _wrk(bare.url, f"bare{r}", connections=args.concurrency, seconds=args.seconds)
+                    one = _wrk(server.url, f"{name}{r}", connections=args.concurrency, seconds=args.seconds)
+                    if base[3] or one[3]:
+                        raise RuntimeError(f"non-2xx answers: bare {base[3]}, broker {one[3]}")
+                    results[name].append((base[0], one[0], one[1], one[2]))
+        finally:
+            for bare, server in servers.values():
+                server.stop()
+                bare.stop()
+    print(f"load after:  {_uptime()}")
+    print(
+        f"1. single-event structured ingress, wrk -t1 -c{args.concurrency}, "
+        f"{args.rounds} rounds of {args.seconds:g} s per server"
+    )
+    for name, (loop, http) in STACKS.items():
+        rounds = results[name]
+        ratios = [one / base for base, one, _, _ in rounds]
+        median = statistics.median(ratios)
+        base, one, p50, p99 = min(rounds, key=lambda r: abs(r[1] / r[0] - median))
+        print(f"   {name} ({loop} + {http})")
+        print(f"     bare Starlette 202 : {base:9.0f} req/s   (median round)")
+        print(f"     broker (durable)   : {one:9.0f} ev/s    p50 {p50:.1f} ms  p99 {p99:.1f} ms")
+        print(f"     ratio broker/bare  : {median:9.2f}   (rounds {', '.join(f'{x:.2f}' for x in ratios)})")
+    standard = statistics.median(one for _, one, _, _ in results["standard"])
+    plain = statistics.median(one for _, one, _, _ in results["plain"])
+    print(f"   broker standard/plain: {standard / plain:.2f}x events/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=3.0, help="per round and server")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--wrk", action="store_true", help="benchmark 1 with wrk, both server stacks")
     args = parser.parse_args()
+    if args.wrk:
+        wrk_main(args)
+        return
 
     # Both servers run side by side and are loaded in turn, round after round, so that a load
     # swing on a shared machine hits both sides alike; the median round is reported.
