@@ -197,3 +197,12 @@ def test_keyboard_reaches_the_navigation_and_the_skip_link(console: Console) -> 
     page.keyboard.press("Enter")
     expect(page.locator("main")).to_be_focused()
     expect(page.get_by_role("link", name="Subscriptions")).to_have_attribute("aria-current", "page")
+
+
+def test_api_reference_renders_from_local_assets(console: Console) -> None:
+    requested: list[str] = []
+    console.page.on("request", lambda r: requested.append(r.url))
+    console.page.goto(f"{console.url}/docs")
+    expect(console.page.get_by_text("/subscriptions/{id}").first).to_be_visible()
+    assert all(url.startswith(console.url) for url in requested), requested  # nothing from elsewhere
+    assert console.errors == []

@@ -2,6 +2,8 @@
 
 ``GET /console`` answers the one HTML page (the pages inside it are addressed by the URL
 fragment, ``/console#/subscriptions``), ``/console/assets/...`` the scripts and the stylesheet.
+``GET /docs`` is the API reference: Swagger UI, from the ``swagger-ui-bundle-v2`` package, served
+under ``/docs/assets/`` and rendering ``/openapi.json``.
 Every answer carries a Content-Security-Policy that allows scripts, styles and connections to
 this origin only, so data shown on a page (a sink URL, an event) can never run as code.
 """
@@ -17,8 +19,10 @@ from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import PathLike, StaticFiles
 from starlette.types import Scope
+from swagger_ui_bundle import swagger_ui_path
 
 STATIC = Path(__file__).parent / "static"
+SWAGGER_UI = Path(str(swagger_ui_path))
 
 #: Only this origin's scripts, styles, images and API; no framing.
 SECURITY_HEADERS = {
@@ -31,14 +35,27 @@ SECURITY_HEADERS = {
 }
 
 
+#: Swagger UI sets styles and shows images from data: URLs; otherwise the same limits.
+DOCS_HEADERS = {
+    **SECURITY_HEADERS,
+    "Content-Security-Policy": SECURITY_HEADERS["Content-Security-Policy"].replace(
+        "style-src 'self'", "style-src 'self' 'unsafe-inline'"
+    ).replace("img-src 'self'", "img-src 'self' data:"),
+}
+
+
 class _Assets(StaticFiles):
     """The static files, with the security headers and revalidation on every load."""
+
+    def __init__(self, directory: Path, headers: dict[str, str]) -> None:
+        super().__init__(directory=directory)
+        self._headers = headers
 
     def file_response(
         self, full_path: PathLike, stat_result: os.stat_result, scope: Scope, status_code: int = 200
     ) -> Response:
         response = super().file_response(full_path, stat_result, scope, status_code)
-        response.headers.update({**SECURITY_HEADERS, "Cache-Control": "no-cache"})
+        response.headers.update({**self._headers, "Cache-Control": "no-cache"})
         return response
 
 
@@ -46,11 +63,13 @@ class ConsoleComponent:
     """The console as a part of the broker: routes only, nothing to start or stop."""
 
     def routes(self) -> Sequence[BaseRoute]:
-        """``/console``, ``/console/`` and ``/console/assets/...``."""
+        """``/console``, ``/console/``, ``/console/assets/...``, ``/docs`` and ``/docs/assets/...``."""
         return [
             Route("/console", self._page, methods=["GET", "HEAD"]),
             Route("/console/", self._slash, methods=["GET", "HEAD"]),
-            Mount("/console/assets", app=_Assets(directory=STATIC), name="console-assets"),
+            Mount("/console/assets", app=_Assets(STATIC, SECURITY_HEADERS), name="console-assets"),
+            Route("/docs", self._docs, methods=["GET", "HEAD"]),
+            Mount("/docs/assets", app=_Assets(SWAGGER_UI, DOCS_HEADERS), name="docs-assets"),
         ]
 
     async def start(self) -> None:
@@ -64,6 +83,13 @@ class ConsoleComponent:
             STATIC / "index.html",
             media_type="text/html; charset=utf-8",
             headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"},
+        )
+
+    async def _docs(self, request: Request) -> Response:
+        return FileResponse(
+            STATIC / "docs.html",
+            media_type="text/html; charset=utf-8",
+            headers={**DOCS_HEADERS, "Cache-Control": "no-cache"},
         )
 
     async def _slash(self, request: Request) -> Response:
