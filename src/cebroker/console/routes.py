@@ -38,9 +38,9 @@ SECURITY_HEADERS = {
 #: Swagger UI sets styles and shows images from data: URLs; otherwise the same limits.
 DOCS_HEADERS = {
     **SECURITY_HEADERS,
-    "Content-Security-Policy": SECURITY_HEADERS["Content-Security-Policy"].replace(
-        "style-src 'self'", "style-src 'self' 'unsafe-inline'"
-    ).replace("img-src 'self'", "img-src 'self' data:"),
+    "Content-Security-Policy": SECURITY_HEADERS["Content-Security-Policy"]
+    .replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
+    .replace("img-src 'self'", "img-src 'self' data:"),
 }
 
 
