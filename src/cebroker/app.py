@@ -10,9 +10,11 @@ declare about subscriptions.
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -51,6 +53,43 @@ class Component(Protocol):
     async def stop(self) -> None:
         """Stop background tasks and release resources. Called in reverse order."""
         ...
+
+
+@runtime_checkable
+class Described(Protocol):
+    """A component whose routes have a part in the broker's OpenAPI document."""
+
+    def openapi(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Its paths and its component schemas."""
+        ...
+
+
+def openapi_document(parts: Sequence[object], rules: ValidationRules) -> dict[str, Any]:
+    """The broker's OpenAPI document: the Subscriptions API's (its settings schemas from
+    ``rules``), with every other part's paths and schemas merged in (a name defined twice is a
+    bug, refused here)."""
+    from cebroker.api.openapi import openapi_document as subscriptions_document
+
+    doc = subscriptions_document(rules)
+    doc["info"]["title"] = "cebroker"
+    doc["info"]["description"] = (
+        "CloudEvents broker: the Subscriptions API, event ingress (binary, structured and batch "
+        "content modes), delivery status, dead letters and redrive, explaining a match, live tails, "
+        "broker status, metrics, health, the xRegistry and the web console."
+    )
+    for part in parts:
+        if not isinstance(part, Described):
+            continue
+        paths, schemas = part.openapi()
+        for kind, mine, theirs in (
+            ("path", doc["paths"], paths),
+            ("schema", doc["components"]["schemas"], schemas),
+        ):
+            clash = set(mine) & set(theirs)
+            if clash:
+                raise ValueError(f"{type(part).__name__} defines the {kind}s {sorted(clash)} again")
+            mine.update(copy.deepcopy(theirs))
+    return doc
 
 
 class StorageComponent:
@@ -100,7 +139,8 @@ def build_components(
     # The one subscription store; parts that read or follow subscriptions get this instance.
     store = storage.subscriptions
     rules = validation_rules()
-    components: list[Component] = [StorageComponent(storage), SubscriptionsComponent(store, settings, rules)]
+    subscriptions = SubscriptionsComponent(store, settings, rules)
+    components: list[Component] = [StorageComponent(storage), subscriptions]
     # The registry checks incoming events for the pipeline (its validator) and announces its
     # own changes through the pipeline (its ingestor): the two are wired to each other.
     registry = RegistryComponent(
@@ -132,6 +172,8 @@ def build_components(
     # Ops comes last: it reports ready once every part before it has started, and not ready
     # while the storage is unavailable.
     components.append(OpsComponent(storage.health))
+    document = functools.cache(lambda: openapi_document(components, rules))  # the parts are fixed now
+    subscriptions.describe = document
     return components
 
 

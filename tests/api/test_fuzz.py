@@ -1,7 +1,10 @@
-"""Fuzz the Subscriptions API in process from its own OpenAPI document (schemathesis over ASGI).
+"""Fuzz the whole broker in process from its own OpenAPI document (schemathesis over ASGI): the
+Subscriptions API, ``/events`` in its three content modes, delivery status, dead letters and
+redrive, explain, the live tail, broker status, metrics, health, the registry and the console.
 
 Every generated request, valid or not, must get no 5xx, a status and headers the document
-declares, a body matching the declared schema, and problem+json for every 4xx.
+declares, a body matching the declared schema, a 4xx for a request the schema forbids, and
+problem+json for every 4xx.
 """
 
 from __future__ import annotations

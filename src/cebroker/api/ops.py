@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -25,6 +26,43 @@ class OpsComponent:
             Route("/healthz", self._healthz, methods=["GET"]),
             Route("/readyz", self._readyz, methods=["GET"]),
         ]
+
+    def openapi(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``/healthz`` and ``/readyz`` in the broker's OpenAPI document."""
+        health = {
+            "type": "object",
+            "required": ["status"],
+            "properties": {
+                "status": {"type": "string", "enum": ["ok", "ready", "starting", "unavailable"]},
+                "detail": {"type": "string", "description": "Why the storage is unavailable."},
+            },
+            "additionalProperties": False,
+        }
+        json = {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}
+        paths = {
+            "/healthz": {
+                "get": {
+                    "operationId": "healthz",
+                    "summary": "Liveness: the process answers",
+                    "responses": {"200": {"description": "`ok`.", "content": json}},
+                }
+            },
+            "/readyz": {
+                "get": {
+                    "operationId": "readyz",
+                    "summary": "Readiness: every part has started",
+                    "responses": {
+                        "200": {"description": "`ready`.", "content": json},
+                        "503": {
+                            "description": "`starting` (or stopping), or `unavailable` while the storage is.",
+                            "headers": {"Retry-After": {"schema": {"type": "string"}}},
+                            "content": json,
+                        },
+                    },
+                }
+            },
+        }
+        return paths, {"Health": health}
 
     async def start(self) -> None:
         """Nothing to open; readiness is set once the app's lifespan has started every part."""

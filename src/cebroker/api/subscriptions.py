@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from starlette.requests import Request
@@ -43,12 +43,21 @@ class SubscriptionsComponent:
     """The Subscriptions API on top of a :class:`SubscriptionStore` (opened by its own component),
     validating with ``rules`` (built once by the composition root)."""
 
-    def __init__(self, store: SubscriptionStore, settings: Settings, rules: ValidationRules) -> None:
+    def __init__(
+        self,
+        store: SubscriptionStore,
+        settings: Settings,
+        rules: ValidationRules,
+        describe: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
         self.rules = rules
         # The document depends only on the rules, which do not change: built once.
         self._document = openapi_document(rules)
+        #: The document served at ``/openapi.json``: the broker's, composed of every part's, when
+        #: the composition root sets it; else the Subscriptions API's alone.
+        self.describe: Callable[[], dict[str, Any]] = describe or (lambda: self._document)
         self._collection: dict[str, Handler] = {
             "GET": self._query,
             "HEAD": self._query,
@@ -143,4 +152,4 @@ class SubscriptionsComponent:
         return self._one(gone)
 
     async def _openapi(self, request: Request) -> Response:
-        return _json(self._document)
+        return _json(self.describe())

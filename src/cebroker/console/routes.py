@@ -10,9 +10,11 @@ this origin only, so data shown on a page (a sink URL, an event) can never run a
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
@@ -71,6 +73,65 @@ class ConsoleComponent:
             Route("/docs", self._docs, methods=["GET", "HEAD"]),
             Mount("/docs/assets", app=_Assets(SWAGGER_UI, DOCS_HEADERS), name="docs-assets"),
         ]
+
+    def openapi(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The console's and the API reference's pages in the broker's OpenAPI document (their
+        data comes from the API's own routes, ``/status`` and ``/status/subscriptions`` above all)."""
+        html = {"text/html": {"schema": {"type": "string"}}}
+        paths: dict[str, Any] = {
+            "/console": {
+                "get": {
+                    "operationId": "console",
+                    "summary": "The web console (an HTML page; its pages are addressed by the URL fragment)",
+                    "tags": ["console"],
+                    "responses": {"200": {"description": "The page.", "content": html}},
+                }
+            },
+            "/console/": {
+                "get": {
+                    "operationId": "consoleSlash",
+                    "summary": "Redirects to /console",
+                    "tags": ["console"],
+                    "responses": {"308": {"description": "`Location: /console`."}},
+                }
+            },
+            "/docs": {
+                "get": {
+                    "operationId": "apiReference",
+                    "summary": "This document, rendered by Swagger UI",
+                    "tags": ["console"],
+                    "responses": {"200": {"description": "The page.", "content": html}},
+                }
+            },
+        }
+        asset: dict[str, Any] = {
+            "get": {
+                "operationId": "{}Asset",
+                "summary": "A static file of the page (script, stylesheet, image)",
+                "tags": ["console"],
+                "parameters": [
+                    {
+                        "name": "path",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string", "minLength": 1},
+                    }
+                ],
+                "responses": {
+                    "200": {"description": "The file.", "content": {"*/*": {"schema": {}}}},
+                    "404": {
+                        "description": "No such file.",
+                        "content": {
+                            "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+                        },
+                    },
+                },
+            }
+        }
+        for prefix in ("console", "docs"):
+            paths[f"/{prefix}/assets/{{path}}"] = copy.deepcopy(asset)
+            paths[f"/{prefix}/assets/{{path}}"]["get"]["operationId"] = f"{prefix}Asset"
+        return paths, {}
 
     async def start(self) -> None:
         """Nothing to start."""

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.routing import BaseRoute
@@ -105,6 +106,12 @@ class PipelineComponent:
     def routes(self) -> Sequence[BaseRoute]:
         """Every route of the pipeline."""
         return [route for api in self._apis for route in api.routes()]
+
+    def openapi(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The pipeline's paths and schemas of the broker's OpenAPI document."""
+        from cebroker.pipeline import openapi
+
+        return openapi.PATHS, openapi.SCHEMAS
 
     async def start(self) -> None:
         """Load subscriptions, resume pending deliveries."""

@@ -58,6 +58,12 @@ class RegistryComponent:
         """The registry's routes (only its own paths; see :mod:`cebroker.registry.routes`)."""
         return self._routes.routes()
 
+    def openapi(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The registry's paths and schemas of the broker's OpenAPI document."""
+        from cebroker.registry import openapi
+
+        return openapi.PATHS, openapi.SCHEMAS
+
     async def start(self) -> None:
         """Create the registry root, advertise the broker, build the validation index."""
         result = await self.store.write(lambda rows: self.core.write(rows, lambda w: None))

@@ -98,6 +98,8 @@ class RegistryRoutes:
                 retry = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
                 busy = XRegistryError("server_busy", request.url.path, detail=str(exc), headers=retry)
                 return render_error(busy, str(request.url), self.link)
+            except _Options as opt:  # OPTIONS on a read-only path (/schema, /messagedefinition)
+                return opt.response(self.link)
 
         return guarded
 
