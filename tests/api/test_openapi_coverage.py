@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from starlette.routing import Mount, Route
-from starlette.testclient import TestClient
 
 from cebroker.app import create_app, openapi_document, validation_rules
 from cebroker.settings import Settings
@@ -29,7 +29,7 @@ def _template(path: str) -> str:
     return re.sub(r"\{(\w+):\w+\}", r"{\1}", path)
 
 
-def test_every_route_and_method_is_described(app_and_doc: tuple[Any, dict[str, Any]]) -> None:
+async def test_every_route_and_method_is_described(app_and_doc: tuple[Any, dict[str, Any]]) -> None:
     """Each route is in the document with each method it supports; a method a route takes but
     always refuses (the registry's routes take every method and answer 405 for most) must
     really answer 405 naming the methods that work."""
@@ -57,9 +57,12 @@ def test_every_route_and_method_is_described(app_and_doc: tuple[Any, dict[str, A
             continue
         refused += [(method, path) for method in sorted(methods - set(described[path]))]
     assert missing == []
-    with TestClient(app) as client:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://broker.test") as client,
+    ):
         for method, path in refused:
-            answer = client.request(method.upper(), path, json={})
+            answer = await client.request(method.upper(), path, json={})
             assert answer.status_code == 405, (method, path, answer.status_code)
             assert answer.headers["content-type"].startswith("application/problem+json")
             assert method.upper() not in answer.headers["allow"]
