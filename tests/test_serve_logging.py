@@ -18,22 +18,23 @@ from test_cli import free_port
 
 def _serve(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "cebroker",
-            "serve",
-            "--port",
-            str(port),
-            "--db",
-            str(tmp_path / "b.db"),
-            *flags,
-        ],
-        stdout=(tmp_path / "out.log").open("wb"),
-        stderr=(tmp_path / "err.log").open("wb"),
-        env={k: v for k, v in os.environ.items() if not k.startswith("CEBROKER_")},
-    )
+    with (tmp_path / "out.log").open("wb") as out, (tmp_path / "err.log").open("wb") as err:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cebroker",
+                "serve",
+                "--port",
+                str(port),
+                "--db",
+                str(tmp_path / "b.db"),
+                *flags,
+            ],
+            stdout=out,
+            stderr=err,
+            env={k: v for k, v in os.environ.items() if not k.startswith("CEBROKER_")},
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
