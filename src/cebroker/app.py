@@ -89,7 +89,24 @@ def openapi_document(parts: Sequence[object], rules: ValidationRules) -> dict[st
             if clash:
                 raise ValueError(f"{type(part).__name__} defines the {kind}s {sorted(clash)} again")
             mine.update(copy.deepcopy(theirs))
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            if method != "parameters" and "tags" not in operation:
+                operation["tags"] = [_tag(path)]
     return doc
+
+
+def _tag(path: str) -> str:
+    """The group an operation is listed under in the rendered document."""
+    if path.endswith("/explain"):
+        return "explain"
+    if path.startswith("/subscriptions/{id}/"):
+        return "deliveries"
+    if path.startswith("/subscriptions"):
+        return "subscriptions"
+    if path == "/events":
+        return "events"
+    return "operations"
 
 
 class StorageComponent:
