@@ -26,14 +26,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Plain values, errors, declarations and the contracts between parts: no other unit.
 BOTTOM = frozenset(
-    {"cebroker", "errors", "options", "settings", "clock", "contracts", "subscription_rules", "subscription"}
+    {
+        "cebroker",
+        "errors",
+        "options",
+        "settings",
+        "clock",
+        "contracts",
+        "subscription_rules",
+        "subscription",
+        "logs",
+    }
 )
 #: Storage: the contracts and backends of every table the broker keeps.
 STORAGE = frozenset({"storage"})
 #: HTTP helpers shared by every part that serves routes.
 WEB = frozenset({"web"})
 #: The parts of the service; none imports another.
-PARTS = frozenset({"api", "pipeline", "registry", "sources", "spark"})
+PARTS = frozenset({"api", "pipeline", "registry", "sources", "spark", "console"})
 
 #: unit -> the units it may import (besides itself).
 ALLOWED: Mapping[str, frozenset[str]] = {
@@ -45,9 +55,12 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "registry": BOTTOM | STORAGE | WEB,
     "sources": BOTTOM | STORAGE | WEB,
     "spark": BOTTOM,
+    "console": BOTTOM | STORAGE | WEB,
+    # The management commands: a client of the HTTP API, never of the broker's insides.
+    "client": BOTTOM,
     # The composition root creates every part and wires them to each other.
     "app": BOTTOM | STORAGE | WEB | PARTS,
-    "cli": BOTTOM | STORAGE | WEB | PARTS | {"app"},
+    "cli": BOTTOM | STORAGE | WEB | PARTS | {"app", "client"},
     "__main__": frozenset({"cli"}),
 }
 
