@@ -180,3 +180,16 @@ def test_json_output_of_get_is_the_api_document(cli: Cli, broker_url: str) -> No
         cli("subscriptions", "get", sub, "--json").json()
         == httpx.get(f"{broker_url}/subscriptions/{sub}").json()
     )
+
+
+def test_send_reads_standard_input(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(_event(9))))
+    ran = cli("events", "send", "--json")
+    assert ran.code == 0, ran.err
+    assert ran.json() == {"accepted": 1, "duplicates": 0}
+    monkeypatch.setattr("sys.stdin", io.StringIO("not json"))
+    refused = cli("events", "send")
+    assert refused.code == 2
+    assert refused.err.startswith("the event in standard input is not JSON")
