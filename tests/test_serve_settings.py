@@ -22,7 +22,7 @@ OPTIONS = {option.name: option for option in SERVE_OPTIONS}
 GOOD: dict[str, tuple[str, Any]] = {
     "host": ("0.0.0.0", "0.0.0.0"),
     "port": ("9000", 9000),
-    "db": ("/var/lib/cebroker/b.db", Path("/var/lib/cebroker/b.db")),
+    "db": ("/var/lib/cebroker/b.db", "/var/lib/cebroker/b.db"),
     "log_level": ("DEBUG", "debug"),
     "log_format": ("JSON", "json"),
     "access_log": ("on", True),
@@ -38,13 +38,14 @@ GOOD: dict[str, tuple[str, Any]] = {
     "event_validation": ("Enforce", "enforce"),
     "registry_document_schema": ("schema.json", Path("schema.json")),
     "sources": ("nats://127.0.0.1:4222/events", ("nats://127.0.0.1:4222/events",)),
+    "instance_lease": ("3s", 3.0),
 }
 
 #: Values of the wrong type, out of range or not among the choices; the empty value is bad for all.
 BAD: dict[str, tuple[str, ...]] = {
     "host": (" ",),
     "port": ("http", "70000", "-1", "8080.5"),
-    "db": (" ",),
+    "db": (" ", "postgresql:///cebroker", "postgresql://h:port/db", "postgres://h:0/db"),
     "log_level": ("chatty",),
     "log_format": ("logfmt",),
     "access_log": ("sometimes",),
@@ -60,6 +61,7 @@ BAD: dict[str, tuple[str, ...]] = {
     "event_validation": ("strict",),
     "registry_document_schema": ("no-such-schema.json",),
     "sources": ("ftp://127.0.0.1/x", "mqtt://127.0.0.1:1883"),
+    "instance_lease": ("0", "-1s", "0.5s", "forever"),
 }
 
 BAD_CASES = [(name, value) for name, values in BAD.items() for value in ("", *values)]
@@ -95,7 +97,7 @@ def test_the_tables_cover_every_setting() -> None:
 def test_defaults() -> None:
     assert serve() == Settings()
     defaults = Settings()
-    assert (defaults.host, defaults.port, defaults.db) == ("127.0.0.1", 8080, Path("cebroker.db"))
+    assert (defaults.host, defaults.port, defaults.db) == ("127.0.0.1", 8080, "cebroker.db")
     assert (defaults.max_subscription_body, defaults.max_event_size) == (65536, 1048576)
     assert (defaults.max_batch_size, defaults.dedup_window, defaults.max_backlog) == (
         16777216,
@@ -285,3 +287,22 @@ def test_other_commands_refuse_bad_values(
         build_parser().parse_args(flags)
     assert exited.value.code == 2
     assert f"error: argument {flag}: invalid value" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url", ["postgresql://broker:pw@db.example:5432/cebroker", "postgres://u@h/d"])
+def test_db_takes_a_postgres_url(url: str) -> None:
+    assert serve("--db", url).db == url
+
+
+def test_a_bad_database_url_never_shows_its_password(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message = refused(capsys, "--db", "postgresql://broker:hunter2@db.example:port/cebroker")
+    assert "hunter2" not in message
+    assert "broker:***@db.example" in message
+    monkeypatch.setenv("CEBROKER_DB", "postgresql://broker:hunter2@:0/cebroker")
+    message = refused(capsys)
+    assert "hunter2" not in message
+    with pytest.raises(ValueError, match=r"\*\*\*") as info:
+        Settings(db="postgresql://broker:hunter2@db.example:0/cebroker")
+    assert "hunter2" not in str(info.value)

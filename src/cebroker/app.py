@@ -134,7 +134,8 @@ class StorageComponent:
 
 def storage_from_settings(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> Storage:
     """The storage the settings name, not yet prepared or opened, stamping times with ``clock``."""
-    return create_storage(settings.db, StorageOptions(dedup_window=settings.dedup_window, clock=clock))
+    options = StorageOptions(dedup_window=settings.dedup_window, clock=clock, lease=settings.instance_lease)
+    return create_storage(settings.db, options)
 
 
 def validation_rules() -> ValidationRules:

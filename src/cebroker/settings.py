@@ -13,6 +13,7 @@ from pathlib import Path
 from cebroker.options import (
     Boolean,
     Choice,
+    Database,
     Duration,
     FilePath,
     HttpUrl,
@@ -62,7 +63,11 @@ class Settings:
 
     host: str = setting("127.0.0.1", Text(), "address to bind", metavar="HOST")
     port: int = setting(8080, Integer(0, 65535), "TCP port", metavar="PORT")
-    db: Path = setting(Path("cebroker.db"), FilePath(), "SQLite database file, created on first start")
+    db: str | Path = setting(
+        "cebroker.db",
+        Database(),
+        "SQLite database file (created on first start) or postgresql://user:password@host:port/dbname",
+    )
     log_level: str = setting("info", Choice(LOG_LEVELS), "log level")
     log_format: str = setting(
         "text", Choice(LOG_FORMATS), "log lines as text, or one JSON object per line for log shippers"
@@ -112,6 +117,15 @@ class Settings:
         "consume CloudEvents from this URL (mqtt://, kafka://, nats://, amqp://); repeatable, "
         "the variable takes several separated by spaces",
         flag="--source",
+    )
+
+    #: Shared databases (PostgreSQL): how long an instance that stopped renewing its heartbeat
+    #: keeps the deliveries it claimed before the other instances take them over.
+    instance_lease: float = setting(
+        10.0,
+        Duration(minimum=1.0),
+        "with several instances on one PostgreSQL database: how long the deliveries claimed by an "
+        "instance that stopped its heartbeat wait before the others take them over",
     )
 
     def __post_init__(self) -> None:

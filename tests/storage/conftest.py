@@ -18,9 +18,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def storage(backend: str, tmp_path: Path) -> AsyncIterator[Storage]:
+async def storage(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> AsyncIterator[Storage]:
     """An open storage of ``backend``; closed after the test."""
-    opened = STORAGES[backend](tmp_path)
+    opened = STORAGES[backend](request, tmp_path)
     await opened.open()
     yield opened
     await opened.close()

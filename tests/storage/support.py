@@ -1,8 +1,8 @@
 """The storage backends every contract suite runs against, and small helpers.
 
 A backend joins the suites with one entry in :data:`STORAGES`: a factory of an unopened
-:class:`Storage` from a scratch directory and options. Called twice with the same directory it
-must give the same stored data (the suites reopen storage to check durability).
+:class:`Storage` from the test's fixture request, a scratch directory and options. Called twice
+in one test it must give the same stored data (the suites reopen storage to check durability).
 """
 
 from __future__ import annotations
@@ -12,17 +12,26 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cebroker.storage import Storage, StorageOptions
+from cebroker.storage.postgres import PostgresStorage
 from cebroker.storage.sqlite import SqliteStorage
 
 
-def sqlite_storage(tmp: Path, **options: Any) -> Storage:
+def sqlite_storage(request: pytest.FixtureRequest, tmp: Path, **options: Any) -> Storage:
     """The embedded backend on ``tmp/broker.db``."""
     return SqliteStorage(tmp / "broker.db", StorageOptions(**options))
 
 
-#: Every backend the contract suites run against.
-STORAGES: dict[str, Callable[..., Storage]] = {"sqlite": sqlite_storage}
+def postgres_storage(request: pytest.FixtureRequest, tmp: Path, **options: Any) -> Storage:
+    """The PostgreSQL backend on the test's own database (the ``postgres_url`` fixture: the same
+    database for every call within one test)."""
+    return PostgresStorage(str(request.getfixturevalue("postgres_url")), StorageOptions(**options))
+
+
+#: Every backend the contract suites run against: a factory of ``(request, scratch dir, options)``.
+STORAGES: dict[str, Callable[..., Storage]] = {"sqlite": sqlite_storage, "postgres": postgres_storage}
 
 
 @contextlib.asynccontextmanager

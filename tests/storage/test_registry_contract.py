@@ -169,11 +169,13 @@ async def test_a_read_is_one_snapshot(storage: Storage) -> None:
     assert await store.read(lambda rows: rows.count("/", "messagegroups")) == 3
 
 
-async def test_rows_survive_close_and_reopen(backend: str, tmp_path: Path) -> None:
-    async with opened(STORAGES[backend](tmp_path)) as storage:
+async def test_rows_survive_close_and_reopen(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> None:
+    async with opened(STORAGES[backend](request, tmp_path)) as storage:
         await storage.registry.write(tree)
         before = await storage.registry.read(lambda rows: rows.subtree("/"))
-    async with opened(STORAGES[backend](tmp_path)) as storage:
+    async with opened(STORAGES[backend](request, tmp_path)) as storage:
         assert await storage.registry.read(lambda rows: rows.subtree("/")) == before
         fresh = await storage.registry.write(lambda rows: rows.put(group("c")))
         assert fresh.seq > max(r.seq for r in before)

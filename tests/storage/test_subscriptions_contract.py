@@ -37,13 +37,17 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     if request.param == "memory":
         yield MemorySubscriptionStore()
         return
-    async with opened(STORAGES[request.param](tmp_path)) as storage:
+    async with opened(STORAGES[request.param](request, tmp_path)) as storage:
         yield storage.subscriptions
 
 
 @pytest.mark.parametrize("backend", STORES)
-def test_satisfies_the_protocol(backend: str, tmp_path: Path) -> None:
-    subject = MemorySubscriptionStore() if backend == "memory" else STORAGES[backend](tmp_path).subscriptions
+def test_satisfies_the_protocol(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> None:
+    subject = (
+        MemorySubscriptionStore()
+        if backend == "memory"
+        else STORAGES[backend](request, tmp_path).subscriptions
+    )
     assert isinstance(subject, SubscriptionStore)
 
 
@@ -223,14 +227,16 @@ async def test_refused_writes_change_nothing(store: SubscriptionStore) -> None:
 
 
 @pytest.mark.parametrize("backend", sorted(STORAGES))
-async def test_survives_close_and_reopen(backend: str, tmp_path: Path) -> None:
+async def test_survives_close_and_reopen(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> None:
     """What a write stored is there, revisions and creation order included, after a reopen."""
-    async with opened(STORAGES[backend](tmp_path)) as storage:
+    async with opened(STORAGES[backend](request, tmp_path)) as storage:
         await storage.subscriptions.create(make("first", types=("t",)))
         await storage.subscriptions.create(make("second"))
         await storage.subscriptions.replace(make("first", types=("t", "u")))
         page = await storage.subscriptions.query(SubscriptionQuery(limit=1))
-    async with opened(STORAGES[backend](tmp_path)) as storage:
+    async with opened(STORAGES[backend](request, tmp_path)) as storage:
         store = storage.subscriptions
         assert [(s.id, s.revision) for s in await store.all()] == [("first", 2), ("second", 1)]
         assert [s.id for s in (await store.query(SubscriptionQuery(type="u"))).items] == ["first"]

@@ -13,6 +13,7 @@ from cebroker.options.declare import Option, check_declared, options_of, setting
 from cebroker.options.kinds import (
     Boolean,
     Choice,
+    Database,
     Duration,
     FilePath,
     HttpUrl,
@@ -27,6 +28,7 @@ from cebroker.options.parser import OptionParser, argument_type
 __all__ = [
     "Boolean",
     "Choice",
+    "Database",
     "Duration",
     "FilePath",
     "HttpUrl",

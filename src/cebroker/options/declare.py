@@ -149,4 +149,5 @@ def check_declared(instance: Any) -> None:
         try:
             option.kind.check(value)
         except ValueError as exc:
-            raise ValueError(f"setting {option.name}={value!r}: {exc}") from exc
+            shown = option.kind.redact(value) if isinstance(value, str) else value
+            raise ValueError(f"setting {option.name}={shown!r}: {exc}") from exc

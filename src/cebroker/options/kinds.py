@@ -57,6 +57,11 @@ class Kind(ABC, Generic[T]):
         """``value`` as a user would write it."""
         return str(value)
 
+    def redact(self, text: str) -> str:
+        """``text`` as it may appear in messages and logs: kinds that can carry a secret (a
+        database password) hide it here."""
+        return text
+
 
 @dataclass(frozen=True)
 class Text(Kind[str]):
@@ -89,6 +94,56 @@ class HttpUrl(Kind[str]):
         parts = urlsplit(value)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ValueError("not an absolute http:// or https:// URL")
+
+
+#: URL schemes of database servers :class:`Database` accepts (each has a storage backend).
+DATABASE_SCHEMES = ("postgresql", "postgres")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of a ``scheme://user:password@host`` URL replaced by ``***``."""
+    parts = urlsplit(text) if "://" in text else None
+    if parts is None or parts.password is None:
+        return text
+    netloc = parts.netloc.rpartition("@")
+    user = netloc[0].partition(":")[0]
+    return parts._replace(netloc=f"{user}:***@{netloc[2]}").geturl()
+
+
+@dataclass(frozen=True)
+class Database(Kind[str | Path]):
+    """Where the broker keeps its state: a SQLite file path (or ``sqlite:`` URL), or a
+    ``postgresql://user:password@host:port/dbname`` URL. The password never appears in messages."""
+
+    @property
+    def metavar(self) -> str:
+        return "PATH|URL"
+
+    def convert(self, text: str) -> str | Path:
+        return text
+
+    def check(self, value: str | Path) -> None:
+        value = str(value)  # a Path given in code is a file
+        if not value.strip():
+            raise ValueError("must not be empty")
+        scheme, sep, _ = value.partition("://")
+        if not sep or scheme.lower() not in DATABASE_SCHEMES:
+            return  # a file path (or a sqlite: URL): checked when the file is opened
+        try:
+            parts = urlsplit(value)
+            port = parts.port
+        except ValueError as exc:  # a port that is not a number, a bad IPv6 literal
+            raise ValueError(f"not a valid {scheme}:// URL: {exc}") from None
+        if not parts.hostname and "host=" not in parts.query:
+            raise ValueError(f"a {scheme}:// URL names a host: {scheme}://user:password@host:port/dbname")
+        if port == 0:
+            raise ValueError("port 0 is not a database server's port")
+
+    def redact(self, text: str) -> str:
+        return redact_url(text)
+
+    def show(self, value: str | Path) -> str:
+        return redact_url(str(value))
 
 
 @dataclass(frozen=True)
@@ -159,9 +214,10 @@ class Size(Kind[int]):
 @dataclass(frozen=True)
 class Duration(Kind[float]):
     """A duration in seconds (see :mod:`cebroker.options.units` for units); never negative, and
-    more than zero when ``positive``."""
+    more than zero when ``positive``, at least ``minimum`` when given."""
 
     positive: bool = False
+    minimum: float | None = None
 
     @property
     def metavar(self) -> str:
@@ -175,6 +231,8 @@ class Duration(Kind[float]):
             raise ValueError("must be a finite duration, not negative")
         if self.positive and value == 0:
             raise ValueError("must be more than 0s")
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"must be at least {format_duration(self.minimum)}")
 
     def show(self, value: float) -> str:
         return format_duration(value)

@@ -25,7 +25,7 @@ def argument_type(kind: Kind[T]) -> Callable[[str], T]:
         try:
             return kind.parse(text)
         except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"invalid value {text!r}: {exc}") from exc
+            raise argparse.ArgumentTypeError(f"invalid value {kind.redact(text)!r}: {exc}") from exc
 
     return parse
 
@@ -92,4 +92,6 @@ class OptionParser(argparse.ArgumentParser):
         try:
             return option.kind.parse(text)
         except ValueError as exc:
-            self.error(f"environment variable {option.variable}: invalid value {text!r}: {exc}")
+            self.error(
+                f"environment variable {option.variable}: invalid value {option.kind.redact(text)!r}: {exc}"
+            )

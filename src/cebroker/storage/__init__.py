@@ -11,8 +11,16 @@ embedded backend is :mod:`cebroker.storage.sqlite`.
 
 from cebroker.storage.backends import BACKENDS, create_storage
 from cebroker.storage.base import Storage, StorageOptions
-from cebroker.storage.deliveries import Appended, DeadLetter, DeliveryLog, Incoming, Pending
-from cebroker.storage.errors import SchemaTooNew, StorageError, StorageInUse, StorageUnavailable
+from cebroker.storage.deliveries import (
+    Appended,
+    DeadLetter,
+    DeliveryLog,
+    DueListener,
+    Incoming,
+    Limits,
+    Pending,
+)
+from cebroker.storage.errors import IndexBehind, SchemaTooNew, StorageError, StorageInUse, StorageUnavailable
 from cebroker.storage.health import StorageHealth
 from cebroker.storage.registry import EntityClash, Kind, RegistryReader, RegistryRows, RegistryStore, Row
 from cebroker.storage.subscriptions import (
@@ -32,10 +40,13 @@ __all__ = [
     "ChangeKind",
     "DeadLetter",
     "DeliveryLog",
+    "DueListener",
     "EntityClash",
     "Incoming",
+    "IndexBehind",
     "InvalidCursor",
     "Kind",
+    "Limits",
     "Pending",
     "RegistryReader",
     "RegistryRows",

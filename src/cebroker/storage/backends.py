@@ -1,8 +1,9 @@
 """The registry of storage backends: a URL scheme names a factory.
 
 A plain path, or a ``sqlite:`` URL (``sqlite:relative/file.db``, ``sqlite:///absolute/file.db``),
-is the embedded SQLite backend. A backend joins by adding one entry to :data:`BACKENDS`; its
-module is imported only when it is used.
+is the embedded SQLite backend; a ``postgresql://`` (or ``postgres://``) URL is the PostgreSQL
+backend, which several broker instances may share. A backend joins by adding one entry to
+:data:`BACKENDS`; its module is imported only when it is used.
 """
 
 from __future__ import annotations
@@ -30,8 +31,21 @@ def _sqlite(url: str, options: StorageOptions) -> Storage:
     return SqliteStorage(Path(url), options)
 
 
+def _postgres(url: str, options: StorageOptions) -> Storage:
+    try:
+        from cebroker.storage.postgres import PostgresStorage
+    except ImportError as exc:
+        if exc.name not in ("psycopg", "psycopg_pool"):
+            raise
+        raise ValueError(
+            "the PostgreSQL backend needs the postgres extra: pip install 'cebroker[postgres]'"
+        ) from exc
+    scheme, _, rest = url.partition(":")
+    return PostgresStorage(f"{scheme.lower()}:{rest}", options)  # libpq knows the lower-case schemes
+
+
 #: URL scheme -> backend factory.
-BACKENDS: dict[str, StorageFactory] = {"sqlite": _sqlite}
+BACKENDS: dict[str, StorageFactory] = {"sqlite": _sqlite, "postgresql": _postgres, "postgres": _postgres}
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 

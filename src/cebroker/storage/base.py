@@ -22,11 +22,14 @@ class StorageOptions:
             with ``StorageUnavailable("database locked")``.
         clock: where the delivery log reads the time it stores and compares (acceptance, due
             times, failures, the de-duplication window): the clock the dispatcher schedules on.
+        lease: seconds after its last heartbeat at which an instance of a shared backend counts
+            as dead and the others take its claimed deliveries over (unused by SQLite).
     """
 
     dedup_window: float = 600.0
     busy_timeout: float = 10.0
     clock: Clock = SYSTEM_CLOCK
+    lease: float = 10.0
 
 
 @runtime_checkable

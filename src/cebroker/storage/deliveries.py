@@ -4,11 +4,18 @@ The delivery log holds what the pipeline must not lose: accepted events, one del
 per (event, matched subscription), dead letters with their reason, per-subscription counts and
 the de-duplication keys of recent events. The dispatcher, the ingest path and the delivery
 routes use it through :class:`DeliveryLog` only.
+
+A log is **shared** when several broker instances use it at once (a database server). Then each
+due delivery is *claimed* by one instance (``due``), the claims of an instance that stops
+renewing them return to the others after a lease, a subscription's concurrency and rate limit
+are enforced by the log for all instances together (``Limits``), and instances hear of
+deliveries that fell due elsewhere through ``watch``. An unshared log (one process, SQLite)
+answers the same calls trivially: its one dispatcher already sees everything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -34,6 +41,9 @@ class Appended:
     seq: int
     at: float
     deliveries: list[tuple[int, str]]
+    #: Whether this instance holds the deliveries and may start them at once (an unshared log);
+    #: otherwise they wait in the log for a claim (``due``).
+    held: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +57,22 @@ class Pending:
     first_at: float
     #: The event's JSON as stored (None for a delivery handed over straight from its ingest).
     body: bytes | str | None
+    #: The claim this delivery was handed out under ("" for an unshared log): see ``holds``.
+    owner: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """A subscription's delivery limits, which a shared log enforces over every instance:
+    at most ``concurrency`` of its deliveries claimed at once, and at most ``rate`` claims per
+    second (None: no rate limit), with a burst of one second's worth."""
+
+    concurrency: int
+    rate: float | None = None
+
+
+#: Told about deliveries waiting in a shared log: a subscription id, or None for "look at all".
+DueListener = Callable[[str | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,16 +105,56 @@ class DeliveryLog(Protocol):
     (that call alone fails; concurrent calls are not affected).
     """
 
-    async def append(self, items: Sequence[Incoming]) -> list[Appended | None]:
-        """Commit events and their deliveries, all or nothing; per event what was written, or
-        None for a duplicate: an event whose ``(source, id)`` was appended within the
-        backend's de-duplication window (an earlier item of the same call counts too)."""
+    @property
+    def shared(self) -> bool:
+        """Whether other broker instances use this log too (see the module docstring)."""
         ...
 
-    async def due(self, subscription: str, limit: int) -> tuple[list[Pending], float | None]:
+    async def append(self, items: Sequence[Incoming], *, version: int | None = None) -> list[Appended | None]:
+        """Commit events and their deliveries, all or nothing; per event what was written, or
+        None for a duplicate: an event whose ``(source, id)`` was appended within the
+        backend's de-duplication window (an earlier item of the same call counts too).
+
+        ``version`` is the subscription store's ``version`` the items were matched at. A shared
+        log checks it inside the append's transaction and raises
+        :class:`~cebroker.storage.errors.IndexBehind` (storing nothing) when a later
+        subscription change has committed: the caller catches up and matches again. An
+        unshared log's index cannot be behind (its feed is synchronous) and ignores it."""
+        ...
+
+    async def due(
+        self, subscription: str, limit: int, limits: Limits | None = None
+    ) -> tuple[list[Pending], float | None]:
         """Up to ``limit`` deliveries of ``subscription`` due now (earliest due first, then
         oldest) and when the next one not returned falls due (now if more are due, None if
-        there are none)."""
+        there are none).
+
+        A shared log claims what it returns for this instance, within ``limits`` over all
+        instances, and returns nothing already claimed; when the limits hold deliveries back
+        the next time is when a claim may succeed. An unshared log returns rows in memory too
+        (the dispatcher skips those) and leaves ``limits`` to the dispatcher."""
+        ...
+
+    def holds(self, item: Pending) -> bool:
+        """Whether this instance may start an attempt of ``item`` now: always for an unshared
+        log; for a shared one, while the claim it was handed out under is current (this
+        instance renewed its lease in time and was not declared dead meanwhile)."""
+        ...
+
+    def watch(self, listener: DueListener) -> Callable[[], None]:
+        """Call ``listener`` (on the event loop) when deliveries fell due outside this instance's
+        view (another instance's ingest, claims released by a dead or stopping instance, this
+        instance's claims lost); returns a function that stops it. An unshared log never calls it."""
+        ...
+
+    async def pending(self) -> int:
+        """Deliveries in the log, every instance's together (the shared backlog)."""
+        ...
+
+    async def take(self, key: str, rate: float) -> float:
+        """Take one token from the bucket ``key`` (``rate`` per second, a burst of one second's
+        worth), shared by every instance of the log: 0.0 when taken, else the seconds to wait
+        before one is there (nothing was taken)."""
         ...
 
     async def backlog(self) -> dict[str, tuple[int, float]]:

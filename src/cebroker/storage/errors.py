@@ -8,6 +8,7 @@ other driver) exception reaches a component::
         ├── StorageUnavailable  503  a call failed for a reason outside the request (disk full,
         │                            I/O error, database locked or read-only, ...): nothing of a
         │                            failed write was stored; retry after ``retry_after`` seconds
+        │   └── IndexBehind          a shared log saw a subscription change the caller's index has not
         ├── StorageInUse             another broker process holds the storage (one per file)
         └── SchemaTooNew             the stored schema is newer than this broker understands
 """
@@ -38,6 +39,16 @@ class StorageUnavailable(StorageError):
         self.cause = cause
         self.retry_after = retry_after
         super().__init__(f"storage unavailable: {cause}" + (f" ({detail})" if detail else ""))
+
+
+class IndexBehind(StorageUnavailable):
+    """An append matched against an index older than the latest committed subscription change
+    (another instance made it): nothing was stored; catch up, match again and retry. Should
+    retries not catch up, it reaches the client as a 503 like any storage outage."""
+
+    def __init__(self, latest: int) -> None:
+        self.latest = latest
+        super().__init__("subscription changes are still arriving", retry_after=1.0)
 
 
 class StorageInUse(StorageError):

@@ -30,11 +30,24 @@ class MemorySubscriptionStore:
         self._changes = ChangeFeed()
         self._rows: dict[str, tuple[int, Subscription]] = {}
         self._next_seq = 1
+        self._version = 0
 
     @property
     def changes(self) -> ChangeFeed:
         """The feed on which every write is published."""
         return self._changes
+
+    @property
+    def version(self) -> int:
+        """How many changes were published."""
+        return self._version
+
+    async def catch_up(self) -> None:
+        """Nothing to do: every change is published as it is made."""
+
+    def _publish(self, change: SubscriptionChange) -> None:
+        self._version += 1
+        self._changes.publish(change)
 
     async def create(self, subscription: Subscription) -> Subscription:
         """Store a new subscription; :class:`Conflict` if its id is taken."""
@@ -43,7 +56,7 @@ class MemorySubscriptionStore:
         stored = dataclasses.replace(subscription, revision=1)
         self._rows[stored.id] = (self._next_seq, stored)
         self._next_seq += 1
-        self._changes.publish(SubscriptionChange(ChangeKind.CREATED, stored))
+        self._publish(SubscriptionChange(ChangeKind.CREATED, stored))
         return stored
 
     async def get(self, subscription_id: str) -> Subscription | None:
@@ -58,14 +71,14 @@ class MemorySubscriptionStore:
         seq, current = self._current(subscription.id, expected_revision)
         stored = dataclasses.replace(subscription, revision=current.revision + 1)
         self._rows[stored.id] = (seq, stored)
-        self._changes.publish(SubscriptionChange(ChangeKind.UPDATED, stored))
+        self._publish(SubscriptionChange(ChangeKind.UPDATED, stored))
         return stored
 
     async def delete(self, subscription_id: str, *, expected_revision: int | None = None) -> Subscription:
         """Delete and return the subscription as it was."""
         _, current = self._current(subscription_id, expected_revision)
         del self._rows[subscription_id]
-        self._changes.publish(SubscriptionChange(ChangeKind.DELETED, current))
+        self._publish(SubscriptionChange(ChangeKind.DELETED, current))
         return current
 
     async def query(self, query: SubscriptionQuery) -> SubscriptionPage:

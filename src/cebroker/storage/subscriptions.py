@@ -4,6 +4,11 @@ Every backend implements :class:`SubscriptionStore`. Writes are transactional; o
 committed, the store publishes a :class:`SubscriptionChange` on its :class:`ChangeFeed` *before*
 the write call returns, in commit order, so a listener (the dispatcher's index) is in step with
 every event ingested after the API call that made the change has answered.
+
+Every change has a **version**, one more than the change before it. A store shared by several
+broker instances (a database server) also publishes the changes the other instances commit, in
+version order, as it hears of them; ``catch_up`` reads what it has not heard yet, so an ingest
+that finds itself behind (see ``DeliveryLog.append``) can wait for nothing but the database.
 """
 
 from __future__ import annotations
@@ -109,6 +114,16 @@ class SubscriptionStore(Protocol):
     @property
     def changes(self) -> ChangeFeed:
         """The feed on which every committed write is published."""
+        ...
+
+    @property
+    def version(self) -> int:
+        """The version of the last change published on the feed (0 before any)."""
+        ...
+
+    async def catch_up(self) -> None:
+        """Publish every committed change, any instance's, not yet published; a store with a
+        synchronous feed (one process) has none."""
         ...
 
     async def create(self, subscription: Subscription) -> Subscription:

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
-from cebroker.storage.deliveries import Appended, DeadLetter, Incoming, Pending
+from cebroker.storage.buckets import TokenBuckets
+from cebroker.storage.deliveries import Appended, DeadLetter, DueListener, Incoming, Limits, Pending
 from cebroker.storage.sqlite.database import Database
 
 BUMP = (
@@ -78,6 +79,32 @@ class SqliteDeliveryLog:
         # Owned by the writer thread: ids are assigned here so that rows insert in bulk.
         self._next_seq = 1
         self._next_delivery = 1
+        self._buckets = TokenBuckets(clock)
+
+    @property
+    def shared(self) -> bool:
+        """False: one broker process per file."""
+        return False
+
+    def holds(self, item: Pending) -> bool:
+        """Always: nobody else delivers from this file."""
+        return True
+
+    def watch(self, listener: DueListener) -> Callable[[], None]:
+        """Never calls ``listener``: every delivery of the file is written by this process."""
+        return lambda: None
+
+    async def take(self, key: str, rate: float) -> float:
+        """A token of the in-process bucket ``key`` (one process: it is every instance's)."""
+        return self._buckets.take(key, rate)
+
+    async def pending(self) -> int:
+        """Deliveries in the log."""
+
+        def job(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("SELECT COUNT(*) FROM pipeline_deliveries").fetchone()[0])
+
+        return await self._db.read(job)
 
     def load(self, conn: sqlite3.Connection) -> None:
         """Read the next ids to assign (on the writer's connection, before it serves jobs)."""
@@ -88,9 +115,10 @@ class SqliteDeliveryLog:
 
     # -- ingest ------------------------------------------------------------------------------
 
-    async def append(self, items: Sequence[Incoming]) -> list[Appended | None]:
+    async def append(self, items: Sequence[Incoming], *, version: int | None = None) -> list[Appended | None]:
         """Commit events and their deliveries (durable); per event what was written, or None for
-        a duplicate of an event seen within the de-duplication window.
+        a duplicate of an event seen within the de-duplication window. ``version`` is not
+        checked: the one process's index follows its store synchronously.
 
         Concurrent calls are merged: the first of their jobs the writer runs writes the events
         of every call waiting at that moment, and the others find their result ready (each
@@ -198,9 +226,12 @@ class SqliteDeliveryLog:
 
     # -- dispatch ----------------------------------------------------------------------------
 
-    async def due(self, subscription: str, limit: int) -> tuple[list[Pending], float | None]:
+    async def due(
+        self, subscription: str, limit: int, limits: Limits | None = None
+    ) -> tuple[list[Pending], float | None]:
         """Up to ``limit`` deliveries of ``subscription`` due now (oldest first) and when the
-        next one not returned falls due (now if more are due, None if there are none)."""
+        next one not returned falls due (now if more are due, None if there are none).
+        ``limits`` are the dispatcher's to enforce: it is the only one delivering."""
         now = self._clock.now()
 
         def job(conn: sqlite3.Connection) -> tuple[list[Pending], float | None]:

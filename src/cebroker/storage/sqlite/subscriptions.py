@@ -35,14 +35,27 @@ class SqliteSubscriptionStore:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._changes = ChangeFeed()
+        self._version = 0
 
     @property
     def changes(self) -> ChangeFeed:
         """The feed on which every committed write is published."""
         return self._changes
 
+    @property
+    def version(self) -> int:
+        """How many changes this process published (one process per file: that is all of them)."""
+        return self._version
+
+    async def catch_up(self) -> None:
+        """Nothing to do: one process per file, and its feed is synchronous."""
+
     def _publish(self, kind: ChangeKind) -> Callable[[Subscription], None]:
-        return lambda subscription: self._changes.publish(SubscriptionChange(kind, subscription))
+        def publish(subscription: Subscription) -> None:
+            self._version += 1
+            self._changes.publish(SubscriptionChange(kind, subscription))
+
+        return publish
 
     async def create(self, subscription: Subscription) -> Subscription:
         """Insert a new subscription; :class:`Conflict` if its id is already stored."""

@@ -1,0 +1,70 @@
+"""The server backend: every store of the broker in one PostgreSQL database, shared by any
+number of broker instances."""
+
+from __future__ import annotations
+
+import contextlib
+
+from cebroker.storage.base import StorageOptions
+from cebroker.storage.errors import StorageUnavailable
+from cebroker.storage.health import StorageHealth
+from cebroker.storage.postgres.database import CONNECT_TIMEOUT, Database
+from cebroker.storage.postgres.deliveries import PostgresDeliveryLog
+from cebroker.storage.postgres.instances import Membership
+from cebroker.storage.postgres.listener import Listener
+from cebroker.storage.postgres.registry import PostgresRegistryStore
+from cebroker.storage.postgres.subscriptions import PostgresSubscriptionStore
+from cebroker.storage.postgres.url import display_name
+
+
+class PostgresStorage:
+    """:class:`~cebroker.storage.base.Storage` on the PostgreSQL database at ``url``
+    (``postgresql://user:password@host:port/dbname``); ``name`` shows it without the password."""
+
+    def __init__(self, url: str, options: StorageOptions | None = None) -> None:
+        chosen = options or StorageOptions()
+        self._name = display_name(url)
+        self.health = StorageHealth(self._name)
+        self._db = Database(url, self._name, chosen, self.health)
+        self._listener = Listener(url, {"connect_timeout": CONNECT_TIMEOUT, "application_name": "cebroker"})
+        self._membership = Membership(self._db, chosen.lease)
+        self.subscriptions = PostgresSubscriptionStore(self._db, self._listener)
+        self.deliveries = PostgresDeliveryLog(
+            self._db, self._listener, self._membership, dedup_window=chosen.dedup_window, clock=chosen.clock
+        )
+        self.registry = PostgresRegistryStore(self._db)
+        self._open = False
+
+    @property
+    def name(self) -> str:
+        """The database URL, without its password."""
+        return self._name
+
+    def prepare(self) -> None:
+        """Create or migrate every schema, under the migration lock."""
+        self._db.prepare()
+
+    async def open(self) -> None:
+        """Open the pools, listen, register this instance."""
+        if self._open:
+            return
+        await self._db.open()
+        try:
+            self._listener.start()
+            await self.subscriptions.load()
+            await self._membership.start()
+        except BaseException:
+            await self._listener.stop()
+            await self._db.close()
+            raise
+        self._open = True
+
+    async def close(self) -> None:
+        """Give this instance's claims back, stop listening, close the pools."""
+        if not self._open:
+            return
+        self._open = False
+        with contextlib.suppress(StorageUnavailable):
+            await self._membership.stop()
+        await self._listener.stop()
+        await self._db.close()

@@ -1,0 +1,522 @@
+"""The delivery log on PostgreSQL, shared by every broker instance on the database.
+
+**Ingest** (``append``) commits events, their de-duplication keys and their delivery rows in one
+transaction with **group commit**: the calls that arrive while a transaction is being written
+wait together and go into the next one (at most :data:`MAX_GROUPS` transactions at once), as
+rows sent in bulk (``unnest`` of arrays) in pipeline mode. Inside the transaction it reads the
+subscription version (a call matched against an older one gets
+:class:`~cebroker.storage.errors.IndexBehind`), and a key is fresh only if ``INSERT ... ON
+CONFLICT DO UPDATE ... WHERE expired`` wrote it, which holds against concurrent instances too:
+the second writer of a key waits for the first to commit, then finds it. The commit sends
+``NOTIFY cebroker_due`` naming the subscriptions that got deliveries.
+
+**Claims** (``due``): the ``cebroker_claim`` function locks the subscription's bucket row, so
+that claims of one subscription take turns over every instance; counts the deliveries already
+claimed against the concurrency; takes tokens of the rate limit; and claims due, unclaimed rows
+with ``FOR UPDATE SKIP LOCKED``. A claim belongs to the instance's current id (see
+:mod:`.instances`): a retry or dead letter is written only by the claim's owner, while a
+confirmed delivery is removed whoever claims it now.
+
+The backlog is counted in ``pipeline_backlog``, one shard per connection, by every write that
+adds or removes deliveries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from cebroker.clock import SYSTEM_CLOCK, Clock
+from cebroker.storage.deliveries import Appended, DeadLetter, DueListener, Incoming, Limits, Pending
+from cebroker.storage.errors import IndexBehind, StorageUnavailable
+from cebroker.storage.postgres.database import AsyncConn, Database
+from cebroker.storage.postgres.instances import Membership, notify_due
+from cebroker.storage.postgres.listener import DUE, Listener
+
+#: Transactions of ingest being written at once (each one a group of concurrent calls).
+MAX_GROUPS = 2
+#: Seconds before a claim held back by another instance's claims (or locks) is tried again.
+HELD_BACK = 0.25
+
+SEEN = (
+    "INSERT INTO pipeline_seen AS s (source, id, at)"
+    " SELECT k.source, k.id, %s FROM unnest(%s::text[], %s::text[]) AS k (source, id) ORDER BY 1, 2"
+    " ON CONFLICT (source, id) DO UPDATE SET at = excluded.at WHERE s.at < %s RETURNING s.source, s.id"
+)
+NEXT_IDS = "SELECT array(SELECT nextval(%s::regclass) FROM generate_series(1, %s))"
+EVENTS = (
+    "INSERT INTO pipeline_events (seq, body, received)"
+    " SELECT e.seq, e.body, %s FROM unnest(%s::bigint[], %s::text[]) AS e (seq, body)"
+)
+DELIVERIES = (
+    "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at)"
+    " SELECT d.id, d.seq, d.sub, 0, %s, %s"
+    " FROM unnest(%s::bigint[], %s::bigint[], %s::text[]) AS d (id, seq, sub)"
+)
+COUNT = "UPDATE pipeline_backlog SET pending = pending + %s WHERE shard = pg_backend_pid() %% 64"
+GC_EVENTS = (
+    "DELETE FROM pipeline_events e WHERE e.seq = ANY(%s::bigint[])"
+    " AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries d WHERE d.event_seq = e.seq)"
+)
+BUMP = (
+    "INSERT INTO pipeline_stats AS s (subscription, {col}) VALUES (%s, %s)"
+    " ON CONFLICT (subscription) DO UPDATE SET {col} = s.{col} + excluded.{col}"
+)
+FAILED = (
+    "INSERT INTO pipeline_stats AS s (subscription, failed, last_error, last_error_at) VALUES (%s, 1, %s, %s)"
+    " ON CONFLICT (subscription) DO UPDATE SET failed = s.failed + 1, last_error = excluded.last_error,"
+    " last_error_at = excluded.last_error_at"
+)
+
+
+@dataclass(slots=True)
+class _Call:
+    """One ``append`` waiting for a transaction."""
+
+    items: Sequence[Incoming]
+    bodies: list[str]
+    version: int | None
+    future: asyncio.Future[list[Appended | None]]
+    result: list[Appended | None] = field(default_factory=list)
+    error: BaseException | None = None
+
+
+def _body(event: Mapping[str, Any] | bytes | str) -> str:
+    """The event's JSON text (TypeError if it cannot be serialized)."""
+    if isinstance(event, str):
+        return event
+    if isinstance(event, bytes):
+        return event.decode()
+    return orjson.dumps(event).decode()
+
+
+class PostgresDeliveryLog:
+    """:class:`~cebroker.storage.deliveries.DeliveryLog` on a PostgreSQL :class:`Database`,
+    shared by every instance on it; see the module docstring."""
+
+    def __init__(
+        self,
+        db: Database,
+        listener: Listener,
+        membership: Membership,
+        *,
+        dedup_window: float,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._db = db
+        self._membership = membership
+        self.dedup_window = dedup_window
+        self._clock = clock
+        self._waiting: deque[_Call] = deque()
+        self._groups = 0
+        self._listeners: list[DueListener] = []
+        listener.on(DUE, self._heard)
+        listener.on_connect(lambda: self._tell(None))
+        membership.on_lost(lambda: self._tell(None))
+
+    @property
+    def shared(self) -> bool:
+        """True: every instance on the database uses this log."""
+        return True
+
+    # -- wake-ups ----------------------------------------------------------------------------
+
+    def watch(self, listener: DueListener) -> Callable[[], None]:
+        """Call ``listener`` with subscriptions whose deliveries wait unclaimed (None: all)."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _heard(self, payload: str) -> None:
+        if payload == "*":
+            self._tell(None)
+            return
+        for subscription in payload.split():
+            self._tell(subscription)
+
+    def _tell(self, subscription: str | None) -> None:
+        for listener in list(self._listeners):
+            listener(subscription)
+
+    # -- ingest ------------------------------------------------------------------------------
+
+    async def append(self, items: Sequence[Incoming], *, version: int | None = None) -> list[Appended | None]:
+        """Commit events and their deliveries with group commit; see the module docstring."""
+        bodies = [_body(item.event) for item in items]  # a bad event fails this call alone
+        call = _Call(items, bodies, version, asyncio.get_running_loop().create_future())
+        self._waiting.append(call)
+        self._start_group()
+        return await call.future
+
+    def _start_group(self) -> None:
+        if self._waiting and self._groups < MAX_GROUPS:
+            calls = list(self._waiting)
+            self._waiting.clear()
+            self._groups += 1
+            asyncio.create_task(self._commit(calls))
+
+    async def _commit(self, calls: list[_Call]) -> None:
+        try:
+            await self._db.run(lambda conn: self._write(conn, calls))
+        except BaseException as exc:  # the transaction did not commit: nobody's events are in
+            for call in calls:
+                if not call.future.done():
+                    call.future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            for call in calls:
+                if call.future.done():
+                    continue  # the caller was cancelled meanwhile
+                if call.error is not None:
+                    call.future.set_exception(call.error)
+                else:
+                    call.future.set_result(call.result)
+        finally:
+            self._groups -= 1
+            self._start_group()
+
+    async def _write(self, conn: AsyncConn, calls: list[_Call]) -> None:
+        now = self._clock.now()
+        if any(call.version is not None for call in calls):
+            cur = await conn.execute("SELECT version FROM subscription_version")
+            (latest,) = await cur.fetchone() or (0,)
+            for call in calls:
+                if call.version is not None and call.version < latest:
+                    call.error = IndexBehind(int(latest))
+        live = [call for call in calls if call.error is None]
+        keys: dict[tuple[str, str], None] = {}
+        wanted_events = wanted_deliveries = 0
+        for call in live:
+            for item in call.items:
+                keys.setdefault((item.source, item.id))
+                if item.subscriptions:
+                    wanted_events += 1
+                    wanted_deliveries += len(item.subscriptions)
+        if not keys:
+            for call in live:
+                call.result = []
+            return
+        async with conn.pipeline():
+            seen = await conn.execute(
+                SEEN, (now, [k[0] for k in keys], [k[1] for k in keys], now - self.dedup_window)
+            )
+            seqs_cur = await conn.execute(NEXT_IDS, ("pipeline_events_seq", wanted_events))
+            ids_cur = await conn.execute(NEXT_IDS, ("pipeline_deliveries_seq", wanted_deliveries))
+            fresh = {(str(s), str(i)) for s, i in await seen.fetchall()}
+            seqs = iter(((await seqs_cur.fetchone()) or ([],))[0])
+            dids = iter(((await ids_cur.fetchone()) or ([],))[0])
+        ev_seqs: list[int] = []
+        ev_bodies: list[str] = []
+        d_ids: list[int] = []
+        d_seqs: list[int] = []
+        d_subs: list[str] = []
+        for call in live:
+            out: list[Appended | None] = []
+            for item, body in zip(call.items, call.bodies, strict=True):
+                key = (item.source, item.id)
+                if key not in fresh:
+                    out.append(None)
+                    continue
+                fresh.discard(key)  # a later item with the same key is a duplicate
+                if not item.subscriptions:
+                    out.append(Appended(0, now, [], held=False))
+                    continue
+                seq = int(next(seqs))
+                ev_seqs.append(seq)
+                ev_bodies.append(body)
+                pairs: list[tuple[int, str]] = []
+                for sub in item.subscriptions:
+                    did = int(next(dids))
+                    d_ids.append(did)
+                    d_seqs.append(seq)
+                    d_subs.append(sub)
+                    pairs.append((did, sub))
+                out.append(Appended(seq, now, pairs, held=False))
+            call.result = out
+        if ev_seqs:
+            async with conn.pipeline():
+                await conn.execute(EVENTS, (now, ev_seqs, ev_bodies))
+                await conn.execute(DELIVERIES, (now, now, d_ids, d_seqs, d_subs))
+                await conn.execute(COUNT, (len(d_ids),))
+                await notify_due(conn, set(d_subs))
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def holds(self, item: Pending) -> bool:
+        """Whether ``item``'s claim is this instance's current one and its lease is fresh."""
+        return item.owner == self._membership.id and self._membership.live
+
+    async def due(
+        self, subscription: str, limit: int, limits: Limits | None = None
+    ) -> tuple[list[Pending], float | None]:
+        """Claim up to ``limit`` due deliveries of ``subscription`` within ``limits``."""
+        now = self._clock.now()
+        owner = self._membership.id
+        if owner is None or not self._membership.live or limit <= 0:
+            return [], now + HELD_BACK
+        concurrency = limits.concurrency if limits is not None else None
+        rate = limits.rate if limits is not None else None
+
+        async def claim(conn: AsyncConn) -> list[tuple[Any, ...]]:
+            cur = await conn.execute(
+                "SELECT * FROM cebroker_claim(%s, %s, %s, %s, %s, %s)",
+                (subscription, owner, now, limit, concurrency, rate),
+            )
+            return await cur.fetchall()
+
+        try:
+            rows = await self._db.run(claim, durable=False)
+        except StorageUnavailable:
+            self._membership.suspect()  # it may have committed: never leave a claim unused
+            raise
+        items = [
+            Pending(int(r[0]), int(r[1]), subscription, int(r[2]), float(r[3]), r[4], owner)
+            for r in rows
+            if r[0] is not None
+        ]
+        info = rows[-1]
+        next_due, wait = info[5], float(info[6])
+        if len(items) >= limit:
+            return items, now
+        if next_due is None:
+            return items, None
+        if float(next_due) > now:
+            return items, float(next_due)
+        return items, now + (wait if wait > 0 else HELD_BACK)
+
+    async def backlog(self) -> dict[str, tuple[int, float]]:
+        """Per subscription with pending deliveries: their count and the earliest due time."""
+
+        async def job(conn: AsyncConn) -> list[tuple[Any, ...]]:
+            cur = await conn.execute(
+                "SELECT subscription, count(*), min(next_at) FROM pipeline_deliveries GROUP BY subscription"
+            )
+            return await cur.fetchall()
+
+        return {str(r[0]): (int(r[1]), float(r[2])) for r in await self._db.run(job, write=False)}
+
+    async def pending(self) -> int:
+        """Deliveries in the log, every instance's together."""
+
+        async def job(conn: AsyncConn) -> int:
+            cur = await conn.execute("SELECT coalesce(sum(pending), 0) FROM pipeline_backlog")
+            row = await cur.fetchone()
+            return int(row[0]) if row else 0
+
+        return await self._db.run(job, write=False)
+
+    async def take(self, key: str, rate: float) -> float:
+        """A token of the bucket ``key``, shared by every instance."""
+        if rate <= 0:
+            raise ValueError(f"a rate is positive, not {rate}")
+        now = self._clock.now()
+
+        async def job(conn: AsyncConn) -> float:
+            cur = await conn.execute("SELECT cebroker_take(%s, %s, %s)", (key, rate, now))
+            row = await cur.fetchone()
+            return float(row[0]) if row else 0.0
+
+        return await self._db.run(job, durable=False)
+
+    async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
+        """Remove confirmed deliveries and count them (whoever claims them now)."""
+        ids = [d[0] for d in done]
+
+        async def job(conn: AsyncConn) -> None:
+            cur = await conn.execute(
+                "DELETE FROM pipeline_deliveries WHERE id = ANY(%s::bigint[])"
+                " RETURNING event_seq, subscription",
+                (ids,),
+            )
+            gone = await cur.fetchall()
+            if not gone:
+                return
+            counts: dict[str, int] = {}
+            for _, sub in gone:
+                counts[str(sub)] = counts.get(str(sub), 0) + 1
+            async with conn.pipeline():
+                await conn.execute(GC_EVENTS, (list({int(r[0]) for r in gone}),))
+                for sub, count in counts.items():
+                    await conn.execute(BUMP.format(col="delivered").encode(), (sub, count))
+                await conn.execute(COUNT, (-len(gone),))
+
+        await self._db.run(job, durable=False)
+
+    async def drop(self, done: Sequence[tuple[int, int]]) -> int:
+        """Remove deliveries of deleted subscriptions; returns how many were still there."""
+        ids = [d[0] for d in done]
+
+        async def job(conn: AsyncConn) -> int:
+            cur = await conn.execute(
+                "DELETE FROM pipeline_deliveries WHERE id = ANY(%s::bigint[]) RETURNING event_seq", (ids,)
+            )
+            gone = [int(r[0]) for r in await cur.fetchall()]
+            if gone:
+                await conn.execute(GC_EVENTS, (gone,))
+                await conn.execute(COUNT, (-len(gone),))
+            return len(gone)
+
+        return await self._db.run(job, durable=False)
+
+    async def reschedule(self, item: Pending, attempts: int, next_at: float, error: str) -> None:
+        """Record a failed attempt and when to try again; the claim is given back."""
+        now = self._clock.now()
+
+        async def job(conn: AsyncConn) -> None:
+            async with conn.pipeline():
+                await conn.execute(
+                    "UPDATE pipeline_deliveries SET attempts = %s, next_at = %s, last_error = %s,"
+                    " owner = NULL WHERE id = %s AND (owner IS NULL OR owner = %s)",
+                    (attempts, next_at, error, item.id, item.owner),
+                )
+                await conn.execute(FAILED, (item.subscription, error, now))
+
+        await self._db.run(job, durable=False)
+
+    async def dead_letter(
+        self, item: Pending, event: bytes, attempts: int, error: str, status: str | None, body: str | None
+    ) -> None:
+        """Move a delivery this instance claims to the dead letters, keeping the reason."""
+        now = self._clock.now()
+
+        async def job(conn: AsyncConn) -> None:
+            cur = await conn.execute(
+                "DELETE FROM pipeline_deliveries WHERE id = %s AND (owner IS NULL OR owner = %s)"
+                " RETURNING event_seq",
+                (item.id, item.owner),
+            )
+            async with conn.pipeline():
+                if await cur.fetchone() is not None:
+                    await conn.execute(
+                        "INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts,"
+                        " last_error, first_at, failed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                        (
+                            item.subscription,
+                            event.decode(),
+                            status,
+                            body,
+                            attempts,
+                            error,
+                            item.first_at,
+                            now,
+                        ),
+                    )
+                    await conn.execute(GC_EVENTS, ([item.event_seq],))
+                    await conn.execute(COUNT, (-1,))
+                    await conn.execute(BUMP.format(col="deadlettered").encode(), (item.subscription, 1))
+                await conn.execute(FAILED, (item.subscription, error, now))
+
+        await self._db.run(job, durable=False)
+
+    # -- dead letters, status, housekeeping --------------------------------------------------
+
+    async def dead_letters(self, subscription: str, after: int, limit: int) -> list[DeadLetter]:
+        """One page of a subscription's dead letters, oldest first, ids greater than ``after``."""
+
+        async def job(conn: AsyncConn) -> list[tuple[Any, ...]]:
+            cur = await conn.execute(
+                "SELECT id, subscription, event, status, body, attempts, last_error, first_at, failed_at"
+                " FROM pipeline_deadletters WHERE subscription = %s AND id > %s ORDER BY id LIMIT %s",
+                (subscription, after, limit),
+            )
+            return await cur.fetchall()
+
+        rows = await self._db.run(job, write=False)
+        return [
+            DeadLetter(int(r[0]), str(r[1]), orjson.loads(r[2]), r[3], r[4], int(r[5]), str(r[6]), r[7], r[8])
+            for r in rows
+        ]
+
+    async def redrive(self, subscription: str, ids: Sequence[int] | None) -> int:
+        """Turn dead letters back into deliveries due now; returns how many."""
+        now = self._clock.now()
+
+        async def job(conn: AsyncConn) -> int:
+            picked = "AND id = ANY(%s::bigint[])" if ids is not None else ""
+            params: tuple[Any, ...] = (subscription, list(ids)) if ids is not None else (subscription,)
+            cur = await conn.execute(
+                f"DELETE FROM pipeline_deadletters WHERE subscription = %s {picked}"
+                " RETURNING id, event".encode(),
+                params,
+            )
+            rows = sorted(await cur.fetchall())
+            if not rows:
+                return 0
+            cur = await conn.execute(NEXT_IDS, ("pipeline_events_seq", len(rows)))
+            seqs = [int(s) for s in ((await cur.fetchone()) or ([],))[0]]
+            cur = await conn.execute(NEXT_IDS, ("pipeline_deliveries_seq", len(rows)))
+            dids = [int(s) for s in ((await cur.fetchone()) or ([],))[0]]
+            async with conn.pipeline():
+                await conn.execute(EVENTS, (now, seqs, [str(r[1]) for r in rows]))
+                await conn.execute(DELIVERIES, (now, now, dids, seqs, [subscription] * len(rows)))
+                await conn.execute(COUNT, (len(rows),))
+                await notify_due(conn, {subscription})
+            return len(rows)
+
+        return await self._db.run(job)
+
+    async def status(self, subscription: str) -> dict[str, Any]:
+        """Counts and the last error of one subscription (the same on every instance)."""
+
+        async def job(conn: AsyncConn) -> dict[str, Any]:
+            cur = await conn.execute(
+                "SELECT (SELECT count(*) FROM pipeline_deliveries WHERE subscription = %s),"
+                " (SELECT count(*) FROM pipeline_deadletters WHERE subscription = %s)",
+                (subscription, subscription),
+            )
+            pending, dead = await cur.fetchone() or (0, 0)
+            cur = await conn.execute(
+                "SELECT delivered, failed, deadlettered, last_error, last_error_at FROM pipeline_stats"
+                " WHERE subscription = %s",
+                (subscription,),
+            )
+            row = await cur.fetchone() or (0, 0, 0, None, None)
+            return {
+                "delivered": int(row[0]),
+                "failed": int(row[1]),
+                "pending": int(pending),
+                "deadlettered": int(dead),
+                "deadletteredTotal": int(row[2]),
+                "lastError": row[3],
+                "lastErrorAt": row[4],
+            }
+
+        return await self._db.run(job, write=False)
+
+    async def forget(self, subscription: str) -> int:
+        """Delete everything kept for a deleted subscription; returns the pending count removed."""
+
+        async def job(conn: AsyncConn) -> int:
+            cur = await conn.execute(
+                "DELETE FROM pipeline_deliveries WHERE subscription = %s RETURNING event_seq", (subscription,)
+            )
+            gone = [int(r[0]) for r in await cur.fetchall()]
+            async with conn.pipeline():
+                if gone:
+                    await conn.execute(GC_EVENTS, (gone,))
+                    await conn.execute(COUNT, (-len(gone),))
+                await conn.execute(
+                    "DELETE FROM pipeline_deadletters WHERE subscription = %s", (subscription,)
+                )
+                await conn.execute("DELETE FROM pipeline_stats WHERE subscription = %s", (subscription,))
+                await conn.execute(
+                    "DELETE FROM pipeline_buckets WHERE key = %s", (f"subscription {subscription}",)
+                )
+            return len(gone)
+
+        return await self._db.run(job)
+
+    async def purge_seen(self) -> int:
+        """Forget de-duplication keys older than the window."""
+        horizon = self._clock.now() - self.dedup_window
+
+        async def job(conn: AsyncConn) -> int:
+            cur = await conn.execute("DELETE FROM pipeline_seen WHERE at < %s", (horizon,))
+            return cur.rowcount
+
+        return await self._db.run(job, durable=False)

@@ -1,0 +1,178 @@
+"""Broker instances on one database: heartbeats, leases and the take-over of a dead one's claims.
+
+Each instance has a row in ``broker_instances`` whose ``heartbeat`` (the server's clock) it
+renews every quarter of the lease. Every instance also reaps: an instance whose heartbeat is
+older than the lease is deleted and the deliveries it had claimed are freed for the others,
+who hear of them through ``NOTIFY cebroker_due``. An instance that has not renewed its own
+heartbeat within three quarters of the lease (measured from when the renewal was *sent*, so
+the server's view is never older) stops starting attempts of what it claimed (``live`` is
+false): by the time the others may take its claims over it no longer touches them.
+
+An instance that lost its claims (declared dead while cut off) or may hold claims it no longer
+knows of (a claim whose answer was lost with the connection) takes a new id: its old claims
+are freed and deliveries handed out under the old id are no longer ``held``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+
+from cebroker.storage.errors import StorageUnavailable
+from cebroker.storage.postgres.database import AsyncConn, Database
+from cebroker.storage.postgres.listener import DUE
+
+log = logging.getLogger("cebroker.storage")
+
+#: Of the lease: how often the heartbeat is renewed, and how long claims are used after one.
+RENEW_FRACTION = 0.25
+HOLD_FRACTION = 0.75
+#: Seconds between purges of old subscription changes, and how long those are kept.
+PURGE_EVERY = 60.0
+CHANGES_KEPT = "1 hour"
+#: A NOTIFY payload must stay under 8000 bytes; a longer list becomes "*" (look at all).
+MAX_PAYLOAD = 7000
+
+
+def due_payload(subscriptions: set[str]) -> str:
+    """The ``cebroker_due`` payload naming ``subscriptions``."""
+    text = " ".join(sorted(subscriptions))
+    return text if len(text) <= MAX_PAYLOAD else "*"
+
+
+async def notify_due(conn: AsyncConn, subscriptions: set[str]) -> None:
+    """Tell every instance, at commit, that deliveries of ``subscriptions`` wait unclaimed."""
+    if subscriptions:
+        await conn.execute("SELECT pg_notify(%s, %s)", (DUE, due_payload(subscriptions)))
+
+
+class Membership:
+    """This instance's row, its heartbeat and the reaping of dead instances."""
+
+    def __init__(self, db: Database, lease: float) -> None:
+        self._db = db
+        self.lease = lease
+        #: The current id (the owner of new claims), None until registered.
+        self.id: str | None = None
+        self._renewed_at = -float("inf")
+        self._suspect = False
+        self._task: asyncio.Task[None] | None = None
+        self._lost: list[Callable[[], None]] = []
+        self._last_purge = 0.0
+
+    def on_lost(self, handler: Callable[[], None]) -> None:
+        """Call ``handler`` when this instance took a new id (its old claims were freed)."""
+        self._lost.append(handler)
+
+    @property
+    def live(self) -> bool:
+        """Whether claims made under :attr:`id` may be used (see the module docstring)."""
+        return self.id is not None and time.monotonic() - self._renewed_at < self.lease * HOLD_FRACTION
+
+    def suspect(self) -> None:
+        """A claim's outcome is unknown (the connection was lost): take a new id at the next
+        renewal, so that no claim of this instance stays unused."""
+        self._suspect = True
+
+    async def start(self) -> None:
+        """Register (or keep trying in the background) and start the heartbeat."""
+        with contextlib.suppress(StorageUnavailable):
+            await self._beat()
+        self._task = asyncio.create_task(self._run(), name="cebroker-postgres-heartbeat")
+
+    async def stop(self) -> None:
+        """Stop the heartbeat, free this instance's claims and remove its row."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        old, self.id = self.id, None
+        if old is not None:
+            with contextlib.suppress(StorageUnavailable):
+                await self._db.run(lambda conn: self._leave(conn, old), durable=False)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease * RENEW_FRACTION)
+            try:
+                await self._beat()
+                await self._reap()
+            except StorageUnavailable as exc:
+                log.debug("heartbeat failed: %s", exc)
+
+    async def _beat(self) -> None:
+        sent = time.monotonic()
+        current = self.id
+        fresh = (
+            current is not None and not self._suspect and sent - self._renewed_at < self.lease * HOLD_FRACTION
+        )
+        if fresh and current is not None:
+
+            async def renew(conn: AsyncConn) -> int:
+                cur = await conn.execute(
+                    "UPDATE broker_instances SET heartbeat = clock_timestamp() WHERE id = %s", (current,)
+                )
+                return cur.rowcount
+
+            if await self._db.run(renew, durable=False) == 1:
+                self._renewed_at = sent
+                return
+        # First registration, or the old id cannot be trusted: free its claims, take a new one.
+        new = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:12]}"
+
+        async def rejoin(conn: AsyncConn) -> None:
+            if current is not None:
+                await self._leave(conn, current)
+            await conn.execute(
+                "INSERT INTO broker_instances (id, host, pid, heartbeat)"
+                " VALUES (%s, %s, %s, clock_timestamp())",
+                (new, socket.gethostname(), os.getpid()),
+            )
+
+        self._suspect = False
+        await self._db.run(rejoin, durable=False)
+        self.id, self._renewed_at = new, sent
+        if current is not None:
+            log.info("this instance took a new id after losing its lease; its claims were freed")
+            for handler in self._lost:
+                handler()
+
+    @staticmethod
+    async def _leave(conn: AsyncConn, instance: str) -> None:
+        cur = await conn.execute(
+            "UPDATE pipeline_deliveries SET owner = NULL WHERE owner = %s RETURNING subscription", (instance,)
+        )
+        await notify_due(conn, {str(r[0]) for r in await cur.fetchall()})
+        await conn.execute("DELETE FROM broker_instances WHERE id = %s", (instance,))
+
+    async def _reap(self) -> None:
+        """Free the claims of instances whose heartbeat is older than the lease."""
+        lease = self.lease
+
+        async def reap(conn: AsyncConn) -> int:
+            cur = await conn.execute(
+                "WITH dead AS (DELETE FROM broker_instances"
+                " WHERE heartbeat < clock_timestamp() - make_interval(secs => %s) RETURNING id)"
+                " UPDATE pipeline_deliveries SET owner = NULL WHERE owner IN (SELECT id FROM dead)"
+                " RETURNING subscription",
+                (lease,),
+            )
+            freed = {str(r[0]) for r in await cur.fetchall()}
+            await notify_due(conn, freed)
+            if time.monotonic() - self._last_purge > PURGE_EVERY:
+                await conn.execute(
+                    f"DELETE FROM subscription_changes WHERE at < now() - interval '{CHANGES_KEPT}'"
+                )
+            return len(freed)
+
+        if await self._db.run(reap, durable=False):
+            log.info("took over the deliveries claimed by instances whose lease expired")
+        if time.monotonic() - self._last_purge > PURGE_EVERY:
+            self._last_purge = time.monotonic()

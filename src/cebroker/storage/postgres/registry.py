@@ -1,0 +1,136 @@
+"""The registry store on PostgreSQL: every entity one row of ``xreg_entity``.
+
+The registry's core is synchronous, so each read or write runs in a worker thread on a
+connection of the sync pool, in one transaction: a read in a read-only REPEATABLE READ
+transaction (one snapshot), a write under a transaction-level advisory lock, so that writes of
+several instances take turns (the next ``seq`` and the id checks below see every earlier write).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from cebroker.storage.postgres.database import Database, SyncConn
+from cebroker.storage.registry import EntityClash, Kind, RegistryReader, RegistryRows, Row
+
+T = TypeVar("T")
+
+#: The advisory lock key of registry writes.
+REGISTRY_LOCK = 0x78726567_69737472
+
+_COLS = "xid, parent, coll, kind, eid, seq, attrs, doc"
+
+
+def _row(r: tuple[Any, ...]) -> Row:
+    xid, parent, coll, kind, eid, seq, attrs, doc = r
+    return Row(
+        xid, parent, coll, kind, eid, json.loads(attrs), bytes(doc) if doc is not None else None, int(seq)
+    )
+
+
+class PostgresRegistryRows:
+    """:class:`~cebroker.storage.registry.RegistryRows` over a connection in a transaction."""
+
+    def __init__(self, conn: SyncConn) -> None:
+        self._conn = conn
+
+    def _all(self, sql: str, params: tuple[Any, ...]) -> list[Row]:
+        return [_row(r) for r in self._conn.execute(sql.encode(), params).fetchall()]
+
+    def _one(self, sql: str, params: tuple[Any, ...]) -> Row | None:
+        r = self._conn.execute(sql.encode(), params).fetchone()
+        return _row(r) if r else None
+
+    def get(self, xid: str) -> Row | None:
+        """The entity with exactly this xid."""
+        return self._one(f"SELECT {_COLS} FROM xreg_entity WHERE xid = %s", (xid,))
+
+    def sibling(self, parent: str, coll: str, eid: str) -> Row | None:
+        """The entity in ``parent``'s collection whose id equals ``eid`` ignoring case."""
+        return self._one(
+            f"SELECT {_COLS} FROM xreg_entity WHERE parent = %s AND coll = %s AND lower(eid) = lower(%s)",
+            (parent, coll, eid),
+        )
+
+    def children(self, parent: str, coll: str) -> list[Row]:
+        """The entities of one collection, oldest first."""
+        return self._all(
+            f"SELECT {_COLS} FROM xreg_entity WHERE parent = %s AND coll = %s ORDER BY seq", (parent, coll)
+        )
+
+    def count(self, parent: str, coll: str) -> int:
+        """How many entities a collection holds."""
+        row = self._conn.execute(
+            "SELECT count(*) FROM xreg_entity WHERE parent = %s AND coll = %s", (parent, coll)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def subtree(self, xid: str) -> list[Row]:
+        """The entity and everything below it, in creation order."""
+        if xid == "/":
+            return self._all(f"SELECT {_COLS} FROM xreg_entity ORDER BY seq", ())
+        return self._all(
+            f"SELECT {_COLS} FROM xreg_entity WHERE xid = %s OR (xid >= %s AND xid < %s) ORDER BY seq",
+            (xid, xid + "/", xid + "0"),
+        )
+
+    def rows_of_kind(self, kind: Kind, coll: str | None = None) -> list[Row]:
+        """Every entity of a kind (optionally of one collection), oldest first."""
+        if coll is None:
+            return self._all(f"SELECT {_COLS} FROM xreg_entity WHERE kind = %s ORDER BY seq", (kind,))
+        return self._all(
+            f"SELECT {_COLS} FROM xreg_entity WHERE kind = %s AND coll = %s ORDER BY seq", (kind, coll)
+        )
+
+    def put(self, row: Row) -> Row:
+        """Insert or replace ``row``; a new row gets the next sequence number."""
+        # Checked before writing: a unique violation would abort the whole transaction.
+        clash = self._conn.execute(
+            "SELECT 1 FROM xreg_entity"
+            " WHERE parent = %s AND coll = %s AND lower(eid) = lower(%s) AND xid <> %s",
+            (row.parent, row.coll, row.eid, row.xid),
+        ).fetchone()
+        if clash is not None:
+            raise EntityClash(row.xid)
+        if row.seq == 0:
+            got = self._conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM xreg_entity").fetchone()
+            row.seq = int(got[0]) if got else 1
+        self._conn.execute(
+            f"INSERT INTO xreg_entity ({_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (xid) DO UPDATE SET parent = excluded.parent, coll = excluded.coll,"
+            " kind = excluded.kind, eid = excluded.eid, seq = excluded.seq, attrs = excluded.attrs,"
+            " doc = excluded.doc".encode(),
+            (row.xid, row.parent, row.coll, row.kind, row.eid, row.seq, json.dumps(row.attrs), row.doc),
+        )
+        return row
+
+    def delete_subtree(self, xid: str) -> int:
+        """Delete the entity and everything below it; returns how many rows went."""
+        cur = self._conn.execute(
+            "DELETE FROM xreg_entity WHERE xid = %s OR (xid >= %s AND xid < %s)", (xid, xid + "/", xid + "0")
+        )
+        return cur.rowcount
+
+
+class PostgresRegistryStore:
+    """:class:`~cebroker.storage.registry.RegistryStore` on a PostgreSQL :class:`Database`."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def read(self, fn: Callable[[RegistryReader], T]) -> T:
+        """Run ``fn`` over one snapshot."""
+        return await self._db.run_sync(
+            lambda conn: fn(PostgresRegistryRows(conn)), write=False, snapshot=True
+        )
+
+    async def write(self, fn: Callable[[RegistryRows], T]) -> T:
+        """Run ``fn`` in one durable write transaction, after the other instances' writes."""
+
+        def job(conn: SyncConn) -> T:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (REGISTRY_LOCK,))
+            return fn(PostgresRegistryRows(conn))
+
+        return await self._db.run_sync(job, write=True)
