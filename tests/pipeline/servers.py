@@ -91,6 +91,8 @@ class Received:
     body: bytes
     #: The client's (host, port): the same port means the same connection.
     peer: tuple[str, int] | None = None
+    #: When it arrived (monotonic seconds).
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from servers.postgres import PostgresServer
 
 from cebroker.storage import Incoming, SchemaTooNew, StorageUnavailable
 from cebroker.storage.postgres import PostgresStorage
 from cebroker.storage.postgres.migrations import latest
-from servers.postgres import PostgresServer
 from storage.support import opened
 
 pytestmark = pytest.mark.postgres

@@ -26,7 +26,7 @@ from ceprotocols.errors import BindingError, DeliveryRejected
 from ceprotocols.http.binding import to_binary, to_structured
 from ceprotocols.http.credentials import CredentialResolver
 from ceprotocols.http.transport import HttpResponse, HttpTransport, HttpTransportError, delivery_error
-from ceprotocols.http.webhook import WebhookGate
+from ceprotocols.http.webhook import CapFactory, WebhookGate
 from ceprotocols.sender import Destination, Event
 from ceprotocols.signing import SIGNATURE_HEADERS, signed_headers
 
@@ -64,6 +64,7 @@ class HttpSender:
             a final :class:`~ceprotocols.errors.DestinationRefused`. ``None`` means
             :meth:`NetworkPolicy.unrestricted` (tests, trusted embeddings): pass the real one.
         resolver: how host names are resolved when the policy is restricted.
+        rate_caps: builds the rate cap a handshake grants an origin (default: in-process).
     """
 
     def __init__(
@@ -75,6 +76,7 @@ class HttpSender:
         max_per_host: int = 256,
         policy: NetworkPolicy | None = None,
         resolver: Resolver = system_resolver,
+        rate_caps: CapFactory | None = None,
     ) -> None:
         guard = ConnectGuard(policy or NetworkPolicy.unrestricted(), resolver)
         self._transport = HttpTransport(
@@ -82,7 +84,7 @@ class HttpSender:
         )
         self._credentials = CredentialResolver(self._transport)
         origin = webhook_origin or socket.gethostname()  # no DNS lookup (it could block)
-        self._gate = WebhookGate(self._transport, origin) if validate_webhooks else None
+        self._gate = WebhookGate(self._transport, origin, rate_caps) if validate_webhooks else None
 
     async def deliver(self, event: Event, destination: Destination) -> None:
         """POST (or the configured method) the event; raise a DeliveryError unless 2xx."""

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from ceprotocols.errors import DeliveryRejected
@@ -26,6 +28,20 @@ def origin_of(url: str) -> str:
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+class Admission(Protocol):
+    """Waits until one more request may go to an origin (a rate cap)."""
+
+    async def acquire(self) -> None:
+        """Return once a request may be sent."""
+        ...
+
+
+#: Builds the cap of an origin from the origin and its granted requests per minute; the default
+#: is an in-process :class:`RateCap`, an embedding that runs several senders against the same
+#: sinks (several broker instances) passes one they share.
+CapFactory = Callable[[str, float], Admission]
 
 
 class RateCap:
@@ -54,7 +70,7 @@ class RateCap:
 @dataclass(slots=True)
 class _Grant:
     allowed: bool
-    cap: RateCap | None
+    cap: Admission | None
     checked_at: float
     reason: str = ""
 
@@ -62,9 +78,10 @@ class _Grant:
 class WebhookGate:
     """Runs the validation handshake once per sink origin and enforces the granted rate."""
 
-    def __init__(self, transport: HttpTransport, origin: str) -> None:
+    def __init__(self, transport: HttpTransport, origin: str, caps: CapFactory | None = None) -> None:
         self._transport = transport
         self.origin = origin
+        self._caps: CapFactory = caps or (lambda _origin, per_minute: RateCap(per_minute))
         self._grants: dict[str, _Grant] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -76,7 +93,7 @@ class WebhookGate:
             async with self._locks.setdefault(key, asyncio.Lock()):
                 grant = self._grants.get(key)
                 if grant is None or (not grant.allowed and time.monotonic() - grant.checked_at > REFUSAL_TTL):
-                    grant = await self._handshake(url, wait)
+                    grant = await self._handshake(url, key, wait)
                     self._grants[key] = grant
         if not grant.allowed:
             raise DeliveryRejected(
@@ -89,7 +106,7 @@ class WebhookGate:
         """Drop the cached grant for ``url``'s origin (e.g. before a redrive)."""
         self._grants.pop(origin_of(url), None)
 
-    async def _handshake(self, url: str, wait: float) -> _Grant:
+    async def _handshake(self, url: str, key: str, wait: float) -> _Grant:
         try:
             response = await self._transport.request(
                 "OPTIONS", url, {"WebHook-Request-Origin": self.origin}, b"", deadline=wait
@@ -110,5 +127,5 @@ class WebhookGate:
                 return _Grant(False, None, now, f"invalid WebHook-Allowed-Rate {rate!r}")
             if per_minute <= 0:
                 return _Grant(False, None, now, f"invalid WebHook-Allowed-Rate {rate!r}")
-            cap = RateCap(per_minute)
+            cap = self._caps(key, per_minute)
         return _Grant(True, cap, now)

@@ -66,11 +66,17 @@ class PipelineComponent:
         self.matcher = Matcher()
         self.log = journal
         origin = urlsplit(settings.public_url).hostname or settings.host
-        self.senders = SenderPool(webhook_origin=origin, validate_webhooks=settings.webhook_validation)
+        self.senders = SenderPool(
+            webhook_origin=origin,
+            validate_webhooks=settings.webhook_validation,
+            # With several instances the handshake's allowed rate holds for all of them together.
+            buckets=journal if journal.shared else None,
+        )
         self.dispatcher = Dispatcher(self.log, self.matcher, self.senders, self.metrics, clock=clock)
         self.tail = TailHub()
         self.pipeline = Pipeline(
             self.log,
+            store,
             self.matcher,
             self.dispatcher,
             self.metrics,

@@ -13,9 +13,15 @@ from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.tail import TailHub
 from cebroker.pipeline.validation import event_problems, normalize
-from cebroker.storage.deliveries import DeliveryLog, Incoming
+from cebroker.storage.deliveries import Appended, DeliveryLog, Incoming
+from cebroker.storage.errors import IndexBehind
+from cebroker.storage.subscriptions import SubscriptionStore
 
 log = logging.getLogger("cebroker.pipeline")
+
+#: Times an ingest catches up with subscription changes and matches again before it gives up
+#: (503): each round only waits for changes that committed while it was matching.
+CATCH_UP_ROUNDS = 5
 
 
 class Pipeline:
@@ -31,6 +37,7 @@ class Pipeline:
     def __init__(
         self,
         journal: DeliveryLog,
+        store: SubscriptionStore,
         matcher: Matcher,
         dispatcher: Dispatcher,
         metrics: PipelineMetrics,
@@ -41,6 +48,7 @@ class Pipeline:
         tail: TailHub | None = None,
     ) -> None:
         self._log = journal
+        self._store = store
         self._matcher = matcher
         self._dispatcher = dispatcher
         self._metrics = metrics
@@ -72,12 +80,7 @@ class Pipeline:
             )
         if not clean:
             return IngestResult(accepted=0, duplicates=0)
-        match = self._matcher.match
-        items = [Incoming(e, e["source"], e["id"], match(e)) for e in clean]
-        try:
-            written = await self._log.append(items)
-        except TypeError as exc:  # only from ingest(): HTTP input is parsed JSON already
-            raise ValidationError([FieldProblem("", f"an event is not JSON-serialisable: {exc}")]) from exc
+        written = await self._append(clean)
         self._dispatcher.accept(clean, written)
         if self.tail is not None and self.tail.active:
             self.tail.publish(clean, written)
@@ -87,6 +90,25 @@ class Pipeline:
             self._duplicates.inc(duplicates)
         self._metrics.matches.inc(sum(len(w.deliveries) for w in written if w is not None))
         return IngestResult(accepted=len(clean), duplicates=duplicates)
+
+    async def _append(self, clean: list[dict[str, Any]]) -> list[Appended | None]:
+        """Match and commit; when a shared log finds the index behind a subscription change made
+        by another instance, catch up and match again, so no event is matched against a stale
+        index."""
+        for attempt in range(CATCH_UP_ROUNDS):
+            version = self._store.version  # read with the match, no await in between
+            match = self._matcher.match
+            items = [Incoming(e, e["source"], e["id"], match(e)) for e in clean]
+            try:
+                return await self._log.append(items, version=version)
+            except TypeError as exc:  # only from ingest(): HTTP input is parsed JSON already
+                problem = FieldProblem("", f"an event is not JSON-serialisable: {exc}")
+                raise ValidationError([problem]) from exc
+            except IndexBehind:
+                if attempt == CATCH_UP_ROUNDS - 1:
+                    raise
+                await self._store.catch_up()
+        raise AssertionError("unreachable")  # the last round returns or raises
 
     def _check_definitions(self, events: list[dict[str, Any]], batch: bool) -> None:
         if self.validator is None or self.validation_mode is ValidationMode.OFF:

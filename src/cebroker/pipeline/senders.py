@@ -8,6 +8,7 @@ are kept and retried, then dead-lettered with the reason once their time to live
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 from collections.abc import Callable
@@ -15,6 +16,8 @@ from collections.abc import Callable
 from ceprotocols.errors import DeliveryError
 from ceprotocols.http import HttpSender
 from ceprotocols.sender import Destination, Event, Sender
+
+from cebroker.storage.deliveries import DeliveryLog
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -41,11 +44,36 @@ class _Unavailable:
         return None
 
 
-class SenderPool:
-    """Creates each protocol's sender on first use and closes them all at shutdown."""
+class SharedCap:
+    """A webhook origin's granted rate held by every broker instance together: each request
+    takes a token of the origin's bucket in the shared delivery log."""
 
-    def __init__(self, *, webhook_origin: str, validate_webhooks: bool) -> None:
+    def __init__(self, buckets: DeliveryLog, origin: str, per_minute: float) -> None:
+        self._buckets = buckets
+        self._key = f"webhook {origin}"
+        self._rate = per_minute / 60.0
+
+    async def acquire(self) -> None:
+        """Wait until the shared bucket gives a token."""
+        while True:
+            wait = await self._buckets.take(self._key, self._rate)
+            if wait <= 0:
+                return
+            await asyncio.sleep(wait)
+
+
+class SenderPool:
+    """Creates each protocol's sender on first use and closes them all at shutdown.
+
+    ``buckets``: a shared delivery log whose token buckets hold the webhook handshake's allowed
+    rates for every instance together (None: each sender caps its own rate).
+    """
+
+    def __init__(
+        self, *, webhook_origin: str, validate_webhooks: bool, buckets: DeliveryLog | None = None
+    ) -> None:
         self._http_options = {"webhook_origin": webhook_origin, "validate_webhooks": validate_webhooks}
+        self._buckets = buckets
         self._senders: dict[str, Sender] = {}
 
     def get(self, protocol: str) -> Sender:
@@ -57,9 +85,11 @@ class SenderPool:
 
     def _create(self, protocol: str) -> Sender:
         if protocol == "HTTP":
+            buckets = self._buckets
             return HttpSender(
                 webhook_origin=str(self._http_options["webhook_origin"]),
                 validate_webhooks=bool(self._http_options["validate_webhooks"]),
+                rate_caps=(lambda origin, rate: SharedCap(buckets, origin, rate)) if buckets else None,
             )
         factory = _registry()
         if factory is None:

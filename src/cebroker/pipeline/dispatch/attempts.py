@@ -19,6 +19,7 @@ from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.senders import SenderPool
+from cebroker.storage.deliveries import DeliveryLog
 from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.pipeline")
@@ -33,6 +34,7 @@ class Attempts:
     def __init__(
         self,
         *,
+        journal: DeliveryLog,
         senders: SenderPool,
         subscriptions: Mapping[str, Subscription],
         metrics: PipelineMetrics,
@@ -42,6 +44,7 @@ class Attempts:
         release: Release,
         schedule: Schedule,
     ) -> None:
+        self._log = journal
         self._senders = senders
         self._subscriptions = subscriptions
         self._metrics = metrics
@@ -64,6 +67,12 @@ class Attempts:
         subscription = self._subscriptions.get(lane.id)
         if subscription is None:
             self._completions.dropped(lane, item)
+            return
+        if not self._log.holds(item.row):
+            # A shared log's claim lapsed (this instance could not renew its lease in time):
+            # another instance may deliver it now. Leave it; the loader claims it again if not.
+            self._release(lane, item.row.id)
+            self._schedule(lane.id, self._clock.now() + RELOAD_DELAY)
             return
         policy, destination = lane.configure(subscription)
         if lane.limiter is not None:

@@ -29,6 +29,11 @@ class Backlog:
             self._pending += count
             self._gauge.set(self._pending)
 
+    def set(self, count: int) -> None:
+        """The count read from a shared log (every instance's deliveries)."""
+        self._pending = count
+        self._gauge.set(count)
+
     def settled(self, count: int) -> None:
         """``count`` deliveries left the log (never below zero: a clean-up may race a completion)."""
         if count:

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
@@ -24,6 +24,7 @@ from cebroker.pipeline.dispatch.failures import Failures
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.loader import Loader
+from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.tasks import Tasks
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
@@ -32,6 +33,11 @@ from cebroker.storage.deliveries import Appended, DeliveryLog, Pending
 from cebroker.storage.errors import StorageUnavailable
 
 log = logging.getLogger("cebroker.pipeline")
+
+#: With a shared log: seconds between looks at the whole log (a safety net under the
+#: notifications) and between reads of the shared backlog count.
+RESCAN_EVERY = 5.0
+BACKLOG_EVERY = 1.0
 
 
 class Dispatcher:
@@ -69,6 +75,7 @@ class Dispatcher:
             schedule=self._schedule,
         )
         attempts = Attempts(
+            journal=journal,
             senders=senders,
             subscriptions=self._subscriptions,
             metrics=metrics,
@@ -79,7 +86,11 @@ class Dispatcher:
             schedule=self._schedule,
         )
         self._lanes = Lanes(
-            capacity=lane_capacity, clock=clock, subscriptions=self._subscriptions, attempt=attempts.run
+            capacity=lane_capacity,
+            clock=clock,
+            subscriptions=self._subscriptions,
+            attempt=attempts.run,
+            local_limits=not journal.shared,
         )
         self._loader = Loader(
             journal,
@@ -91,6 +102,7 @@ class Dispatcher:
         )
         self._loops = Tasks()
         self._cleanups = Tasks()
+        self._unwatch: Callable[[], None] | None = None
 
     @property
     def pending(self) -> int:
@@ -107,9 +119,24 @@ class Dispatcher:
                 await self._log.forget(subscription)
         self._loops.spawn(self._loader.run(), name="cebroker-loader")
         self._loops.spawn(self._completions.run(), name="cebroker-completions")
+        if self._log.shared:
+            self._unwatch = self._log.watch(self._loader.heard)
+            self._loops.spawn(self._loader.rescan(RESCAN_EVERY), name="cebroker-rescan")
+            self._loops.spawn(self._follow_backlog(), name="cebroker-backlog")
+
+    async def _follow_backlog(self) -> None:
+        """With a shared log the backlog is every instance's: read it from the log, briefly cached."""
+        while True:
+            try:
+                self.backlog.set(await self._log.pending())
+            except Exception:
+                log_failure("reading the shared backlog failed")
+            await self._clock.sleep(BACKLOG_EVERY)
 
     async def stop(self) -> None:
         """Stop loading and delivering; deliveries not confirmed stay pending in the log."""
+        if self._unwatch is not None:
+            self._unwatch()
         await self._lanes.stop()
         await self._loops.cancel()
         await self._forwarder.stop()
@@ -124,6 +151,9 @@ class Dispatcher:
                 continue
             for delivery_id, subscription in appended.deliveries:
                 added += 1
+                if not appended.held:  # a shared log: this instance claims it like any other
+                    self._loader.schedule(subscription, 0.0)
+                    continue
                 lane = self._lanes.get(subscription)
                 if self._loader.waiting(subscription) or lane.free <= 0:
                     self._loader.schedule(subscription, 0.0)  # it waits in the log; keep the lane's order

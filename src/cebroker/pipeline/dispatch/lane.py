@@ -60,10 +60,14 @@ class TokenBucket:
 class Lane:
     """One subscription's deliveries in memory; :class:`~.lanes.Lanes` runs its workers."""
 
-    def __init__(self, subscription_id: str, capacity: int, clock: Clock) -> None:
+    def __init__(
+        self, subscription_id: str, capacity: int, clock: Clock, *, local_limits: bool = True
+    ) -> None:
         self.id = subscription_id
         self.capacity = capacity
         self._clock = clock
+        #: False when a shared log enforces concurrency and rate over every instance (claims).
+        self.local_limits = local_limits
         self.queue: deque[Item] = deque()
         #: Delivery ids queued, being delivered or awaiting their log update.
         self.inflight: set[int] = set()
@@ -77,6 +81,15 @@ class Lane:
     def free(self) -> int:
         """How many more deliveries this lane may take into memory."""
         return self.capacity - len(self.inflight)
+
+    def room(self, subscription: Subscription) -> int:
+        """How many more deliveries to ask the log for: the free places, and with limits
+        enforced by a shared log no more than the concurrency leaves (the claims of this lane
+        count against it until their outcome is written)."""
+        if self.local_limits:
+            return self.free
+        policy = self.configure(subscription)[0]
+        return min(self.free, policy.concurrency - len(self.inflight))
 
     def push(self, item: Item) -> None:
         """Queue a delivery."""
@@ -97,7 +110,7 @@ class Lane:
                 credential=subscription.sinkcredential,
                 timeout=self.policy.timeout,
             )
-            rate = self.policy.ratelimit
+            rate = self.policy.ratelimit if self.local_limits else None
             if rate is None:
                 self.limiter = None
             elif self.limiter is None or self.limiter.rate != rate:

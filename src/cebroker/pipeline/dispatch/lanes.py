@@ -30,8 +30,10 @@ class Lanes:
         clock: Clock,
         subscriptions: Mapping[str, Subscription],
         attempt: Attempt,
+        local_limits: bool = True,
     ) -> None:
         self._capacity = capacity
+        self._local_limits = local_limits
         self._clock = clock
         self._subscriptions = subscriptions
         self._attempt = attempt
@@ -43,7 +45,9 @@ class Lanes:
         """The lane of ``subscription``, created on first use."""
         lane = self._lanes.get(subscription)
         if lane is None:
-            lane = self._lanes[subscription] = Lane(subscription, self._capacity, self._clock)
+            lane = self._lanes[subscription] = Lane(
+                subscription, self._capacity, self._clock, local_limits=self._local_limits
+            )
         return lane
 
     def drop(self, subscription: str) -> None:

@@ -19,7 +19,7 @@ from cebroker.pipeline.dispatch.lane import Item
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.metrics import PipelineMetrics
-from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.deliveries import DeliveryLog, Limits
 from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.pipeline")
@@ -54,6 +54,7 @@ class Loader:
         #: Subscription -> when its earliest delivery waiting in the log falls due.
         self._due: dict[str, float] = {}
         self._wake = asyncio.Event()
+        self._rescan = asyncio.Event()
 
     def waiting(self, subscription: str) -> bool:
         """Whether ``subscription`` has deliveries in the log that are not in memory."""
@@ -72,6 +73,29 @@ class Loader:
         """Stop loading for a deleted subscription."""
         self._due.pop(subscription, None)
 
+    def heard(self, subscription: str | None) -> None:
+        """A shared log says deliveries of ``subscription`` (None: of any) wait unclaimed."""
+        if subscription is None:
+            self._rescan.set()
+        elif subscription in self._subscriptions:
+            self.schedule(subscription, 0.0)
+
+    async def rescan(self, every: float) -> None:
+        """With a shared log: every ``every`` seconds, or when told to, look for subscriptions
+        with deliveries in the log (retries another instance scheduled before it died, claims
+        freed while a notification was missed); forever."""
+        while True:
+            await wait_or_sleep(self._rescan, every, self._clock)
+            self._rescan.clear()
+            try:
+                pending = await self._log.backlog()
+            except Exception:
+                log_failure("looking for pending deliveries failed")
+                continue
+            for subscription, (_, due_at) in pending.items():
+                if subscription in self._subscriptions:
+                    self.schedule(subscription, due_at)
+
     async def run(self) -> None:
         """Load what falls due, then sleep until the next due time or a wake-up; forever."""
         while True:
@@ -87,15 +111,22 @@ class Loader:
             await wait_or_sleep(self._wake, max(0.0, wake_at - self._clock.now()), self._clock)
 
     async def _load(self, subscription: str, due_at: float) -> None:
-        if subscription not in self._subscriptions:
+        current = self._subscriptions.get(subscription)
+        if current is None:
             self._due.pop(subscription, None)
             self._deleted(subscription)
             return
         lane = self._lanes.get(subscription)
-        if lane.free <= 0:
+        room = lane.room(current)
+        if room <= 0:
             return  # the lane wakes the loader when it makes room
         try:
-            rows, later = await self._log.due(subscription, lane.free + len(lane.inflight))
+            if self._log.shared:  # claims: only what this lane takes, within the global limits
+                policy = lane.configure(current)[0]
+                limits = Limits(policy.concurrency, policy.ratelimit)
+                rows, later = await self._log.due(subscription, room, limits)
+            else:  # rows in memory come back too; they are skipped below
+                rows, later = await self._log.due(subscription, room + len(lane.inflight))
         except Exception:
             log_failure("reading due deliveries failed")
             return
