@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cebroker.storage import DeliveryLog, Incoming, Pending, Storage
+from cebroker.storage import DeliveryLog, Incoming, Limits, Pending, Storage
 from storage.support import STORAGES, opened
 
 EV = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t", "data": {"amount": 1.50, "name": "é"}}
@@ -228,3 +228,61 @@ async def test_one_append_is_all_or_nothing(storage: Storage, size: int) -> None
         await log.append(batch)
     assert await log.backlog() == {}
     assert all(w is not None for w in await log.append([incoming(n, "a") for n in range(size - 1)]))
+
+
+async def test_pending_counts_every_delivery_in_the_log(storage: Storage) -> None:
+    log = storage.deliveries
+    await log.append([incoming(n, "a", "b") for n in range(3)])
+    assert await log.pending() == 6
+    rows, _ = await log.due("a", 10)
+    await log.complete([(r.id, r.event_seq, "a") for r in rows[:2]])
+    await log.dead_letter(rows[2], stored(rows[2]), 1, "no", None, None)
+    assert await log.pending() == 3
+    assert await log.forget("b") == 3
+    assert await log.pending() == 0
+
+
+async def test_what_due_hands_out_is_held_and_watch_can_be_stopped(storage: Storage) -> None:
+    log = storage.deliveries
+    (written,) = await log.append([incoming(1, "a")])
+    assert written is not None
+    assert written.held is not log.shared
+    rows, _ = await log.due("a", 10)
+    assert [log.holds(r) for r in rows] == [True]
+    heard: list[str | None] = []
+    stop = log.watch(heard.append)
+    stop()
+    stop()  # stopping twice is harmless
+
+
+async def test_take_gives_a_rate_and_a_burst_of_one_second(storage: Storage) -> None:
+    log = storage.deliveries
+    assert [await log.take("k", 5.0) for _ in range(5)] == [0.0] * 5
+    wait = await log.take("k", 5.0)
+    assert 0.0 < wait <= 0.2
+    assert await log.take("other", 5.0) == 0.0  # buckets are independent
+    with pytest.raises(ValueError, match="positive"):
+        await log.take("k", 0.0)
+
+
+async def test_due_keeps_within_the_limits_on_a_shared_log(storage: Storage) -> None:
+    """A shared log enforces a subscription's concurrency and rate over every instance; an
+    unshared one leaves them to its one dispatcher and returns what is due."""
+    log = storage.deliveries
+    await log.append([incoming(n, "a") for n in range(10)])
+    rows, later = await log.due("a", 10, Limits(concurrency=3))
+    if not log.shared:
+        assert len(rows) == 10
+        return
+    assert len(rows) == 3
+    assert later is not None
+    assert (await log.due("a", 10, Limits(concurrency=3)))[0] == []  # all three permits are out
+    await log.complete([(rows[0].id, rows[0].event_seq, "a")])
+    assert len((await log.due("a", 10, Limits(concurrency=3)))[0]) == 1
+    await log.append([incoming(f"r{n}", "r") for n in range(10)])
+    first, _ = await log.due("r", 10, Limits(concurrency=10, rate=4.0))
+    assert len(first) == 4  # a burst of one second's worth
+    second, later = await log.due("r", 10, Limits(concurrency=10, rate=4.0))
+    assert second == []
+    assert later is not None
+    assert later - time.time() <= 0.3

@@ -84,3 +84,50 @@ async def test_a_server_restart_is_503_then_recovers_by_itself(
         (written,) = await log.append([Incoming({"id": "2"}, "/s", "2", ("a",))])
         assert written is not None
         assert await log.pending() == 2
+
+
+async def test_two_instances_claim_each_delivery_once_and_see_each_others_changes(postgres_url: str) -> None:
+    from cebroker.storage import IndexBehind, SubscriptionChange
+    from cebroker.subscription import Subscription
+
+    async with opened(PostgresStorage(postgres_url)) as one, opened(PostgresStorage(postgres_url)) as two:
+        heard: list[SubscriptionChange] = []
+        two.subscriptions.changes.subscribe(heard.append)
+        matched_at = two.subscriptions.version
+        await one.subscriptions.create(Subscription(id="s", protocol="HTTP", sink="http://127.0.0.1:9/"))
+        # two matched before the change: its append is refused until it catches up
+        with pytest.raises(IndexBehind):
+            await two.deliveries.append([Incoming({"id": "x"}, "/s", "x", ())], version=matched_at)
+        await two.subscriptions.catch_up()
+        assert [c.subscription.id for c in heard] == ["s"]
+        assert two.subscriptions.version == one.subscriptions.version
+        await two.deliveries.append([Incoming({"id": str(n)}, "/s", str(n), ("s",)) for n in range(20)])
+        # the same (source, id) from the other instance is a duplicate
+        assert await one.deliveries.append([Incoming({"id": "3"}, "/s", "3", ("s",))]) == [None]
+        (a, _), (b, _) = await asyncio.gather(one.deliveries.due("s", 15), two.deliveries.due("s", 15))
+        assert len(a) + len(b) == 20
+        assert not {r.id for r in a} & {r.id for r in b}
+
+
+async def test_a_dead_instances_claims_are_taken_over_after_the_lease(postgres_url: str) -> None:
+    from cebroker.storage import StorageOptions
+
+    options = StorageOptions(lease=1.0)
+    async with opened(PostgresStorage(postgres_url, options)) as alive:
+        dead = PostgresStorage(postgres_url, options)
+        await dead.open()
+        await dead.deliveries.append([Incoming({"id": str(n)}, "/s", str(n), ("s",)) for n in range(3)])
+        claimed, _ = await dead.deliveries.due("s", 10)
+        assert len(claimed) == 3
+        # the instance dies without a word: its heartbeat stops, its claims stay
+        await dead._membership.stop_heartbeat()  # as a SIGKILL would
+        heard: list[str | None] = []
+        alive.deliveries.watch(heard.append)
+        assert (await alive.deliveries.due("s", 10))[0] == []
+        deadline = time.monotonic() + 10
+        while "s" not in heard:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        taken, _ = await alive.deliveries.due("s", 10)
+        assert sorted(r.id for r in taken) == sorted(r.id for r in claimed)
+        assert not dead.deliveries.holds(claimed[0])

@@ -243,3 +243,15 @@ async def test_survives_close_and_reopen(
         # a cursor issued before the reopen still resumes where it stopped
         rest = await store.query(SubscriptionQuery(limit=5, cursor=page.next_cursor))
         assert [s.id for s in rest.items] == ["second"]
+
+
+async def test_every_change_has_the_next_version(store: SubscriptionStore) -> None:
+    seen: list[int] = []
+    store.changes.subscribe(lambda change: seen.append(store.version))
+    start = store.version
+    await store.create(make("v"))
+    await store.replace(make("v", sink="http://127.0.0.1:9/w"))
+    await store.delete("v")
+    await store.catch_up()  # nothing left to publish
+    assert seen == [start + 1, start + 2, start + 3]
+    assert store.version == start + 3

@@ -86,13 +86,17 @@ class Membership:
             await self._beat()
         self._task = asyncio.create_task(self._run(), name="cebroker-postgres-heartbeat")
 
-    async def stop(self) -> None:
-        """Stop the heartbeat, free this instance's claims and remove its row."""
+    async def stop_heartbeat(self) -> None:
+        """Stop renewing (what a killed process does): the claims stay until the lease expires."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    async def stop(self) -> None:
+        """Stop the heartbeat, free this instance's claims and remove its row."""
+        await self.stop_heartbeat()
         old, self.id = self.id, None
         if old is not None:
             with contextlib.suppress(StorageUnavailable):
