@@ -13,6 +13,9 @@ import pytest
 import yaml
 from ceprotocols.sources import create_receiver
 
+from cebroker.storage import create_storage
+from cebroker.storage.postgres import PostgresStorage
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 
@@ -45,7 +48,18 @@ def rendered() -> dict[str, Any]:
 
 def test_compose_file_parses_with_every_server(rendered: dict[str, Any]) -> None:
     """The stack has the broker and one server per protocol family."""
-    assert set(rendered["services"]) == {"cebroker", "mosquitto", "rabbitmq", "kafka", "nats"}
+    assert set(rendered["services"]) == {"cebroker", "postgres", "mosquitto", "rabbitmq", "kafka", "nats"}
+
+
+def test_two_broker_replicas_share_one_postgres(rendered: dict[str, Any]) -> None:
+    """The broker runs as two replicas on the PostgreSQL service, once it is healthy."""
+    broker = rendered["services"]["cebroker"]
+    assert broker["deploy"]["replicas"] == 2
+    storage = create_storage(broker["environment"]["CEBROKER_DB"])
+    assert isinstance(storage, PostgresStorage)
+    assert storage.name == "postgresql://cebroker:***@postgres:5432/cebroker"
+    assert broker["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert "healthcheck" in rendered["services"]["postgres"]
 
 
 def test_rabbitmq_has_amqp_1_0_and_kafka_runs_kraft(rendered: dict[str, Any]) -> None:
