@@ -488,6 +488,40 @@ class PostgresDeliveryLog:
 
         return await self._db.run(job, write=False)
 
+    async def statuses(self) -> dict[str, dict[str, Any]]:
+        """:meth:`status` of every subscription the log knows anything about, in one snapshot."""
+
+        async def job(conn: AsyncConn) -> dict[str, dict[str, Any]]:
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            found: dict[str, dict[str, Any]] = {}
+
+            def entry(subscription: str) -> dict[str, Any]:
+                blank: dict[str, Any] = {"delivered": 0, "failed": 0, "pending": 0, "deadlettered": 0}
+                blank.update(deadletteredTotal=0, lastError=None, lastErrorAt=None)
+                return found.setdefault(subscription, blank)
+
+            cur = await conn.execute("SELECT subscription, count(*) FROM pipeline_deliveries GROUP BY 1")
+            for sub, count in await cur.fetchall():
+                entry(str(sub))["pending"] = int(count)
+            cur = await conn.execute("SELECT subscription, count(*) FROM pipeline_deadletters GROUP BY 1")
+            for sub, count in await cur.fetchall():
+                entry(str(sub))["deadlettered"] = int(count)
+            cur = await conn.execute(
+                "SELECT subscription, delivered, failed, deadlettered, last_error, last_error_at"
+                " FROM pipeline_stats"
+            )
+            for row in await cur.fetchall():
+                entry(str(row[0])).update(
+                    delivered=int(row[1]),
+                    failed=int(row[2]),
+                    deadletteredTotal=int(row[3]),
+                    lastError=row[4],
+                    lastErrorAt=row[5],
+                )
+            return found
+
+        return await self._db.run(job, write=False)
+
     async def forget(self, subscription: str) -> int:
         """Delete everything kept for a deleted subscription; returns the pending count removed."""
 
