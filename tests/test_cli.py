@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from support.broker import BrokerProcess, BrokerProcesses
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -52,85 +50,27 @@ def test_bad_variable_is_a_usage_error(variable: str, value: str) -> None:
     assert "Traceback" not in result.stderr
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Broker:
-    """``cebroker serve`` as a child process on a free port; stopped by its own PID only."""
-
-    def __init__(self, db: Path, log: Path) -> None:
-        self.db = db
-        self.log = log
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = {**os.environ, "CEBROKER_PORT": str(self.port)}  # the port through the variable
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "cebroker",
-                    "serve",
-                    "--host",
-                    "127.0.0.1",
-                    "--db",
-                    str(self.db),
-                    "--log-level",
-                    "debug",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"broker exited early:\n{self.log.read_text()}")
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"broker not ready in 30 s:\n{self.log.read_text()}")
-
-    def stop(self) -> None:
-        """SIGTERM, then expect a graceful shutdown (uvicorn re-raises the signal once it is done)."""
-        assert self.proc is not None
-        shutdowns = self.log.read_text().count("Application shutdown complete")
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-            raise
-        finally:
-            self.proc = None
-        assert code in (0, -signal.SIGTERM), code
-        assert self.log.read_text().count("Application shutdown complete") == shutdowns + 1
-
-
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path / "data" / "broker.db", tmp_path / "broker.log")
-    yield b
-    if b.proc is not None and b.proc.poll() is None:
-        b.proc.kill()
-        b.proc.wait(timeout=10)
+def broker(tmp_path: Path, broker_processes: BrokerProcesses) -> BrokerProcess:
+    """``cebroker serve`` on the host given by a flag and the port by its variable, logging at
+    debug level (not yet started)."""
+    db = tmp_path / "data" / "broker.db"
+    flags = ("--host", "127.0.0.1", "--log-level", "debug")
+    return broker_processes(db, "broker.log", *flags, port_variable=True)
 
 
-def test_serve_over_tcp_survives_restart(broker: Broker) -> None:
+def stop(broker: BrokerProcess) -> None:
+    """SIGTERM, then expect a graceful shutdown (uvicorn re-raises the signal once it is done)."""
+    shutdowns = broker.log_text().count("Application shutdown complete")
+    code = broker.terminate()
+    assert code in (0, -signal.SIGTERM), code
+    assert broker.log_text().count("Application shutdown complete") == shutdowns + 1
+
+
+def test_serve_over_tcp_survives_restart(broker: BrokerProcess) -> None:
     """A real ``cebroker serve``: the database file is created on first start, subscriptions
     are served over TCP, and after a restart they are all there with the same ETags."""
-    broker.start()
+    broker.start().ready()
     assert broker.db.exists()
     created = []
     with httpx.Client(base_url=broker.url, timeout=10) as http:
@@ -146,9 +86,9 @@ def test_serve_over_tcp_survives_restart(broker: Broker) -> None:
             created.append((r.json(), r.headers["etag"]))
         gone = created.pop(1)[0]["id"]
         assert http.delete(f"/subscriptions/{gone}").status_code == 200
-    broker.stop()
+    stop(broker)
 
-    broker.start()
+    broker.start().ready()
     with httpx.Client(base_url=broker.url, timeout=10) as http:
         listed = http.get("/subscriptions").json()
         assert listed == [doc for doc, _ in created]
@@ -158,15 +98,15 @@ def test_serve_over_tcp_survives_restart(broker: Broker) -> None:
             assert r.headers["etag"] == etag
         assert http.get(f"/subscriptions/{gone}").status_code == 404
         assert http.get("/subscriptions", params={"type": "t2"}).json() == [created[1][0]]
-    broker.stop()
-    log = broker.log.read_text()
+    stop(broker)
+    log = broker.log_text()
     assert "created (protocol HTTP)" in log  # the debug log did record the writes...
     assert "restart-secret" not in log  # ...but never the credential's secret
 
 
-def test_created_subscription_survives_sigkill(broker: Broker) -> None:
+def test_created_subscription_survives_sigkill(broker: BrokerProcess) -> None:
     """A 201 means committed: after SIGKILL (no shutdown at all) the subscription is there."""
-    broker.start()
+    broker.start().ready()
     with httpx.Client(base_url=broker.url, timeout=10) as http:
         r = http.post(
             "/subscriptions",
@@ -174,11 +114,8 @@ def test_created_subscription_survives_sigkill(broker: Broker) -> None:
         )
         assert r.status_code == 201
         created = r.json()
-    assert broker.proc is not None
-    broker.proc.kill()
-    broker.proc.wait(timeout=10)
-    broker.proc = None
-    broker.start()
+    broker.kill()
+    broker.start().ready()
     with httpx.Client(base_url=broker.url, timeout=10) as http:
         assert http.get(f"/subscriptions/{created['id']}").json() == created
-    broker.stop()
+    stop(broker)

@@ -7,17 +7,15 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
+from servers import free_port
+from support.servers import ServerThread
 
 from cebroker.app import create_app
 from cebroker.settings import Settings
@@ -54,22 +52,11 @@ def documented_body(answer: str) -> Any:
 
 @pytest.fixture
 def broker_url(tmp_path: Path) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # The documented answers show the broker's own URL: the settings name the port it serves on.
+    port = free_port()
     settings = Settings(port=port, db=tmp_path / "docs.db")
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=20)
+    with ServerThread(create_app(settings), port=port, force_exit=False) as server:
+        yield server.url
 
 
 def test_document_has_examples_for_every_operation() -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from api_helpers import VALID, create
+
+from api.bodies import VALID, create
 
 
 @pytest.mark.parametrize("protocol", ["MQTT3", "MQTT5"])

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_helpers import VALID, create, http_sub
 from starlette.applications import Starlette
 from storage.faults import faulty_connection
 
+from api.bodies import VALID, create, http_sub
 from cebroker.app import build_components, create_app
 from cebroker.settings import Settings
 from cebroker.storage import ChangeKind, SubscriptionChange

@@ -8,10 +8,11 @@ from typing import Any
 
 import httpx
 import pytest
-from api_helpers import create, http_sub
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
+
+from api.bodies import create, http_sub
 
 SECRETS = ("secret", "accesstoken", "refreshtoken")
 

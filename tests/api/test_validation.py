@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-from api_helpers import VALID, create, http_sub
 
+from api.bodies import VALID, create, http_sub
 from cebroker.settings import Settings
 
 CASES: list[tuple[str, dict[str, Any], str, str]] = [

@@ -18,7 +18,8 @@ from cefilters.dialects.logical import AllFilter, AnyFilter, NotFilter
 from cefilters.errors import pointer_token
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_index_equivalence import EVENT, EXPRESSION, OPERATION, Subscription
+
+from filters.test_index_equivalence import EVENT, EXPRESSION, OPERATION, Subscription
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -14,9 +14,11 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs
 
 import pytest
-
-from pipeline.helpers import Broker, event
-from pipeline.servers import Received, Reply, ServerThread, Sink, wait_until
+from support.broker import Broker
+from support.events import event
+from support.servers import ServerThread
+from support.sinks import Received, Reply, Sink
+from support.waiting import wait_until
 
 FAST = {"initialdelay": "0.05", "maxdelay": "0.2"}
 

@@ -10,8 +10,9 @@ import base64
 import json
 from collections.abc import Callable
 
-from pipeline.helpers import Broker, event
-from pipeline.servers import Sink
+from support.broker import Broker
+from support.events import event
+from support.sinks import Sink
 
 BATCH = {"content-type": "application/cloudevents-batch+json"}
 
@@ -133,7 +134,7 @@ def test_repeated_source_and_id_is_acknowledged_but_delivered_once(broker: Broke
 
 def test_backlog_over_bound_is_503_with_retry_after(make_broker: Callable[..., Broker], sink: Sink) -> None:
     """Past the pending-delivery bound the broker pushes back instead of growing."""
-    from pipeline.servers import Reply
+    from support.sinks import Reply
 
     broker = make_broker(max_backlog=3)
     sink.default["/stuck"] = Reply(status=503)

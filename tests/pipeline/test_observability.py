@@ -6,8 +6,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeline.helpers import Broker, event
-from pipeline.servers import Reply, Sink, wait_until
+from support.broker import Broker
+from support.events import event
+from support.sinks import Reply, Sink
+from support.waiting import wait_until
 
 
 def _value(text: str, sample: str) -> float:

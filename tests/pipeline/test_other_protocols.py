@@ -11,8 +11,8 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from servers.mosquitto import MosquittoServer
-
-from pipeline.helpers import Broker, event
+from support.broker import Broker
+from support.events import event
 
 
 @pytest.mark.mqtt

@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+from support.events import event
+from support.servers import ServerThread
+from support.sinks import Reply, Sink
+from support.waiting import wait_until
 
 from cebroker.app import create_app
 from cebroker.settings import Settings
-from pipeline.helpers import event
-from pipeline.servers import Reply, ServerThread, Sink, wait_until
 
 
 def test_pending_retries_and_dead_letters_survive_a_restart(tmp_path: Path, sink: Sink) -> None:

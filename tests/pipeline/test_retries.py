@@ -15,9 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from support.broker import Broker
+from support.events import event
+from support.sinks import Received, Reply, Sink
+from support.waiting import wait_until
+
 from pipeline.clocks import ManualClock
-from pipeline.helpers import Broker, event
-from pipeline.servers import Received, Reply, Sink, wait_until
 
 FAST = {"initialdelay": "0.05", "maxdelay": "0.2"}
 IN_ORDER = {**FAST, "concurrency": "1"}

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 
-from pipeline.helpers import Broker, event
-from pipeline.servers import Sink
+from support.broker import Broker
+from support.events import event
+from support.sinks import Sink
 
 
 def test_binary_delivery_by_default(broker: Broker, sink: Sink) -> None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
-from pipeline.helpers import Broker, event
-from pipeline.servers import Sink, wait_until
+from support.broker import Broker
+from support.events import event
+from support.sinks import Sink
+from support.waiting import wait_until
 
 
 def test_update_and_delete_while_events_flow(broker: Broker, sink: Sink) -> None:
@@ -75,7 +77,7 @@ def test_events_after_create_are_matched_without_restart(broker: Broker, sink: S
 
 def test_deleting_a_subscription_drops_its_backlog_and_dead_letters(broker: Broker, sink: Sink) -> None:
     """After DELETE nothing is kept for the subscription: no pending retries, no dead letters."""
-    from pipeline.servers import Reply
+    from support.sinks import Reply
 
     sink.default["/down"] = Reply(503)
     sub = broker.subscribe(f"{sink.url}/down", config={"initialdelay": "30"})
@@ -88,5 +90,5 @@ def test_deleting_a_subscription_drops_its_backlog_and_dead_letters(broker: Brok
     assert "cebroker_delivery_backlog 3.0" in broker.http.get("/metrics").text
     assert broker.http.delete(f"/subscriptions/{sub['id']}").status_code == 200
     assert broker.http.delete(f"/subscriptions/{gone['id']}").status_code == 200
-    wait_until(lambda: "cebroker_delivery_backlog 0.0" in broker.http.get("/metrics").text)
+    broker.settled()
     assert broker.http.get(f"/subscriptions/{gone['id']}/deadletters").status_code == 404

@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
+from support.events import event
+from support.servers import ServerThread
 
 from cebroker.api.ops import OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
@@ -17,8 +19,6 @@ from cebroker.errors import ValidationError
 from cebroker.pipeline.component import PipelineComponent
 from cebroker.settings import Settings
 from cebroker.storage import create_storage
-from pipeline.helpers import event
-from pipeline.servers import ServerThread
 
 
 class AmountValidator:

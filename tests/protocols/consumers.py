@@ -14,6 +14,7 @@ from ceprotocols.amqp.connection import from_proton
 from ceprotocols.kafka import binding as kafka_binding
 from ceprotocols.mqtt import binding as mqtt_binding
 from ceprotocols.nats import binding as nats_binding
+from support.sinks import Sink
 
 
 @dataclass
@@ -187,7 +188,7 @@ class KafkaConsumer(Consumer):
 class HttpConsumer(Consumer):
     """Reads the requests a recording HTTP sink got on one path."""
 
-    def __init__(self, sink: Any, path: str) -> None:
+    def __init__(self, sink: Sink, path: str) -> None:
         super().__init__()
         self._sink = sink
         self._path = path

@@ -8,9 +8,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from ceprotocols.sender import Destination
-from consumers import AmqpConsumer, Consumer, HttpConsumer, KafkaConsumer, MqttConsumer, NatsConsumer
 from servers import MosquittoServer, NatsServer, RabbitMQServer, TansuServer, free_port
+from support.sinks import Sink
+
+from protocols.consumers import (
+    AmqpConsumer,
+    Consumer,
+    HttpConsumer,
+    KafkaConsumer,
+    MqttConsumer,
+    NatsConsumer,
+)
 
 
 @dataclass(frozen=True)
@@ -61,8 +71,8 @@ def _mqtt_settings(name: str, mode: str) -> dict[str, Any]:
     return {"topicname": name, "qos": 1, "contentmode": mode}
 
 
-async def _http_consumer(server: Any, name: str) -> Consumer:
-    return await HttpConsumer(server.sink, f"/{name}").start()
+async def _http_consumer(sink: Sink, name: str) -> Consumer:
+    return await HttpConsumer(sink, f"/{name}").start()
 
 
 CASES: dict[str, ProtocolCase] = {
@@ -181,3 +191,22 @@ async def publish_raw(case: ProtocolCase, server: Any, name: str, payload: bytes
             producer.flush(10)
 
         await asyncio.to_thread(produce)
+
+
+MARKS = {"MQTT3": "mqtt", "MQTT5": "mqtt", "AMQP": "amqp", "KAFKA": "kafka", "NATS": "nats"}
+
+
+def protocol_params(*, modes: bool = False, http: bool = False) -> list[Any]:
+    """pytest params over every protocol case (and content mode), marked with the server they
+    need. HTTP only when asked for: it pools connections and has no required setting, so it takes
+    part in the delivery and unreachable-target contracts; its own tests cover the rest."""
+    params = []
+    for name, case in CASES.items():
+        if name == "HTTP" and not http:
+            continue
+        marks = [getattr(pytest.mark, MARKS[name])] if name in MARKS else []
+        if modes:
+            params += [pytest.param(case, mode, id=f"{name}-{mode}", marks=marks) for mode in case.modes]
+        else:
+            params.append(pytest.param(case, id=name, marks=marks))
+    return params

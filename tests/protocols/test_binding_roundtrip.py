@@ -12,11 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ce_samples import PAYLOADS, as_strings, make_event
 from ceprotocols.amqp import binding as amqp
 from ceprotocols.kafka import binding as kafka
 from ceprotocols.mqtt import binding as mqtt
 from ceprotocols.nats import binding as nats
+
+from protocols.ce_samples import PAYLOADS, as_strings, make_event
 
 Codec = Callable[[dict[str, Any]], dict[str, Any]]
 

@@ -4,7 +4,6 @@ against the official SDK's decoders where it has the binding (Kafka, AMQP)."""
 from __future__ import annotations
 
 import pytest
-from ce_samples import make_event
 from ceprotocols.amqp import binding as amqp
 from ceprotocols.errors import BindingError
 from ceprotocols.headers import percent_decode, percent_encode
@@ -14,6 +13,8 @@ from ceprotocols.nats import binding as nats
 from cloudevents.core.bindings import amqp as sdk_amqp
 from cloudevents.core.bindings import kafka as sdk_kafka
 from cloudevents.core.formats.json import JSONFormat
+
+from protocols.ce_samples import make_event
 
 
 def test_kafka_binary_headers_and_key() -> None:

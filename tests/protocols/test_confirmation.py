@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ce_samples import make_event
 from ceprotocols.registry import create_sender
 from ceprotocols.sender import Destination
-from consumers import AmqpConsumer, KafkaConsumer, MqttConsumer
-from harness import unique_name
 from servers import MosquittoServer, NatsServer, RabbitMQServer, TansuServer
+
+from protocols.ce_samples import make_event
+from protocols.consumers import AmqpConsumer, KafkaConsumer, MqttConsumer
+from protocols.harness import unique_name
 
 
 async def deliver(

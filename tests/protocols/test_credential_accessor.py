@@ -7,15 +7,16 @@ from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import pytest
-from ce_samples import make_event
 from ceprotocols.credentials import CREDENTIAL_ALIASES, Plain, canonical_credential, parse_credential
 from ceprotocols.errors import DeliveryRejected
 from ceprotocols.http.credentials import CredentialResolver
 from ceprotocols.http.transport import HttpTransport
 from ceprotocols.registry import create_sender
 from ceprotocols.sender import Destination
-from harness import unique_name
 from servers import NatsServer
+
+from protocols.ce_samples import make_event
+from protocols.harness import unique_name
 
 
 def test_aliases_read_under_canonical_names() -> None:

@@ -7,12 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ce_samples import make_event
 from ceprotocols.errors import DeliveryRejected
 from ceprotocols.registry import create_sender
 from ceprotocols.sender import Destination
-from harness import unique_name
 from servers import MosquittoServer, NatsServer, RabbitMQServer
+
+from protocols.ce_samples import make_event
+from protocols.harness import unique_name
 
 
 def plain(identifier: str, secret: str) -> dict[str, str]:

@@ -24,7 +24,8 @@ from ceprotocols.egress import (
     system_resolver,
 )
 from ceprotocols.errors import DeliveryRejected, DestinationRefused, TargetUnreachable
-from resolvers import MapResolver, RebindingResolver
+
+from protocols.resolvers import MapResolver, RebindingResolver
 
 STRICT = NetworkPolicy()
 

@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import urlparse, urlsplit, urlunsplit
 
 import pytest
-from ce_samples import make_event
 from ceprotocols.egress import NetworkPolicy, check_destination
 from ceprotocols.errors import DeliveryError, DestinationRefused
 from ceprotocols.http import HttpSender
@@ -27,12 +26,14 @@ from ceprotocols.mqtt.sender import MqttSender
 from ceprotocols.nats.client import only_among
 from ceprotocols.registry import create_sender
 from ceprotocols.sender import Destination, Sender
-from conftest import protocol_params
-from harness import ProtocolCase, unique_name
 from nats.aio.client import Server
-from pipeline.servers import Sink, served_sink
-from resolvers import CountingListener, MapResolver, RebindingResolver
 from servers import MosquittoServer, TansuServer
+from support.sinks import Sink, served_sink
+from support.waiting import async_wait_until
+
+from protocols.ce_samples import make_event
+from protocols.harness import ProtocolCase, protocol_params, unique_name
+from protocols.resolvers import CountingListener, MapResolver, RebindingResolver
 
 STRICT = NetworkPolicy()
 LOOPBACK_ALLOWED = NetworkPolicy(allow_loopback=True)
@@ -222,16 +223,17 @@ async def test_mqtt_reconnect_to_a_rebound_name_is_refused(tmp_path: Path) -> No
         await sender.deliver(make_event(), where)
         resolver.answers["mqtt.test"] = [ipaddress.ip_address("10.9.8.7")]  # the name moves
         await asyncio.to_thread(server.restart)
-        error: DeliveryError | None = None
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+
+        async def refused_now() -> DestinationRefused | None:
             try:
                 await sender.deliver(make_event(), where)
             except DestinationRefused as exc:
-                error = exc
-                break
+                return exc
             except DeliveryError:
-                continue  # the drop was noticed mid-delivery; the reconnect comes next
+                pass  # the drop was noticed mid-delivery; the reconnect comes next
+            return None
+
+        error = await async_wait_until(refused_now, 20, "a delivery refused after the reconnect", interval=0)
         assert isinstance(error, DestinationRefused)
         assert "mqtt.test resolves to 10.9.8.7, a private address" in str(error)
         assert sender.connections == 0

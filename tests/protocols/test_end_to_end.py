@@ -5,24 +5,25 @@ ingested by ``--source`` arrives at a Kafka sink and at an HTTP sink (the bridge
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
-from ce_samples import as_strings, make_event
 from ceprotocols.amqp.binding import Timestamp
 from ceprotocols.registry import create_sender
 from ceprotocols.sender import Destination
 from cloudevents.core.bindings import amqp as sdk_amqp
 from cloudevents.core.bindings import kafka as sdk_kafka
 from cloudevents.core.formats.json import JSONFormat
-from conftest import protocol_params
-from consumers import KafkaConsumer
-from harness import ProtocolCase, unique_name
-from pipeline.servers import ServerThread, Sink
 from servers import MosquittoServer, TansuServer
+from support.broker import Broker
+from support.sinks import Sink
+from support.waiting import async_wait_until
+
+from protocols.ce_samples import as_strings, make_event
+from protocols.consumers import KafkaConsumer
+from protocols.harness import ProtocolCase, protocol_params, unique_name
 
 STRUCTURED = {"content-type": "application/cloudevents+json"}
 
@@ -58,14 +59,14 @@ async def test_subscription_delivers_posted_event_to_the_protocol(
     case: ProtocolCase,
     mode: str,
     server_of: Callable[[ProtocolCase], Any],
-    broker_factory: Callable[..., str],
+    make_broker: Callable[..., Broker],
 ) -> None:
     """POST /subscriptions (protocol, sink, protocolsettings) then POST /events: the consumer on
     the real server receives the event with every attribute and the data intact."""
     server = server_of(case)
     name = unique_name()
     consumer = await case.consumer(server, name)
-    url = broker_factory()
+    url = make_broker().url
     try:
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
             subscription = {
@@ -90,39 +91,41 @@ async def test_subscription_delivers_posted_event_to_the_protocol(
 @pytest.mark.mqtt
 @pytest.mark.kafka
 async def test_event_published_on_mqtt_reaches_kafka_and_http_sinks(
-    mosquitto: MosquittoServer, tansu: TansuServer, broker_factory: Callable[..., str]
+    mosquitto: MosquittoServer, tansu: TansuServer, make_broker: Callable[..., Broker], sink: Sink
 ) -> None:
     """The bridge: an MQTT source ingests the event; a KAFKA and an HTTP subscription both get it."""
 
     topic = unique_name()
     kafka_topic = unique_name()
     kafka = await KafkaConsumer().start(tansu.bootstrap, kafka_topic)
-    sink = Sink()
-    with ServerThread(sink) as http_sink:
-        url = broker_factory(sources=(f"{mosquitto.url}/bridge/{topic}/#",))
+    url = make_broker(sources=(f"{mosquitto.url}/bridge/{topic}/#",)).url
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            for sub in (
+                {"protocol": "KAFKA", "sink": tansu.url, "protocolsettings": {"topicname": kafka_topic}},
+                {"protocol": "HTTP", "sink": f"{sink.url}/hook"},
+            ):
+                assert (await http.post("/subscriptions", json=sub)).status_code == 201
+        event = make_event("json-object")
+        publisher = create_sender("MQTT5")
+        destination = Destination(
+            protocol="MQTT5", sink=mosquitto.url, settings={"topicname": f"bridge/{topic}/a"}
+        )
+
+        async def arrived() -> bool:
+            if sink.at("/hook"):
+                return True
+            await publisher.deliver(event, destination)
+            return False
+
         try:
-            async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-                for sub in (
-                    {"protocol": "KAFKA", "sink": tansu.url, "protocolsettings": {"topicname": kafka_topic}},
-                    {"protocol": "HTTP", "sink": f"{http_sink.url}/hook"},
-                ):
-                    assert (await http.post("/subscriptions", json=sub)).status_code == 201
-            event = make_event("json-object")
-            publisher = create_sender("MQTT5")
-            destination = Destination(
-                protocol="MQTT5", sink=mosquitto.url, settings={"topicname": f"bridge/{topic}/a"}
-            )
-            try:
-                # The source subscribes after start-up: publish until it consumed one copy (the
-                # broker's de-duplication by source and id drops the repeats).
-                async with asyncio.timeout(30):
-                    while not sink.at("/hook"):
-                        await publisher.deliver(event, destination)
-                        await asyncio.sleep(0.5)
-            finally:
-                await publisher.aclose()
-            [received] = await kafka.receive(1, within=30)
-            assert received.event == as_strings(event)
-            assert sink.at("/hook")[0].headers["ce-id"] == event["id"]
+            # The source subscribes after start-up: publish until it consumed one copy (the
+            # broker's de-duplication by source and id drops the repeats).
+            await async_wait_until(arrived, 30, "the event at the HTTP sink", interval=0.5)
         finally:
-            await kafka.close()
+            await publisher.aclose()
+        [received] = await kafka.receive(1, within=30)
+        assert received.event == as_strings(event)
+        assert sink.at("/hook")[0].headers["ce-id"] == event["id"]
+    finally:
+        await kafka.close()

@@ -13,14 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-from ce_samples import as_strings, make_event
 from ceprotocols.errors import TargetUnreachable
 from ceprotocols.mqtt.sender import MqttSender
 from ceprotocols.sender import Destination
-from consumers import MqttConsumer
-from harness import unique_name
 from servers import MosquittoServer
 from servers.base import free_port
+
+from protocols.ce_samples import as_strings, make_event
+from protocols.consumers import MqttConsumer
+from protocols.harness import unique_name
 
 pytestmark = pytest.mark.mqtt
 

@@ -7,17 +7,18 @@ against paho's own encoder and decoder, and a real mosquitto must hand them to a
 from __future__ import annotations
 
 import pytest
-from ce_samples import as_strings, make_event
 from ceprotocols.errors import BindingError, DeliveryRejected
 from ceprotocols.mqtt import binding
 from ceprotocols.mqtt.properties import encode, publish_properties
 from ceprotocols.registry import create_sender
 from ceprotocols.sender import Destination
-from consumers import MqttConsumer
-from harness import unique_name
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from servers import MosquittoServer
+
+from protocols.ce_samples import as_strings, make_event
+from protocols.consumers import MqttConsumer
+from protocols.harness import unique_name
 
 MESSAGES = {
     "binary event": binding.to_binary(make_event("json-object")),

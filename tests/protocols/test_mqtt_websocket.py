@@ -12,14 +12,15 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from ce_samples import as_strings, make_event
 from ceprotocols.errors import TargetUnreachable
 from ceprotocols.registry import create_sender
 from ceprotocols.sender import Destination
-from consumers import MqttConsumer
-from harness import unique_name
 from servers import MosquittoServer
 from servers.mosquitto_websocket import WebSocketRelay
+
+from protocols.ce_samples import as_strings, make_event
+from protocols.consumers import MqttConsumer
+from protocols.harness import unique_name
 
 pytestmark = pytest.mark.mqtt
 

@@ -11,14 +11,14 @@ from contextlib import asynccontextmanager
 from typing import Any, NamedTuple
 
 import pytest
-from ce_samples import make_event
 from ceprotocols.errors import BindingError
 from ceprotocols.receiver import Receiver
 from ceprotocols.registry import create_sender
 from ceprotocols.sender import Sender
 from ceprotocols.sources import create_receiver
-from conftest import protocol_params
-from harness import ProtocolCase, publish_raw, source_url, unique_name
+
+from protocols.ce_samples import make_event
+from protocols.harness import ProtocolCase, protocol_params, publish_raw, source_url, unique_name
 
 
 class Collector:

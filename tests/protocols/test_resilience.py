@@ -6,21 +6,18 @@ no other test."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
-from ce_samples import make_event
 from ceprotocols.nats import binding as nats_binding
-from consumers import AmqpConsumer, Consumer, KafkaConsumer, MqttConsumer
-from harness import unique_name
-from pipeline.servers import ServerThread
 from servers import MosquittoServer, NatsServer, RabbitMQServer, ServerProcess, TansuServer
+from support.broker import Broker
 
-from cebroker.app import create_app
-from cebroker.settings import Settings
+from protocols.ce_samples import make_event
+from protocols.consumers import AmqpConsumer, Consumer, KafkaConsumer, MqttConsumer
+from protocols.harness import unique_name
 
 pytestmark = pytest.mark.slow
 STRUCTURED = {"content-type": "application/cloudevents+json"}
@@ -29,9 +26,8 @@ FAST_RETRY = {"backoff": "linear", "initialdelay": "0.3", "maxdelay": "1", "time
 
 
 @pytest.fixture
-def broker_url(tmp_path: Path) -> Iterator[str]:
-    with ServerThread(create_app(Settings(db=tmp_path / "broker.db", webhook_validation=False))) as server:
-        yield server.url
+def broker_url(make_broker: Callable[..., Broker]) -> str:
+    return make_broker().url
 
 
 class NatsStreamReader(Consumer):

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ce_samples import as_strings, make_event
 from ceprotocols.errors import DeliveryRejected, TargetUnreachable
 from ceprotocols.registry import SENDERS, create_sender
 from ceprotocols.sender import Destination, Sender
-from conftest import protocol_params
-from harness import ProtocolCase, unique_name
+
+from protocols.ce_samples import as_strings, make_event
+from protocols.harness import ProtocolCase, protocol_params, unique_name
 
 
 def expected(case: ProtocolCase, mode: str, event: dict[str, Any]) -> dict[str, Any]:

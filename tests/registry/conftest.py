@@ -1,21 +1,18 @@
-"""Fixtures: a registry served in process over a SQLite file in tmp_path, with a recording ingestor."""
+"""Fixtures: a registry served in process over a SQLite file in tmp_path, with a recording ingestor
+(the recording sink and whole brokers come from the suite's fixtures, tests/support/fixtures.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from pipeline.servers import ServedApps, Sink, served_sink
 from starlette.testclient import TestClient
 from support.shared import XREGISTRY_SAMPLES
 
-from cebroker.app import create_app
 from cebroker.registry.component import RegistryComponent
-from cebroker.settings import Settings
 from cebroker.storage import Storage, create_storage
-from registry.support import BASE, DOCUMENT_SCHEMA, Broker, RecordingIngestor, make_client
+from registry.support import BASE, DOCUMENT_SCHEMA, RecordingIngestor, make_client
 
 
 @pytest.fixture
@@ -41,25 +38,3 @@ def component(storage: Storage, ingestor: RecordingIngestor) -> RegistryComponen
 def client(component: RegistryComponent, storage: Storage) -> Iterator[TestClient]:
     with make_client(component, storage) as c:
         yield c
-
-
-@pytest.fixture
-def sink() -> Iterator[Sink]:
-    """A recording HTTP sink on a free port."""
-    with served_sink() as recorder:
-        yield recorder
-
-
-@pytest.fixture
-def make_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
-    """Start whole brokers (every component) on free ports; each gets its own database."""
-    served = ServedApps()
-
-    def make(**overrides: Any) -> Broker:
-        settings = Settings(
-            **{"db": tmp_path / f"broker{len(served)}.db", "webhook_validation": False, **overrides}
-        )
-        return Broker(*served.start(create_app(settings)))
-
-    yield make
-    served.close()

@@ -7,8 +7,6 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-from pipeline.servers import ServerThread
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from support.shared import XREGISTRY_SAMPLES
@@ -22,25 +20,6 @@ BASE = "http://testserver"
 SAMPLES = XREGISTRY_SAMPLES.path
 SCENARIOS = SAMPLES / "cloudevents" / "samples" / "scenarios"
 DOCUMENT_SCHEMA = SAMPLES / "schemas" / "cloudevents-document-schema.json"
-
-
-class Broker:
-    """A whole broker served on a free port, with an HTTP client bound to it."""
-
-    def __init__(self, server: ServerThread, client: httpx.Client) -> None:
-        self.server = server
-        self.url = server.url
-        self.http = client
-
-    def subscribe(self, sink: str, **fields: Any) -> dict[str, Any]:
-        """Create an HTTP subscription delivering to ``sink``."""
-        response = self.http.post("/subscriptions", json={"protocol": "HTTP", "sink": sink, **fields})
-        assert response.status_code == 201, response.text
-        return dict(response.json())
-
-    def send(self, event: dict[str, Any]) -> httpx.Response:
-        """POST one structured event to the broker's ingress."""
-        return self.http.post("/events", json=event, headers={"content-type": "application/cloudevents+json"})
 
 
 class RecordingIngestor:

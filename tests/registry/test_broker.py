@@ -13,10 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pipeline.servers import Received, Sink
+from support.broker import Broker
 from support.shared import XREGISTRY_SAMPLES
+from support.sinks import Received, Sink
 
-from registry.support import SCENARIOS, Broker
+from registry.support import SCENARIOS
 
 BROKER_URL = "http://broker.test"
 #: generous: deliveries retry with backoff when a loaded machine is slow to answer

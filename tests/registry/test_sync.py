@@ -13,11 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+from support.broker import Broker
 from support.shared import XREGISTRY_SAMPLES
+from support.waiting import async_wait_until, wait_until
 
 from cebroker.cli import main
 from cebroker.registry.sync import Replicator, follow, strip
-from registry.support import SCENARIOS, Broker
+from registry.support import SCENARIOS
 
 
 def _definitions(export: dict[str, Any]) -> dict[str, Any]:
@@ -66,13 +68,7 @@ def test_sync_reports_an_unreachable_source(make_broker: Callable[..., Broker], 
     assert "registry sync failed" in capsys.readouterr().err
 
 
-async def _until(check: Callable[[], Any], seconds: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + seconds
-    while asyncio.get_running_loop().time() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the target did not follow the source in time")
+FOLLOWED = "the target to follow the source"
 
 
 async def test_follow_applies_changes(make_broker: Callable[..., Broker]) -> None:
@@ -89,20 +85,22 @@ async def test_follow_applies_changes(make_broker: Callable[..., Broker]) -> Non
             status = (await client.get(f"{target.url}{path}")).status_code
             return status == 200 if present else status == 404
 
-        await _until(lambda: target_has("/messagegroups/before"))
+        await async_wait_until(lambda: target_has("/messagegroups/before"), 60, FOLLOWED, interval=0.1)
         subs = (await client.get(f"{source.url}/subscriptions")).json()
         assert len(subs) == 1
         await client.put(f"{source.url}/messagegroups/g/messages/m", json={"description": "v1"})
-        await _until(lambda: target_has("/messagegroups/g/messages/m"))
+        await async_wait_until(lambda: target_has("/messagegroups/g/messages/m"), 60, FOLLOWED, interval=0.1)
         await client.patch(f"{source.url}/messagegroups/g/messages/m", json={"description": "v2"})
 
         async def updated() -> bool:
             r = await client.get(f"{target.url}/messagegroups/g/messages/m")
             return r.status_code == 200 and r.json().get("description") == "v2"
 
-        await _until(updated)
+        await async_wait_until(updated, 60, FOLLOWED, interval=0.1)
         await client.delete(f"{source.url}/messagegroups/g/messages/m")
-        await _until(lambda: target_has("/messagegroups/g/messages/m", present=False))
+        await async_wait_until(
+            lambda: target_has("/messagegroups/g/messages/m", present=False), 60, FOLLOWED, interval=0.1
+        )
         stop.set()
         await asyncio.wait_for(task, 60)
         assert (await client.get(f"{source.url}/subscriptions")).json() == []  # unsubscribed on stop
@@ -113,18 +111,23 @@ def test_cli_follow_until_interrupted(make_broker: Callable[..., Broker]) -> Non
     source, target = make_broker(), make_broker()
     cmd = [sys.executable, "-m", "cebroker", "registry", "sync", "--from", source.url, "--to", target.url]
     proc = subprocess.Popen([*cmd, "--follow", "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+
+    def subscribed() -> bool:
+        assert proc.poll() is None, "the follower exited early"
+        return bool(source.http.get("/subscriptions").json())
+
     try:
-        deadline = time.monotonic() + 60
-        while not source.http.get("/subscriptions").json():
-            assert proc.poll() is None, "the follower exited early"
-            assert time.monotonic() < deadline, "the follower did not subscribe"
-            time.sleep(0.1)
+        began = time.monotonic()  # one minute for both waits
+        wait_until(subscribed, 60, "the follower to subscribe at the source", interval=0.1)
         source.http.put(
             "/schemagroups/live/schemas/s", content=b"{}", headers={"content-type": "application/json"}
         )
-        while target.http.get("/schemagroups/live/schemas/s").status_code != 200:
-            assert time.monotonic() < deadline, "the change did not arrive"
-            time.sleep(0.1)
+        wait_until(
+            lambda: target.http.get("/schemagroups/live/schemas/s").status_code == 200,
+            60 - (time.monotonic() - began),
+            "the change to arrive at the target",
+            interval=0.1,
+        )
         assert target.http.get("/schemagroups/live/schemas/s").content == b"{}"
     finally:
         proc.send_signal(signal.SIGINT)

@@ -13,6 +13,7 @@ import paho.mqtt.publish as publish
 import pytest
 from ceprotocols.errors import SettingsError
 from servers import MosquittoServer
+from support.waiting import async_wait_until
 
 from cebroker.contracts import Event, Ingestor, IngestResult
 from cebroker.errors import FieldProblem, Overloaded, ValidationError
@@ -47,12 +48,6 @@ def ce(n: int, type_: str = "com.example.t") -> bytes:
     ).encode()
 
 
-async def until(predicate: Any, within: float = 15.0) -> None:
-    async with asyncio.timeout(within):
-        while not predicate():  # noqa: ASYNC110 - polling a plain in-memory counter
-            await asyncio.sleep(0.05)
-
-
 async def test_source_feeds_the_ingestor_and_skips_invalid_events(mosquitto: MosquittoServer) -> None:
     """Valid events reach ``Ingestor.ingest``; an event it refuses is dropped and counted."""
     ingestor = RecordingIngestor()
@@ -61,12 +56,12 @@ async def test_source_feeds_the_ingestor_and_skips_invalid_events(mosquitto: Mos
     await component.start()
     try:
         [receiver] = component.receivers
-        await until(lambda: receiver.stats.subscribed)
+        await async_wait_until(lambda: receiver.stats.subscribed)
         for payload in (ce(1), ce(2, "bad"), b"not json", ce(3)):
             await asyncio.to_thread(publish.single, "component/one", payload, qos=1, port=mosquitto.port)
-        await until(lambda: len(ingestor.events) == 2)
+        await async_wait_until(lambda: len(ingestor.events) == 2)
         assert [e["id"] for e in ingestor.events] == ["id-1", "id-3"]
-        await until(lambda: receiver.stats.invalid == 2)
+        await async_wait_until(lambda: receiver.stats.invalid == 2)
     finally:
         await component.stop()
 
@@ -78,9 +73,9 @@ async def test_overloaded_ingestor_gets_the_events_again(mosquitto: MosquittoSer
     await component.start()
     try:
         [receiver] = component.receivers
-        await until(lambda: receiver.stats.subscribed)
+        await async_wait_until(lambda: receiver.stats.subscribed)
         await asyncio.to_thread(publish.single, "component/two", ce(7), qos=1, port=mosquitto.port)
-        await until(lambda: len(ingestor.events) == 1)
+        await async_wait_until(lambda: len(ingestor.events) == 1)
         assert ingestor.calls == 4
     finally:
         await component.stop()
@@ -120,10 +115,10 @@ async def test_source_counters_are_prometheus_metrics(mosquitto: MosquittoServer
     await component.start()
     try:
         [receiver] = component.receivers
-        await until(lambda: receiver.stats.subscribed)
+        await async_wait_until(lambda: receiver.stats.subscribed)
         for payload in (ce(1), b"{broken"):
             await asyncio.to_thread(publish.single, "component/three", payload, qos=1, port=mosquitto.port)
-        await until(lambda: receiver.stats.received == 2)
+        await async_wait_until(lambda: receiver.stats.received == 2)
         text = generate_latest(registry).decode()
         assert f'cebroker_source_accepted_total{{source="{source}"}} 1.0' in text
         assert f'cebroker_source_invalid_total{{source="{source}"}} 1.0' in text

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+from support.broker import Brokers
+from support.servers import ServerThread
+from support.sinks import Sink
+from support.waiting import wait_for, wait_until
 
-from cebroker.app import create_app
-from cebroker.settings import Settings
-from spark.live import RecordingSink, RefusingProxy, ServerThread
+from spark.proxy import RefusingProxy
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,30 +34,35 @@ def spark() -> Iterator[SparkSession]:
 
 #: Source of the marker events :meth:`LiveBroker.delivered` sends.
 MARKER_SOURCE = "/tests/marker"
+#: Where the broker's one subscription delivers on the sink.
+SINK_PATH = "/sink"
 
 
 @dataclass
 class LiveBroker:
-    """A running broker whose one HTTP subscription delivers everything to ``sink``, in the
-    order the broker accepted it (``concurrency`` 1)."""
+    """A running broker whose one HTTP subscription delivers everything to ``sink`` (structured
+    mode, on :data:`SINK_PATH`), in the order the broker accepted it (``concurrency`` 1)."""
 
     url: str
-    sink: RecordingSink
+    sink: Sink
 
     @property
     def events_url(self) -> str:
         """The batch ingress endpoint."""
         return f"{self.url}/events"
 
+    def received(self) -> list[dict[str, Any]]:
+        """The events delivered so far, markers left out."""
+        return [e for e in self.sink.events(SINK_PATH) if e.get("source") != MARKER_SOURCE]
+
     def delivered(self, count: int, timeout: float = 60.0) -> list[dict[str, Any]]:
-        """Every event delivered once ``count`` have arrived (or ``timeout`` has passed), markers
-        left out.
+        """Every event delivered once ``count`` have arrived, markers left out.
 
         A marker event sent to the broker afterwards is delivered after everything the broker
         accepted before it, so once the marker has arrived no earlier event, and no duplicate
         of one, is still on its way.
         """
-        self.sink.wait_for(lambda got: len(_without_markers(got)) >= count, timeout)
+        wait_for(self.received, lambda got: len(got) >= count, timeout, f"{count} events delivered")
         marker = {"specversion": "1.0", "id": uuid.uuid4().hex, "source": MARKER_SOURCE, "type": "marker"}
         response = httpx.post(
             self.events_url,
@@ -64,45 +71,41 @@ class LiveBroker:
             timeout=10,
         )
         assert response.status_code == 202, response.text
-        assert self.sink.wait_for(lambda got: any(e["id"] == marker["id"] for e in got), timeout)
-        return _without_markers(self.sink.snapshot())
-
-
-def _without_markers(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for e in events if e.get("source") != MARKER_SOURCE]
+        wait_until(
+            lambda: any(e["id"] == marker["id"] for e in self.sink.events(SINK_PATH)),
+            timeout,
+            "the marker sent after them",
+        )
+        return self.received()
 
 
 @pytest.fixture
 def make_broker(tmp_path: Path) -> Iterator[Callable[..., LiveBroker]]:
     """Starts real brokers (``Settings`` overrides as keywords, SQLite files in ``tmp_path``),
-    each subscribed by a real HTTP sink that receives structured-mode deliveries."""
-    servers: list[ServerThread] = []
+    each subscribed by a real HTTP sink that receives structured-mode deliveries. Stopping lets
+    in-flight requests finish."""
+    brokers = Brokers(tmp_path, force_exit=False)
+    sinks: list[ServerThread] = []
 
     def make(**overrides: Any) -> LiveBroker:
-        settings = Settings(db=tmp_path / f"broker{len(servers)}.db", webhook_validation=False, **overrides)
-        sink = RecordingSink()
-        sink_server = ServerThread(sink)
-        servers.append(sink_server)
-        broker_server = ServerThread(create_app(settings))
-        servers.append(broker_server)
-        created = httpx.post(
-            f"{broker_server.url}/subscriptions",
-            json={
-                "protocol": "HTTP",
-                "sink": f"{sink_server.url}/sink",
-                "protocolsettings": {"contentmode": "structured"},
-                "config": {"concurrency": "1"},
-            },
-            timeout=10,
+        sink = Sink()
+        server = ServerThread(sink, force_exit=False).start()
+        sinks.append(server)
+        sink.url = server.url
+        broker = brokers.start(**overrides)
+        broker.subscribe(
+            f"{sink.url}{SINK_PATH}",
+            protocolsettings={"contentmode": "structured"},
+            config={"concurrency": "1"},
         )
-        assert created.status_code == 201, created.text
-        return LiveBroker(broker_server.url, sink)
+        return LiveBroker(broker.url, sink)
 
     try:
         yield make
     finally:
-        for server in reversed(servers):
-            server.close()
+        brokers.close()
+        for server in reversed(sinks):
+            server.stop()
 
 
 @pytest.fixture
@@ -116,8 +119,5 @@ def proxy(broker: LiveBroker) -> Iterator[tuple[RefusingProxy, str]]:
     """A proxy in front of the broker that can refuse with 503 for a while; yields it and the
     events URL to write to."""
     refusing = RefusingProxy(broker.url)
-    server = ServerThread(refusing)
-    try:
+    with ServerThread(refusing, force_exit=False) as server:
         yield refusing, f"{server.url}/events"
-    finally:
-        server.close()

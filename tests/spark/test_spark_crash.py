@@ -13,9 +13,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support.waiting import wait_until
 
 from spark.conftest import LiveBroker
-from spark.live import RefusingProxy
+from spark.proxy import RefusingProxy
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -67,9 +68,12 @@ def test_a_killed_feed_resumes_without_loss_or_duplicates(
     refusing.refuse_after(4, seconds=600)  # 4 batches of 20 get in, then the broker "hangs"
     first = feed(inputs, checkpoint, url)
     try:
-        deadline = time.monotonic() + 120
-        while refusing.refused == 0 and time.monotonic() < deadline and first.poll() is None:
-            time.sleep(0.2)
+        wait_until(
+            lambda: refusing.refused > 0 or first.poll() is not None,
+            120,
+            "the feed to reach the refusing broker (or to end)",
+            interval=0.2,
+        )
         assert refusing.refused > 0, "the feed never reached the refusing broker"
     finally:
         kill_group(first)

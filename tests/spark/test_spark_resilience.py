@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from spark.conftest import LiveBroker
-from spark.live import RefusingProxy
+from spark.proxy import RefusingProxy
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

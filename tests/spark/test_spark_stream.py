@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from spark.conftest import LiveBroker
-from spark.live import RefusingProxy
+from spark.proxy import RefusingProxy
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from pipeline.helpers import event
-from pipeline.servers import ServerThread, Sink, served_sink, wait_until
+from support.broker import Broker
+from support.events import event
+from support.sinks import Sink
+from support.waiting import wait_for, wait_until
 
-from cebroker.app import build_components, create_app
-from cebroker.settings import Settings
 from cebroker.storage.sqlite import SqliteStorage
 from storage.faults import CAUSES, Faults, faulty_connection
 
@@ -27,26 +27,18 @@ BATCH = {"content-type": "application/cloudevents-batch+json"}
 class Served:
     """A whole broker over a SQLite backend whose statements fail on demand."""
 
-    def __init__(self, server: ServerThread, http: httpx.Client, faults: Faults) -> None:
-        self.server = server
+    def __init__(self, http: httpx.Client, faults: Faults) -> None:
         self.http = http
         self.faults = faults
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Served]:
-    settings = Settings(db=tmp_path / "broker.db", webhook_validation=False)
+def broker(tmp_path: Path, make_broker: Callable[..., Broker]) -> Iterator[Served]:
+    db = tmp_path / "broker.db"
     connection, faults = faulty_connection()
-    storage = SqliteStorage(settings.db, connection_factory=connection)
-    app = create_app(settings, build_components(settings, storage))
-    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=10) as http:
-        yield Served(server, http, faults)
-
-
-@pytest.fixture
-def sink() -> Iterator[Sink]:
-    with served_sink() as recorder:
-        yield recorder
+    served = make_broker(db=db, storage=SqliteStorage(db, connection_factory=connection))
+    with httpx.Client(base_url=served.url, timeout=10) as http:
+        yield Served(http, faults)
 
 
 def storage_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -83,7 +75,8 @@ def test_a_failing_commit_is_503_with_the_cause_until_it_recovers(
     assert http.get(f"/subscriptions/{sub['id']}/status").json()["pending"] == 0
 
     broker.faults.disarm()
-    wait_until(lambda: http.get("/readyz").status_code == 200)  # the probe notices, no traffic needed
+    # the probe notices, no traffic needed
+    wait_until(lambda: http.get("/readyz").status_code == 200, message="readyz ready again")
     assert http.post("/events", json=[event(1), event(2)], headers=BATCH).status_code == 202
     assert {r.headers["ce-id"] for r in sink.wait("/hook", 2)} == {"e-1", "e-2"}
     records = storage_records(caplog)
@@ -111,8 +104,10 @@ def test_failing_bookkeeping_neither_spins_nor_loses_deliveries(
     assert rate < 5, f"{broker.faults.hits} attempts in {time.monotonic() - armed:.1f} s"
     assert http.get(f"/subscriptions/{sub['id']}/status").json()["delivered"] == 0
     broker.faults.disarm()
-    status = wait_until(
-        lambda: (s := http.get(f"/subscriptions/{sub['id']}/status").json())["delivered"] == 5 and s
+    status = wait_for(
+        lambda: http.get(f"/subscriptions/{sub['id']}/status").json(),
+        lambda status: status["delivered"] == 5,
+        message="the five deliveries recorded",
     )
     assert status["pending"] == 0
     assert {r.headers["ce-id"] for r in sink.at("/hook")} == {f"e-{n}" for n in range(5)}

@@ -6,22 +6,13 @@ final; redirects are not followed (HTTP Webhook spec 2.2); connection errors are
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from ceprotocols.errors import DeliveryRejected, DeliveryTimeout, TargetUnreachable
 from ceprotocols.http import HttpSender, parse_retry_after
 from ceprotocols.sender import Destination, Sender
-from pipeline.servers import Reply, ServerThread, Sink
+from support.sinks import Reply, Sink
 
 EVENT = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t", "data": {"x": 1}}
-
-
-@pytest.fixture
-def sink() -> Iterator[tuple[Sink, str]]:
-    recorder = Sink()
-    with ServerThread(recorder) as server:
-        yield recorder, server.url
 
 
 def test_http_sender_satisfies_the_sender_contract() -> None:
@@ -33,8 +24,8 @@ def test_http_sender_satisfies_the_sender_contract() -> None:
     ("status", "retryable"),
     [(500, True), (503, True), (408, True), (429, True), (400, False), (410, False), (302, False)],
 )
-async def test_status_classification(sink: tuple[Sink, str], status: int, retryable: bool) -> None:
-    recorder, url = sink
+async def test_status_classification(sink: Sink, status: int, retryable: bool) -> None:
+    recorder, url = sink, sink.url
     recorder.default["/x"] = Reply(
         status, headers={"Retry-After": "7", "Location": "/elsewhere"}, body=b"why"
     )
@@ -61,9 +52,9 @@ async def test_connection_refused_is_retryable() -> None:
     assert info.value.retryable
 
 
-async def test_connections_are_reused(sink: tuple[Sink, str]) -> None:
+async def test_connections_are_reused(sink: Sink) -> None:
     """Keep-alive: many deliveries to one sink share a connection."""
-    recorder, url = sink
+    recorder, url = sink, sink.url
     sender = HttpSender(validate_webhooks=False)
     try:
         for _ in range(5):
@@ -93,10 +84,10 @@ async def test_handshake_to_an_unreachable_origin_is_retryable() -> None:
     assert info.value.retryable
 
 
-async def test_header_with_a_line_break_is_a_final_rejection(sink: tuple[Sink, str]) -> None:
+async def test_header_with_a_line_break_is_a_final_rejection(sink: Sink) -> None:
     """A ``protocolsettings.headers`` value that would inject a header (RFC 9110 5.5) is refused
     before anything is sent, as a final (not retryable) rejection naming the reason."""
-    recorder, url = sink
+    recorder, url = sink, sink.url
     destination = Destination(
         protocol="HTTP", sink=f"{url}/inj", settings={"headers": {"x-a": "v\r\nx-b: injected"}}
     )
@@ -111,9 +102,9 @@ async def test_header_with_a_line_break_is_a_final_rejection(sink: tuple[Sink, s
     assert len(recorder.at("/inj")) == 0
 
 
-async def test_slow_sink_is_a_retryable_timeout(sink: tuple[Sink, str]) -> None:
+async def test_slow_sink_is_a_retryable_timeout(sink: Sink) -> None:
     """No answer within the destination's timeout: DeliveryTimeout, retryable."""
-    recorder, url = sink
+    recorder, url = sink, sink.url
     recorder.default["/slow"] = Reply(200, delay=2.0)
     sender = HttpSender(validate_webhooks=False)
     try:
@@ -124,10 +115,10 @@ async def test_slow_sink_is_a_retryable_timeout(sink: tuple[Sink, str]) -> None:
     assert info.value.retryable
 
 
-async def test_event_without_content_type_is_sent_without_one(sink: tuple[Sink, str]) -> None:
+async def test_event_without_content_type_is_sent_without_one(sink: Sink) -> None:
     """Binary mode, no data: no Content-Type, so the receiver sees no ``datacontenttype``
     (HTTP Protocol Binding 3.1.1)."""
-    recorder, url = sink
+    recorder, url = sink, sink.url
     event = {k: v for k, v in EVENT.items() if k != "data"}
     sender = HttpSender(validate_webhooks=False)
     try:

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from ce_samples import make_event
 from ceprotocols.errors import DeliveryRejected, SettingsError
 from ceprotocols.http import HttpSender
 from ceprotocols.sender import Destination
@@ -30,10 +29,12 @@ from ceprotocols.signing import (
     signature,
     webhook_id,
 )
-from pipeline.servers import ServerThread
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 from starlette.types import Receive, Scope, Send
+from support.servers import ServerThread
+
+from protocols.ce_samples import make_event
 
 OLD = generate_webhook_secret()
 NEW = generate_webhook_secret(48)

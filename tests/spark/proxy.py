@@ -1,32 +1,15 @@
-"""Real servers for the Spark tests: the broker, a recording sink and a refusing proxy.
-
-Each is an ASGI app served by uvicorn in a thread on a socket bound to port 0 of 127.0.0.1.
-"""
+"""A proxy in front of the broker that refuses with 503 and ``Retry-After`` for a while, as a
+broker under backpressure does: the Spark sink's retries are tested against it (served like
+every test app, by :class:`support.servers.ServerThread`)."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
 import httpx
-from pipeline.servers import ServerThread as PipelineServerThread
-from starlette.types import ASGIApp, Receive, Scope, Send
-
-
-class ServerThread(PipelineServerThread):
-    """Serves ``app`` on a free loopback port from construction until closed; ``url`` is its
-    base URL. Closing lets in-flight requests finish."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        super().__init__(app, force_exit=False)
-        self.__enter__()
-
-    def close(self) -> None:
-        """Stop serving and wait for the thread."""
-        self.__exit__(None, None, None)
+from starlette.types import Receive, Scope, Send
 
 
 async def _body(receive: Receive) -> bytes:
@@ -52,38 +35,6 @@ async def _lifespan(receive: Receive, send: Send) -> None:
         await send({"type": "lifespan.startup.complete"})
         message = await receive()
     await send({"type": "lifespan.shutdown.complete"})
-
-
-class RecordingSink:
-    """An HTTP subscriber sink receiving structured-mode deliveries; keeps every event it got."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
-            return
-        body = await _body(receive)
-        if scope["method"] == "POST":
-            with self._lock:
-                self.events.append(json.loads(body))
-        await _answer(send, 200)
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        """The events received so far."""
-        with self._lock:
-            return list(self.events)
-
-    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float) -> bool:
-        """Whether the events received satisfy ``predicate`` within ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while not predicate(self.snapshot()):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
 
 
 class RefusingProxy:
