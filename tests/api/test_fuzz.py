@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hypothesis
 import pytest
@@ -28,6 +29,10 @@ from schemathesis.specs.openapi.checks import (
 
 from cebroker.app import create_app
 from cebroker.settings import Settings
+
+if TYPE_CHECKING:
+    # A case of an OpenAPI operation (the alias exists for type checkers only).
+    from schemathesis.specs.openapi.schemas import OpenApiCase
 
 CHECKS = [
     not_a_server_error,
@@ -58,7 +63,7 @@ def _remove_db_dir() -> Iterator[None]:
     suppress_health_check=list(hypothesis.HealthCheck),
     derandomize=True,
 )
-def test_api_conforms_to_its_document(case: schemathesis.Case) -> None:
+def test_api_conforms_to_its_document(case: OpenApiCase) -> None:
     response = case.call()
     case.validate_response(response, checks=CHECKS)
     if 400 <= response.status_code < 500:

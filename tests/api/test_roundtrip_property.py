@@ -135,7 +135,7 @@ def subscriptions(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     sink_strategy, settings_strategy, defaults = SETTINGS[protocol]
     body: dict[str, Any] = {"protocol": protocol, "sink": draw(sink_strategy)}
     settings_given = draw(settings_strategy)
-    if settings_given or draw(st.booleans()):
+    if bool(settings_given) or draw(st.booleans()):
         body["protocolsettings"] = settings_given
     optional = draw(
         st.fixed_dictionaries(

@@ -53,6 +53,6 @@ def test_mqtt5_subscription_gets_events(broker: Broker, mosquitto: MosquittoServ
     (message,) = got
     assert json.loads(message.payload) == {"n": 42}
     assert message.properties is not None
-    props = dict(message.properties.UserProperty)
+    props = dict(vars(message.properties)["UserProperty"])  # paho sets each property by name
     assert props["id"] == "e-42"
     assert props["source"] == "/tests"

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from support.broker import Broker
 from support.events import event
 from support.sinks import Received, Reply, Sink
-from support.waiting import wait_until
+from support.waiting import wait_for, wait_until
 
 from pipeline.clocks import ManualClock
 
@@ -86,7 +86,9 @@ def test_redrive_of_selected_ids_and_unknown_subscription(broker: Broker, sink: 
     for i in range(3):
         broker.send(event(i))
     url = f"/subscriptions/{sub['id']}/deadletters"
-    items = wait_until(lambda: len(page := broker.http.get(url).json()["items"]) == 3 and page)
+    items = wait_for(
+        lambda: broker.http.get(url).json()["items"], lambda page: len(page) == 3, message="3 dead letters"
+    )
     sink.default.pop("/gone")
     first = items[0]["id"]
     assert broker.http.post(f"{url}/redrive", json={"ids": [first]}).json() == {"redriven": 1}

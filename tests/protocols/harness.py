@@ -6,10 +6,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import pytest
-from ceprotocols.sender import Destination
+from ceprotocols.sender import Destination, Sender
 from servers import MosquittoServer, NatsServer, RabbitMQServer, TansuServer, free_port
 from support.sinks import Sink
 
@@ -21,6 +21,23 @@ from protocols.consumers import (
     MqttConsumer,
     NatsConsumer,
 )
+
+
+@runtime_checkable
+class CountsConnections(Protocol):
+    """A sender that counts the connections it holds: every sender but HTTP's (which pools
+    inside its client)."""
+
+    @property
+    def connections(self) -> int:
+        """How many connections are open."""
+        ...
+
+
+def connections(sender: Sender) -> int:
+    """The connections ``sender`` holds (it must count them)."""
+    assert isinstance(sender, CountsConnections), f"{sender!r} does not count its connections"
+    return sender.connections
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from ceprotocols.registry import SENDERS, create_sender
 from ceprotocols.sender import Destination, Sender
 
 from protocols.ce_samples import as_strings, make_event
-from protocols.harness import ProtocolCase, protocol_params, unique_name
+from protocols.harness import ProtocolCase, connections, protocol_params, unique_name
 
 
 def expected(case: ProtocolCase, mode: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -79,7 +79,7 @@ async def test_many_deliveries_share_one_connection(
     try:
         events = [make_event() for _ in range(40)]
         await asyncio.gather(*(sender.deliver(event, destination) for event in events))
-        assert sender.connections == 1
+        assert connections(sender) == 1
         received = await consumer.receive(len(events))
         assert sorted(r.event["id"] for r in received) == sorted(e["id"] for e in events)
     finally:
@@ -116,7 +116,7 @@ async def test_missing_required_setting_is_a_final_rejection(case: ProtocolCase)
                 make_event(), Destination(protocol=case.protocol, sink=case.unreachable_sink(), settings={})
             )
         assert not caught.value.retryable
-        assert sender.connections == 0
+        assert connections(sender) == 0
     finally:
         await sender.aclose()
 

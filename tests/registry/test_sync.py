@@ -26,7 +26,8 @@ def _definitions(export: dict[str, Any]) -> dict[str, Any]:
     """The export without what differs between two registries (ids, epochs, times, own endpoints)."""
     doc = {k: v for k, v in export.items() if k in ("messagegroups", "schemagroups", "endpoints")}
     doc["endpoints"] = {k: v for k, v in doc.get("endpoints", {}).items() if not k.startswith("cebroker.")}
-    return _scrub(strip(doc))
+    scrubbed: dict[str, Any] = _scrub(strip(doc))
+    return scrubbed
 
 
 def _scrub(value: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from types import FrameType
 
 import pytest
 from cefilters import sql
@@ -75,9 +76,10 @@ def test_random_events_never_make_evaluation_raise(event: dict[str, object]) -> 
 
 
 def _stack_depth() -> int:
-    depth, frame = 0, sys._getframe()
+    depth = 0
+    frame: FrameType | None = sys._getframe()
     while frame is not None:
-        depth, frame = depth + 1, frame.f_back  # type: ignore[assignment]  # f_back is Optional
+        depth, frame = depth + 1, frame.f_back
     return depth
 
 
