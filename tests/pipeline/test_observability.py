@@ -9,7 +9,7 @@ from pathlib import Path
 from support.broker import Broker
 from support.events import event
 from support.sinks import Reply, Sink
-from support.waiting import wait_until
+from support.waiting import wait_for, wait_until
 
 
 def _value(text: str, sample: str) -> float:
@@ -74,7 +74,9 @@ def test_status_counts_and_last_error(broker: Broker, sink: Sink) -> None:
     sink.wait("/st", 2)
     broker.send(event(2))
     url = f"/subscriptions/{sub['id']}/status"
-    status = wait_until(lambda: (s := broker.http.get(url).json())["deadlettered"] and s)
+    status = wait_for(
+        lambda: broker.http.get(url).json(), lambda status: status["deadlettered"], message="a dead letter"
+    )
     assert status["delivered"] == 1
     assert status["failed"] == 2
     assert status["pending"] == 0

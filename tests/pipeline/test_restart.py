@@ -9,7 +9,7 @@ import httpx
 from support.events import event
 from support.servers import ServerThread
 from support.sinks import Reply, Sink
-from support.waiting import wait_until
+from support.waiting import wait_for, wait_until
 
 from cebroker.app import create_app
 from cebroker.settings import Settings
@@ -38,8 +38,10 @@ def test_pending_retries_and_dead_letters_survive_a_restart(tmp_path: Path, sink
     before = len(sink.at("/later"))
     with ServerThread(create_app(settings)) as second, httpx.Client(base_url=second.url) as client:
         wait_until(lambda: {r.headers["ce-id"] for r in sink.at("/later")[before:]} == {"e-0", "e-1", "e-2"})
-        status = wait_until(
-            lambda: (s := client.get(f"/subscriptions/{later['id']}/status").json())["delivered"] == 3 and s
+        status = wait_for(
+            lambda: client.get(f"/subscriptions/{later['id']}/status").json(),
+            lambda status: status["delivered"] == 3,
+            message="the three retries delivered after the restart",
         )
         assert status["pending"] == 0
         assert status["failed"] >= 3

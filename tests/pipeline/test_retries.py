@@ -37,9 +37,7 @@ def test_5xx_is_retried_until_success(broker: Broker, sink: Sink) -> None:
     assert broker.send(event(1)).status_code == 202
     got = sink.wait("/flaky", 3)
     assert [g.headers["ce-id"] for g in got] == ["e-1"] * 3
-    status = wait_until(
-        lambda: (s := broker.http.get(f"/subscriptions/{sub['id']}/status").json())["delivered"] and s
-    )
+    status = wait_for(lambda: broker.status(sub), lambda status: status["delivered"], message="a delivery")
     assert status["failed"] == 2
     assert status["pending"] == 0
     assert status["deadlettered"] == 0
@@ -122,9 +120,7 @@ def test_sink_slower_than_the_timeout_is_retried(broker: Broker, sink: Sink) -> 
     sink.scripts["/slow"] = [Reply(200, delay=1.5)]
     broker.send(event(1))
     sink.wait("/slow", 2)
-    status = wait_until(
-        lambda: (s := broker.http.get(f"/subscriptions/{sub['id']}/status").json())["delivered"] and s
-    )
+    status = wait_for(lambda: broker.status(sub), lambda status: status["delivered"], message="a delivery")
     assert status["failed"] == 1
     assert "within 0.3" in status["lastError"]
 
