@@ -16,6 +16,7 @@ from ceprotocols.receiver import Receiver
 from ceprotocols.registry import create_sender
 from ceprotocols.sender import Sender
 from ceprotocols.sources import create_receiver
+from support.waiting import async_wait_until
 
 from protocols.ce_samples import make_event
 from protocols.harness import ProtocolCase, protocol_params, publish_raw, source_url, unique_name
@@ -63,9 +64,7 @@ async def receiving(case: ProtocolCase, server: Any, collector: Collector) -> As
     name = unique_name()
     receiver = create_receiver(source_url(case, server, name))
     task = asyncio.create_task(receiver.run(collector))
-    async with asyncio.timeout(20):
-        while not receiver.stats.subscribed:  # noqa: ASYNC110 - polling the receiver's counter
-            await asyncio.sleep(0.05)
+    await async_wait_until(lambda: receiver.stats.subscribed, 20, f"the receiver of {name} to subscribe")
     sender = create_sender(case.protocol)
     try:
         yield Live(name, receiver, sender)

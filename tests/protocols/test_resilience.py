@@ -14,6 +14,7 @@ import pytest
 from ceprotocols.nats import binding as nats_binding
 from servers import MosquittoServer, NatsServer, RabbitMQServer, ServerProcess, TansuServer
 from support.broker import Broker
+from support.waiting import async_wait_until
 
 from protocols.ce_samples import make_event
 from protocols.consumers import AmqpConsumer, Consumer, KafkaConsumer, MqttConsumer
@@ -67,11 +68,11 @@ async def _post(http: httpx.AsyncClient, events: list[dict[str, Any]]) -> None:
 async def _failing(http: httpx.AsyncClient, subscription: str) -> None:
     """Wait until the broker has recorded failed attempts to the stopped server (and so keeps
     retrying them), rather than for a fixed while."""
-    async with asyncio.timeout(60):
-        while True:
-            if (await http.get(f"/subscriptions/{subscription}/status")).json()["failed"]:
-                return
-            await asyncio.sleep(0.1)
+
+    async def failed() -> int:
+        return int((await http.get(f"/subscriptions/{subscription}/status")).json()["failed"])
+
+    await async_wait_until(failed, 60, "failed attempts recorded", interval=0.1)
 
 
 async def _ids(consumer: Consumer, count: int) -> set[str]:
