@@ -8,14 +8,16 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from servers import free_port
+from support.broker import Broker
 from support.servers import ServerThread
+from support.sinks import Sink
 
 from cebroker.app import create_app
 from cebroker.settings import Settings
@@ -150,15 +152,13 @@ def readme_blocks() -> list[tuple[str, str]]:
     return found
 
 
-def test_readme_examples_run_as_shown(tmp_path: Path) -> None:
+def test_readme_examples_run_as_shown(tmp_path: Path, sink: Sink, make_broker: Callable[..., Broker]) -> None:
     """Every command of the README's curl section runs, in order, against a real broker and a
     real sink standing at the example's sink address: no command fails, every answer is 2xx
     except the deliberately bad request, and the example event that should match the example
     subscription is delivered while the one that should not is not."""
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed")
-    from pipeline.servers import ServerThread, Sink
-
     blocks = readme_blocks()
     headings = [heading for heading, _ in blocks]
     assert headings[:4] == [
@@ -167,30 +167,26 @@ def test_readme_examples_run_as_shown(tmp_path: Path) -> None:
         "### Delivery state, dead letters, metrics",
         "### Replace and delete",
     ]
-    sink = Sink()
-    with (
-        ServerThread(sink) as sink_server,
-        ServerThread(create_app(Settings(db=tmp_path / "readme.db", webhook_validation=False))) as broker,
-    ):
-        env = {**os.environ, "B": broker.url, "ID": ""}
-        statuses: list[tuple[str, int]] = []
-        for heading, commands in blocks:
-            if heading.startswith("### Replace"):  # deliveries first: the replace changes the sink
-                got = sink.wait("/hook", 1)
-                assert [r.headers["ce-id"] for r in got] == ["1"]
-                assert got[0].headers["x-team"] == "billing"
-            script = _CURL_STATUS + commands.replace("127.0.0.1:9000", f"127.0.0.1:{sink_server.port}")
-            script = "set -euo pipefail\n" + script + '\nprintf "@@id %s\\n" "$ID" >&2\n'
-            result = subprocess.run(
-                ["bash", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
-            )
-            assert result.returncode == 0, (heading, result.stderr)
-            for line in result.stderr.splitlines():
-                if line.startswith("@@status "):
-                    statuses.append((heading, int(line.split()[1])))
-                elif line.startswith("@@id "):
-                    env["ID"] = line[5:]
-            assert env["ID"], "the README's ID line found no subscription"
+    broker = make_broker(db=tmp_path / "readme.db")
+    env = {**os.environ, "B": broker.url, "ID": ""}
+    statuses: list[tuple[str, int]] = []
+    for heading, commands in blocks:
+        if heading.startswith("### Replace"):  # deliveries first: the replace changes the sink
+            got = sink.wait("/hook", 1)
+            assert [r.headers["ce-id"] for r in got] == ["1"]
+            assert got[0].headers["x-team"] == "billing"
+        script = _CURL_STATUS + commands.replace("127.0.0.1:9000", sink.url.removeprefix("http://"))
+        script = "set -euo pipefail\n" + script + '\nprintf "@@id %s\\n" "$ID" >&2\n'
+        result = subprocess.run(
+            ["bash", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+        )
+        assert result.returncode == 0, (heading, result.stderr)
+        for line in result.stderr.splitlines():
+            if line.startswith("@@status "):
+                statuses.append((heading, int(line.split()[1])))
+            elif line.startswith("@@id "):
+                env["ID"] = line[5:]
+        assert env["ID"], "the README's ID line found no subscription"
     refused = [(heading, status) for heading, status in statuses if status >= 300]
     assert refused == [("### Subscriptions API ([docs/api.md](docs/api.md))", 400)]
     assert len(statuses) >= 30

@@ -4,16 +4,14 @@ management command tests; ``cli`` runs ``cebroker`` in process against it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from pipeline.servers import ServedApps
+from support.broker import Broker
 
-from cebroker.app import create_app
 from cebroker.cli import main
-from cebroker.settings import Settings
 
 
 @dataclass
@@ -29,11 +27,8 @@ class Ran:
 
 
 @pytest.fixture
-def broker_url(tmp_path: Path) -> Iterator[str]:
-    served = ServedApps()
-    server, _ = served.start(create_app(Settings(db=tmp_path / "cli.db", webhook_validation=False)))
-    yield server.url
-    served.close()
+def broker_url(tmp_path: Path, make_broker: Callable[..., Broker]) -> str:
+    return make_broker(db=tmp_path / "cli.db").url
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
-from pipeline.servers import Reply, served_sink, wait_until
+from support.sinks import Reply, served_sink
+from support.waiting import wait_until
 
 from client.conftest import Ran
 

@@ -5,17 +5,15 @@ Playwright's own browser download is never used: the browser is Debian's ``chrom
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
-from pipeline.servers import ServerThread, Sink
 from playwright.sync_api import Browser, Page, sync_playwright
-
-from cebroker.app import create_app
-from cebroker.settings import Settings
+from support.broker import Broker
+from support.sinks import Sink
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -65,19 +63,16 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def console(browser: Browser, tmp_path: Path) -> Iterator[Console]:
-    sink = Sink()
-    with (
-        ServerThread(sink) as sink_server,
-        ServerThread(create_app(Settings(db=tmp_path / "console.db", webhook_validation=False))) as broker,
-    ):
-        sink.url = sink_server.url
-        context = browser.new_context(viewport={"width": 1366, "height": 860})
-        page = context.new_page()
-        page.set_default_timeout(15_000)
-        handle = Console(broker.url, httpx.Client(base_url=broker.url, timeout=10), sink, page)
-        page.on("console", lambda m: handle.errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: handle.errors.append(str(e)))
-        yield handle
-        handle.http.close()
-        context.close()
+def console(
+    browser: Browser, tmp_path: Path, sink: Sink, make_broker: Callable[..., Broker]
+) -> Iterator[Console]:
+    broker = make_broker(db=tmp_path / "console.db")
+    context = browser.new_context(viewport={"width": 1366, "height": 860})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    handle = Console(broker.url, httpx.Client(base_url=broker.url, timeout=10), sink, page)
+    page.on("console", lambda m: handle.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: handle.errors.append(str(e)))
+    yield handle
+    handle.http.close()
+    context.close()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from pipeline.servers import Reply
 from playwright.sync_api import expect
+from support.sinks import Reply
 
 from console.conftest import Console
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.helpers import Broker, event
-from pipeline.servers import Sink
+from support.broker import Broker
+from support.events import event
+from support.sinks import Sink
 
 ORDERS: dict[str, Any] = {
     "source": "/shop",

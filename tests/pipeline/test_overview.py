@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.helpers import Broker, event
-from pipeline.servers import Reply, Sink, wait_until
+from support.broker import Broker
+from support.events import event
+from support.sinks import Reply, Sink
+from support.waiting import wait_for, wait_until
 
 
 def test_overview_and_health_follow_deliveries(broker: Broker, sink: Sink) -> None:
@@ -22,11 +24,11 @@ def test_overview_and_health_follow_deliveries(broker: Broker, sink: Sink) -> No
     assert broker.send({"specversion": "1.0"}).status_code == 400
     sink.wait("/good", 3)
 
-    def settled() -> dict[str, Any] | None:
-        doc: dict[str, Any] = broker.http.get("/status").json()
-        return doc if doc["deliveries"]["deadlettered"] == 3 and doc["backlog"] == 0 else None
-
-    after = wait_until(settled)
+    after: dict[str, Any] = wait_for(
+        lambda: broker.http.get("/status").json(),
+        lambda doc: doc["deliveries"]["deadlettered"] == 3 and doc["backlog"] == 0,
+        message="three dead letters and no backlog",
+    )
     grown = {k: after["events"][k] - before["events"][k] for k in after["events"]}
     assert grown == {"accepted": 3, "duplicates": 1, "rejected": 1, "matched": 6}
     assert after["deliveries"] == {"delivered": 3, "retried": 0, "deadlettered": 3}

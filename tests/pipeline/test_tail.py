@@ -11,11 +11,12 @@ from typing import Any
 
 import httpx
 from httpx_sse import EventSource, ServerSentEvent
+from support.broker import Broker
+from support.events import event
+from support.waiting import wait_until
 
 from cebroker.pipeline.tail import TailHub
 from cebroker.storage.deliveries import Appended
-from pipeline.helpers import Broker, event
-from pipeline.servers import wait_until
 
 
 class Reader:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -102,10 +103,12 @@ class BrokerProcess:
     """``cebroker serve`` as a child process on a free port of 127.0.0.1, its output appended
     to ``log``; ended by its own PID only.
 
-    ``flags`` are added to the command line; ``port_variable`` passes the port as
-    ``CEBROKER_PORT`` rather than ``--port``; ``preexec`` runs in the child before the command
-    (to set a resource limit, say). :meth:`start` may be called again once it has ended: the
-    same port, database and log.
+    ``flags`` are added to the command line. The process inherits the environment without its
+    ``CEBROKER_*`` variables (a developer's own would change the broker under test), plus
+    ``env``; ``port_variable`` passes the port as ``CEBROKER_PORT`` rather than ``--port``.
+    ``stdout``, when given, takes the standard output apart from ``log`` (which then holds the
+    standard error). ``preexec`` runs in the child before the command (to set a resource limit,
+    say). :meth:`start` may be called again once it has ended: the same port, database and logs.
     """
 
     def __init__(
@@ -115,6 +118,7 @@ class BrokerProcess:
         *flags: str,
         env: Mapping[str, str] | None = None,
         port_variable: bool = False,
+        stdout: Path | None = None,
         preexec: Callable[[], None] | None = None,
     ) -> None:
         self.db = db
@@ -124,6 +128,7 @@ class BrokerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self._env = dict(env or {})
         self._port_variable = port_variable
+        self._stdout = stdout
         self._preexec = preexec
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -150,12 +155,18 @@ class BrokerProcess:
     def start(self) -> BrokerProcess:
         """Spawn the process (without waiting for it to be ready)."""
         assert not self.running, "the broker is already running"
-        env = {**os.environ, **self._env}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CEBROKER_")} | self._env
         if self._port_variable:
             env["CEBROKER_PORT"] = str(self.port)
-        with self.log.open("ab") as out:
+        with contextlib.ExitStack() as files:
+            log = files.enter_context(self.log.open("ab"))
+            out = files.enter_context(self._stdout.open("ab")) if self._stdout else log
             self.proc = subprocess.Popen(
-                self.command(), stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=self._preexec
+                self.command(),
+                stdout=out,
+                stderr=log if self._stdout else subprocess.STDOUT,
+                env=env,
+                preexec_fn=self._preexec,
             )
         return self
 
@@ -226,10 +237,13 @@ class BrokerProcesses:
         self._directory = directory
         self._children: list[BrokerProcess] = []
 
-    def __call__(self, db: Path, log: str, *flags: str, **options: Any) -> BrokerProcess:
-        """A broker process over ``db`` logging to ``log`` in the test's directory (not yet
-        started); the arguments are :class:`BrokerProcess`'s."""
-        child = BrokerProcess(db, self._directory / log, *flags, **options)
+    def __call__(
+        self, db: Path, log: str, *flags: str, stdout: str | None = None, **options: Any
+    ) -> BrokerProcess:
+        """A broker process over ``db`` logging to ``log`` (and ``stdout``, if given) in the
+        test's directory, not yet started; the other arguments are :class:`BrokerProcess`'s."""
+        out = self._directory / stdout if stdout else None
+        child = BrokerProcess(db, self._directory / log, *flags, stdout=out, **options)
         self._children.append(child)
         return child
 
