@@ -28,12 +28,15 @@ def _truthy(value: object) -> bool:
 
 
 def describe(condition: Callable[..., object]) -> str:
-    """What ``condition`` checks, for a failure message: its source text when it can be read
-    (a lambda's line), else its name."""
+    """What ``condition`` checks, for a failure message: a lambda's source line when it can be
+    read, else the function's name."""
+    name = getattr(condition, "__qualname__", repr(condition))
+    if getattr(condition, "__name__", "") != "<lambda>":
+        return name
     try:
         return " ".join(inspect.getsource(condition).split())
     except (OSError, TypeError):
-        return getattr(condition, "__qualname__", repr(condition))
+        return name
 
 
 #: Longest text of the last observed value a failure shows.
