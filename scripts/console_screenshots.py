@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from console.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
-from pipeline.servers import Reply, ServerThread, Sink  # noqa: E402
+from support.servers import ServerThread  # noqa: E402
+from support.sinks import Reply, Sink  # noqa: E402
 
 from cebroker.app import create_app  # noqa: E402
 from cebroker.settings import Settings  # noqa: E402

@@ -71,7 +71,7 @@ def test_serve_over_tcp_survives_restart(broker: BrokerProcess) -> None:
     """A real ``cebroker serve``: the database file is created on first start, subscriptions
     are served over TCP, and after a restart they are all there with the same ETags."""
     broker.start().ready()
-    assert broker.db.exists()
+    assert Path(broker.db).exists()
     created = []
     with httpx.Client(base_url=broker.url, timeout=10) as http:
         for i in range(3):

@@ -344,7 +344,7 @@ async def test_store_failure_is_503_problem(settings: Settings) -> None:
     """A failing store answers 503 problem+json (documented) naming the cause, never a 500 or a
     traceback."""
     connection, faults = faulty_connection()
-    storage = SqliteStorage(settings.db, connection_factory=connection)
+    storage = SqliteStorage(Path(settings.db), connection_factory=connection)
     app = create_app(settings, build_components(settings, storage))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

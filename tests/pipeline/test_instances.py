@@ -16,16 +16,15 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import httpx
 import pytest
 from servers.postgres import PostgresServer
-
-from pipeline.helpers import event
-from pipeline.instances import Instance
-from pipeline.servers import Reply, Sink, served_sink, wait_until
+from support.broker import BrokerProcess, BrokerProcesses
+from support.events import event
+from support.sinks import Reply, Sink
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -33,27 +32,16 @@ BATCH = {"content-type": "application/cloudevents-batch+json"}
 
 
 @pytest.fixture
-def sink() -> Iterator[Sink]:
-    with served_sink() as recorder:
-        yield recorder
+def start(broker_processes: BrokerProcesses) -> Callable[..., BrokerProcess]:
+    """``start(db, *flags)``: a ready ``cebroker serve`` on the database ``db`` (a PostgreSQL
+    URL), with a short instance lease; all are ended after the test."""
+    logs = itertools.count()
 
+    def launch(db: str, *extra: str) -> BrokerProcess:
+        flags = ("--webhook-validation", "off", "--instance-lease", "2s", "--log-level", "warning", *extra)
+        return broker_processes(db, f"broker-{next(logs)}.log", *flags).start().ready()
 
-@pytest.fixture
-def start(tmp_path: Path) -> Iterator[Callable[..., Instance]]:
-    running: list[Instance] = []
-
-    def launch(db: str, *extra: str) -> Instance:
-        instance = Instance(db, tmp_path / f"broker-{len(running)}.log", *extra)
-        running.append(instance)
-        return instance
-
-    yield launch
-    for instance in running:
-        instance.terminate()
-
-
-def ids(sink: Sink, path: str) -> list[str]:
-    return [r.headers["ce-id"] for r in sink.at(path)]
+    return launch
 
 
 def subscribe(url: str, sink: str, **fields: object) -> str:
@@ -63,7 +51,7 @@ def subscribe(url: str, sink: str, **fields: object) -> str:
 
 
 def test_a_subscription_made_on_one_instance_applies_on_the_others(
-    postgres_url: str, start: Callable[..., Instance], sink: Sink
+    postgres_url: str, start: Callable[..., BrokerProcess], sink: Sink
 ) -> None:
     a, b, c = start(postgres_url), start(postgres_url), start(postgres_url)
     subscribe(a.url, f"{sink.url}/hook", types=["t.one"])
@@ -80,7 +68,7 @@ def test_a_subscription_made_on_one_instance_applies_on_the_others(
 
 
 def test_round_robin_with_one_instance_killed_loses_nothing_accepted(
-    postgres_url: str, start: Callable[..., Instance], sink: Sink
+    postgres_url: str, start: Callable[..., BrokerProcess], sink: Sink
 ) -> None:
     instances = [start(postgres_url) for _ in range(3)]
     sink.default["/kill"] = Reply(200, delay=0.01)
@@ -115,15 +103,15 @@ def test_round_robin_with_one_instance_killed_loses_nothing_accepted(
     stop.set()
     for producer in producers:
         producer.join()
-    wait_until(lambda: set(accepted) <= set(ids(sink, "/kill")), timeout=60)
-    counts = collections.Counter(ids(sink, "/kill"))
+    wait_until(lambda: set(accepted) <= set(sink.ids("/kill")), timeout=60)
+    counts = collections.Counter(sink.ids("/kill"))
     twice = sum(1 for n in counts.values() if n > 1)
     print(f"\n{len(accepted)} events accepted, {len(counts)} delivered, {twice} delivered twice")
     assert twice <= 16  # at most the killed instance's claims: the subscription's concurrency
 
 
 def test_deleting_on_one_instance_stops_deliveries_from_all(
-    postgres_url: str, start: Callable[..., Instance], sink: Sink
+    postgres_url: str, start: Callable[..., BrokerProcess], sink: Sink
 ) -> None:
     a, b = start(postgres_url), start(postgres_url)
     sid = subscribe(a.url, f"{sink.url}/gone")
@@ -139,7 +127,7 @@ def test_deleting_on_one_instance_stops_deliveries_from_all(
 
 
 def test_concurrency_and_rate_limit_hold_over_two_instances(
-    postgres_url: str, start: Callable[..., Instance], sink: Sink
+    postgres_url: str, start: Callable[..., BrokerProcess], sink: Sink
 ) -> None:
     a, b = start(postgres_url), start(postgres_url)
     sink.default["/slow"] = Reply(200, delay=0.1)
@@ -165,7 +153,7 @@ def test_concurrency_and_rate_limit_hold_over_two_instances(
 
 
 def test_a_database_restart_under_load_loses_nothing_and_heals(
-    server_factory: Callable[..., PostgresServer], start: Callable[..., Instance], sink: Sink
+    server_factory: Callable[..., PostgresServer], start: Callable[..., BrokerProcess], sink: Sink
 ) -> None:
     server = server_factory(PostgresServer)
     db = server.create_database()
@@ -176,7 +164,7 @@ def test_a_database_restart_under_load_loses_nothing_and_heals(
     stop = threading.Event()
     counter = itertools.count()
 
-    def produce(instance: Instance) -> None:
+    def produce(instance: BrokerProcess) -> None:
         with httpx.Client(base_url=instance.url, timeout=10) as client:
             while not stop.is_set():
                 batch = [event(next(counter)) for _ in range(5)]
@@ -202,5 +190,5 @@ def test_a_database_restart_under_load_loses_nothing_and_heals(
         producer.join()
     assert set(statuses) <= {202, 503}, statuses
     for instance in (a, b):
-        wait_until(lambda i=instance: httpx.get(f"{i.url}/readyz").status_code == 200, timeout=30)
-    wait_until(lambda: set(accepted) <= set(ids(sink, "/restart")), timeout=60)
+        instance.ready(timeout=30)
+    wait_until(lambda: set(accepted) <= set(sink.ids("/restart")), timeout=60)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
 import pytest
 from servers.postgres import PostgresServer
+from support.waiting import async_wait_for, async_wait_until
 
 from cebroker.storage import Incoming, SchemaTooNew, StorageUnavailable
 from cebroker.storage.postgres import PostgresStorage
@@ -77,10 +77,13 @@ async def test_a_server_restart_is_503_then_recovers_by_itself(
         assert not storage.health.ok
         assert storage.health.cause in ("database connection lost", "database restarting")
         server.start()
-        deadline = time.monotonic() + 30
-        while not storage.health.ok:
-            assert time.monotonic() < deadline, storage.health.cause
-            await asyncio.sleep(0.1)
+        await async_wait_for(
+            lambda: storage.health.cause,
+            lambda cause: cause is None,
+            30,
+            "the storage healthy again",
+            interval=0.1,
+        )
         (written,) = await log.append([Incoming({"id": "2"}, "/s", "2", ("a",))])
         assert written is not None
         assert await log.pending() == 2
@@ -124,10 +127,9 @@ async def test_a_dead_instances_claims_are_taken_over_after_the_lease(postgres_u
         heard: list[str | None] = []
         alive.deliveries.watch(heard.append)
         assert (await alive.deliveries.due("s", 10))[0] == []
-        deadline = time.monotonic() + 10
-        while "s" not in heard:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.05)
+        await async_wait_until(
+            lambda: "s" in heard, 10, "the dead instance's claims on s offered to the live one"
+        )
         taken, _ = await alive.deliveries.due("s", 10)
         assert sorted(r.id for r in taken) == sorted(r.id for r in claimed)
         assert not dead.deliveries.holds(claimed[0])

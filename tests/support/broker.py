@@ -100,8 +100,8 @@ class Brokers:
 
 
 class BrokerProcess:
-    """``cebroker serve`` as a child process on a free port of 127.0.0.1, its output appended
-    to ``log``; ended by its own PID only.
+    """``cebroker serve`` as a child process on a free port of 127.0.0.1 over ``db`` (a SQLite
+    file or a PostgreSQL URL), its output appended to ``log``; ended by its own PID only.
 
     ``flags`` are added to the command line. The process inherits the environment without its
     ``CEBROKER_*`` variables (a developer's own would change the broker under test), plus
@@ -113,7 +113,7 @@ class BrokerProcess:
 
     def __init__(
         self,
-        db: Path,
+        db: Path | str,
         log: Path,
         *flags: str,
         env: Mapping[str, str] | None = None,
@@ -238,7 +238,7 @@ class BrokerProcesses:
         self._children: list[BrokerProcess] = []
 
     def __call__(
-        self, db: Path, log: str, *flags: str, stdout: str | None = None, **options: Any
+        self, db: Path | str, log: str, *flags: str, stdout: str | None = None, **options: Any
     ) -> BrokerProcess:
         """A broker process over ``db`` logging to ``log`` (and ``stdout``, if given) in the
         test's directory, not yet started; the other arguments are :class:`BrokerProcess`'s."""

@@ -46,5 +46,6 @@ async def test_async_variants_take_coroutines_and_plain_functions() -> None:
     assert await async_wait_for(grows, lambda n: n == 2, within=5, interval=0) == 2
     assert await async_wait_until(grows, within=5, interval=0) == 3
     assert await async_wait_until(lambda: "plain", within=5) == "plain"
+    assert await async_wait_for(lambda: "plain", lambda text: text == "plain", within=5) == "plain"
     with pytest.raises(AssertionError, match="waiting for never; last observed: 0"):
         await async_wait_until(lambda: 0, within=0.05, message="never")

@@ -101,6 +101,12 @@ def wait_until(
     return wait_for(condition, _truthy, timeout, message or describe(condition), interval=interval)
 
 
+async def _look(observe: Callable[[], object]) -> object:
+    result = observe()
+    return await result if inspect.isawaitable(result) else result
+
+
+@overload
 async def async_wait_for(
     observe: Callable[[], Awaitable[T]],
     accept: Callable[[T], bool],
@@ -108,12 +114,35 @@ async def async_wait_for(
     message: str | None = None,
     *,
     interval: float = INTERVAL,
+) -> T: ...
+
+
+@overload
+async def async_wait_for(
+    observe: Callable[[], T],
+    accept: Callable[[T], bool],
+    within: float = TIMEOUT,
+    message: str | None = None,
+    *,
+    interval: float = INTERVAL,
+) -> T: ...
+
+
+async def async_wait_for(
+    observe: Callable[[], Awaitable[T]] | Callable[[], T],
+    accept: Callable[[T], bool],
+    within: float = TIMEOUT,
+    message: str | None = None,
+    *,
+    interval: float = INTERVAL,
 ) -> T:
-    """:func:`wait_for` from a coroutine: awaits ``observe`` and sleeps without blocking the
-    loop; ``within`` is the timeout in seconds."""
+    """:func:`wait_for` from a coroutine, sleeping without blocking the loop; ``observe`` may be a
+    coroutine function (awaited at each look) or a plain function (an in-memory read);
+    ``within`` is the timeout in seconds."""
     deadline = time.monotonic() + within
     while True:
-        value = await observe()
+        # The overloads tie what observe gives to what accept takes.
+        value = cast(T, await _look(observe))
         if accept(value):
             return value
         if time.monotonic() >= deadline:
@@ -150,10 +179,4 @@ async def async_wait_until(
 ) -> T:
     """:func:`wait_until` from a coroutine; ``condition`` may be a coroutine function (awaited at
     each look) or a plain function (an in-memory check); ``within`` is the timeout in seconds."""
-
-    async def observe() -> object:
-        result = condition()
-        return await result if inspect.isawaitable(result) else result
-
-    found = await async_wait_for(observe, _truthy, within, message or describe(condition), interval=interval)
-    return cast(T, found)
+    return await async_wait_for(condition, _truthy, within, message or describe(condition), interval=interval)
