@@ -178,7 +178,7 @@ class BrokerProcess:
             assert self.proc is not None, "the broker was not started"
             code = self.proc.poll()
             if code is not None:
-                raise AssertionError(f"the broker exited early with {code}:\n{self.log_text()}")
+                raise AssertionError(f"the broker exited early with status {code}")
             try:
                 return httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200
             except httpx.TransportError:
