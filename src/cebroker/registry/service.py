@@ -13,7 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ceprotocols import jsontext
+
 from cebroker.errors import FieldProblem
+from cebroker.registry import schemarefs
 from cebroker.registry.basemessage import resolve
 from cebroker.registry.changes import ChangeLog
 from cebroker.registry.documents import (
@@ -28,6 +31,7 @@ from cebroker.registry.errors import XRegistryError
 from cebroker.registry.model import MESSAGES, SCHEMAS, SPEC_VERSION, model_document
 from cebroker.registry.paths import Target
 from cebroker.registry.query import Branch, Inline
+from cebroker.registry.versions import is_json_type
 from cebroker.registry.views import Node, NodeKind, Tree, View
 from cebroker.registry.writes import Writer
 from cebroker.storage.registry import EntityClash, RegistryReader, RegistryRows, Row
@@ -100,6 +104,10 @@ _NODE_KINDS: dict[str, NodeKind] = {
 }
 
 
+def _draft7(fmt: Any) -> bool:
+    return "draft-07" in str(fmt or "").lower()
+
+
 class RegistryCore:
     """Reads and writes over the rows of one storage transaction; holds no state of its own
     beyond its configuration, so reads and writes may run on different threads."""
@@ -166,6 +174,12 @@ class RegistryCore:
                     problems += check_message(version.attrs, version.xid, group_attrs.get("envelope"))
                 elif res.coll == SCHEMAS.plural:
                     problems += check_schema_version(version.attrs, version.xid, group_attrs.get("format"))
+        for xid in sorted(writer.touched_groups | writer.touched_resources | writer.touched_versions):
+            row = rows.get(xid)
+            if row is not None:
+                problems += self._nesting_problems(row)
+                if row.kind == "version":
+                    problems += self._reference_problems(rows, row)
         if problems:
             raise XRegistryError(
                 "bad_request",
@@ -173,6 +187,71 @@ class RegistryCore:
                 error_detail="; ".join(f"{p.pointer}: {p.message}" for p in problems),
                 problems=problems,
             )
+
+    def _nesting_problems(self, row: Row) -> list[FieldProblem]:
+        """The entity must fit the nesting limit where the registry document (``/export``)
+        places it, so that everything stored can be exported and imported again."""
+        # The root object, then one level per path segment; a resource's own attributes sit
+        # one level further down, in its ``meta``.
+        around = 1 + row.xid.strip("/").count("/") + 1 + (1 if row.kind == "resource" else 0)
+        document = schemarefs.document_json(row.doc, row.attrs.get("contenttype"))
+        nesting = around + max(jsontext.depth(row.attrs), 1 + jsontext.depth(document)) - 1
+        if nesting <= jsontext.MAX_DEPTH:
+            return []
+        return [
+            FieldProblem(
+                row.xid,
+                f"nests {nesting} levels deep in the registry document; the limit is {jsontext.MAX_DEPTH}",
+            )
+        ]
+
+    def _reference_problems(self, rows: RegistryRows, version: Row) -> list[FieldProblem]:
+        """Every ``$ref`` of a JSON Schema written in this request must stay in the registry."""
+        res = rows.get(version.parent)
+        group = rows.get(res.parent) if res is not None else None
+
+        def stored_schema(xid: str) -> Any:
+            return self._stored_schema(rows, xid)
+
+        if res is None or group is None:
+            return []
+        uri = self.base + version.xid
+        found: list[tuple[str, str]] = []
+        where = ""
+        if res.coll == SCHEMAS.plural:
+            fmt = version.attrs.get("format") or group.attrs.get("format")
+            schema = schemarefs.document_json(version.doc, version.attrs.get("contenttype"))
+            if fmt is not None and not schemarefs.is_json_schema_format(fmt):
+                return []
+            if version.doc is not None and schema is None and is_json_type(version.attrs.get("contenttype")):
+                reason = "the document is not JSON within the input limits (its contenttype says JSON)"
+                return [FieldProblem(f"{version.xid}/{SCHEMAS.singular}", reason)]
+            if isinstance(schema, dict):
+                where = f"{version.xid}/{SCHEMAS.singular}"
+                found = schemarefs.reference_problems(
+                    schema, uri, self.base, stored_schema, draft7=_draft7(fmt)
+                )
+        elif res.coll == MESSAGES.plural:
+            fmt = version.attrs.get("dataschemaformat")
+            schema = version.attrs.get("dataschema")
+            if isinstance(schema, dict) and (fmt is None or schemarefs.is_json_schema_format(fmt)):
+                where = f"{version.xid}/dataschema"
+                found = schemarefs.reference_problems(
+                    schema, uri, self.base, stored_schema, draft7=_draft7(fmt)
+                )
+        return [FieldProblem(where + pointer, reason) for pointer, reason in found]
+
+    @staticmethod
+    def _stored_schema(rows: RegistryRows, xid: str) -> Any:
+        """The JSON document of a schema (its default version) or schema version, or None."""
+        row = rows.get(xid)
+        if row is not None and row.kind == "resource" and row.coll == SCHEMAS.plural:
+            versions = rows.children(xid, "versions")
+            pinned = row.attrs.get("defaultversionid")
+            row = next((v for v in versions if v.eid == pinned), versions[-1] if versions else None)
+        if row is None or row.kind != "version" or not row.xid.startswith("/schemagroups/"):
+            return None
+        return schemarefs.document_json(row.doc, row.attrs.get("contenttype"))
 
     # ---- reads --------------------------------------------------------------------------
 

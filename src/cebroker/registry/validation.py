@@ -6,7 +6,9 @@ chain merged in) is then checked: required attributes, fixed values (placeholder
 templates match anything, and one placeholder name binds one value across attributes),
 attribute types, and ``data`` against the JSON Schema given inline or by ``dataschemauri``
 (resolved in this registry; a ``#/pointer`` fragment selects a sub-schema). When several
-definitions share a type, the event conforms if it conforms to any of them.
+definitions share a type, the event conforms if it conforms to any of them. A schema's
+references are followed only to this registry's own schemas (see
+:mod:`cebroker.registry.schemarefs`): checking an event never opens a file or a connection.
 
 The index is rebuilt on the registry's thread after each committed write and swapped in whole,
 so ``validate`` never touches the database.
@@ -16,10 +18,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,7 @@ import jsonschema_rs
 
 from cebroker.contracts import Event, EventValidator, Violation
 from cebroker.registry.basemessage import resolve
-from cebroker.registry.versions import is_json_type
+from cebroker.registry.schemarefs import document_json, registry_retriever
 from cebroker.registry.views import Tree
 from cebroker.storage.registry import RegistryReader
 
@@ -85,6 +86,10 @@ def template_regex(template: str) -> re.Pattern[str]:
     return re.compile("^" + "".join(out) + "$", re.DOTALL)
 
 
+def _never_retrieve(uri: str) -> Any:
+    raise ValueError("only references to this registry's JSON schemas are followed")
+
+
 @dataclass(slots=True)
 class Definition:
     """One message definition, materialized, with what checking an event needs."""
@@ -95,17 +100,24 @@ class Definition:
     templates: dict[str, re.Pattern[str]] = field(default_factory=dict)
     #: ``dataschemaformat`` names JSON Schema draft-07 (used when the schema has no ``$schema``)
     draft7: bool = False
+    #: the definition's URL: relative references in an inline schema resolve against it
+    base_uri: str = ""
+    #: serves this registry's schemas to the validator, and nothing else
+    retriever: Callable[[str], Any] = _never_retrieve
     _validator: Any = None
     _broken: bool = False
 
     def data_validator(self) -> Any:
         """The compiled JSON Schema of ``data`` (None without one, or when it does not compile)."""
         if self._validator is None and isinstance(self.schema, (dict, bool)) and not self._broken:
+            options: dict[str, Any] = {"retriever": self.retriever}
+            if self.base_uri:
+                options["base_uri"] = self.base_uri
             try:
                 if isinstance(self.schema, dict) and "$schema" not in self.schema and self.draft7:
-                    self._validator = jsonschema_rs.Draft7Validator(self.schema)
+                    self._validator = jsonschema_rs.Draft7Validator(self.schema, **options)
                 else:
-                    self._validator = jsonschema_rs.validator_for(self.schema)
+                    self._validator = jsonschema_rs.validator_for(self.schema, **options)
             except ValueError as exc:  # jsonschema_rs.ValidationError: the schema itself is invalid
                 self._broken = True
                 log.warning("data schema of %s does not compile, data is not checked: %s", self.xid, exc)
@@ -170,33 +182,41 @@ def _is_json_schema(fmt: Any, schema: Any) -> bool:
     return isinstance(schema, dict)
 
 
-def _pointer(doc: Any, fragment: str) -> Any:
-    for token in fragment.lstrip("/").split("/") if fragment.strip("/") else []:
-        token = token.replace("~1", "/").replace("~0", "~")
-        if isinstance(doc, dict) and token in doc:
-            doc = doc[token]
-        elif isinstance(doc, list) and token.isdigit() and int(token) < len(doc):
-            doc = doc[int(token)]
-        else:
-            return None
-    return doc
-
-
 class DefinitionIndex:
     """Message definitions by event type, built from the store."""
 
-    def __init__(self, by_type: dict[str, list[Definition]]) -> None:
+    def __init__(self, by_type: dict[str, list[Definition]], schemas_key: int = 0) -> None:
         self.by_type = by_type
+        #: fingerprint of every stored schema: compiled validators are reused only while it holds
+        self.schemas_key = schemas_key
 
     @classmethod
     def build(
         cls, rows: RegistryReader, base_url: str, previous: DefinitionIndex | None = None
     ) -> DefinitionIndex:
         """Read every message and schema (runs on the storage's thread, in one read). Definitions
-        equal to one in ``previous`` are reused, with their compiled data schemas."""
+        equal to one in ``previous`` are reused, with their compiled data schemas, while no
+        stored schema changed."""
         tree = Tree(rows.rows_of_kind("resource") + rows.rows_of_kind("version"))
-        reusable = {d.xid: d for ds in (previous.by_type.values() if previous else ()) for d in ds}
         base = base_url.rstrip("/")
+        schemas_key = hash(
+            tuple(
+                (r.xid, r.doc, str(r.attrs.get("contenttype")), str(r.attrs.get("defaultversionid")))
+                for r in tree.rows.values()
+                if r.xid.startswith("/schemagroups/")
+            )
+        )
+        reusable: dict[str, Definition] = {}
+        if previous is not None and previous.schemas_key == schemas_key:
+            reusable = {d.xid: d for ds in previous.by_type.values() for d in ds}
+        loaded: dict[str, Any] = {}
+
+        def lookup(xid: str) -> Any:
+            if xid not in loaded:
+                loaded[xid] = _load_schema(tree, xid)
+            return loaded[xid]
+
+        retriever = registry_retriever(base, lookup)
         message_rows = [r for r in tree.rows.values() if r.kind == "resource" and r.coll == "messages"]
         messages: dict[str, dict[str, Any]] = {}
         for res in message_rows:
@@ -205,7 +225,6 @@ class DefinitionIndex:
                 messages[res.xid] = default.attrs
             for v in tree.children(res.xid, "versions"):
                 messages[v.xid] = v.attrs
-        schemas: dict[str, Any] = {}
 
         def schema_at(uri: str) -> Any:
             # "#/schemagroups/..." is a document-view reference to an entity of this registry
@@ -213,9 +232,10 @@ class DefinitionIndex:
             if path.startswith(base + "/"):
                 path = path[len(base) :]
             path = path.removesuffix("$details").rstrip("/")
-            if path not in schemas:
-                schemas[path] = _load_schema(tree, path)
-            return _pointer(schemas[path], fragment) if schemas[path] is not None else None
+            if lookup(path) is None:
+                return None
+            # The validator follows the reference through the retriever, fragment included.
+            return {"$ref": base + path + (f"#{fragment}" if fragment else "")}
 
         by_type: dict[str, list[Definition]] = {}
         for res in message_rows:
@@ -239,14 +259,22 @@ class DefinitionIndex:
                 schema,
                 draft7,
             ):
-                definition = Definition(res.xid, metadata, schema, _templates(metadata), draft7=draft7)
+                definition = Definition(
+                    res.xid,
+                    metadata,
+                    schema,
+                    _templates(metadata),
+                    draft7=draft7,
+                    base_uri=base + res.xid,
+                    retriever=retriever,
+                )
             keys = {res.eid}
             type_value = metadata.get("type", {}).get("value")
             if isinstance(type_value, str):
                 keys.add(type_value)
             for key in keys:
                 by_type.setdefault(key, []).append(definition)
-        return cls(by_type)
+        return cls(by_type, schemas_key)
 
 
 def _templates(metadata: Mapping[str, Mapping[str, Any]]) -> dict[str, re.Pattern[str]]:
@@ -260,17 +288,13 @@ def _templates(metadata: Mapping[str, Mapping[str, Any]]) -> dict[str, re.Patter
 
 
 def _load_schema(tree: Tree, xid: str) -> Any:
+    """The JSON document of a schema (its default version) or schema version, or None."""
     row = tree.rows.get(xid)
     if row is not None and row.kind == "resource":
         row = tree.default_version(row)
-    if row is None or row.kind != "version" or row.doc is None:
+    if row is None or row.kind != "version" or not row.xid.startswith("/schemagroups/"):
         return None
-    if row.attrs.get("contenttype") and not is_json_type(row.attrs.get("contenttype")):
-        return None
-    try:
-        return json.loads(row.doc)
-    except ValueError:
-        return None
+    return document_json(row.doc, row.attrs.get("contenttype"))
 
 
 class RegistryValidator:

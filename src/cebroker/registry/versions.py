@@ -65,6 +65,8 @@ class VersionWriter:
         self.touched_groups: set[str] = set()
         #: resources written in this request
         self.touched_resources: set[str] = set()
+        #: versions written in this request (their documents are checked before the commit)
+        self.touched_versions: set[str] = set()
         #: resources created by this request (an epoch given for them is not checked)
         self.created: set[str] = set()
         #: resources whose default version was set explicitly in this request
@@ -187,6 +189,7 @@ class VersionWriter:
         self.rows.put(row)
         self.bumped.add(xid)
         self.touched_resources.add(res.xid)
+        self.touched_versions.add(xid)
         return row, created
 
     def _doc_from_json(self, rtype: ResourceType, attrs: dict[str, Any], subject: str) -> DocInput | None:
