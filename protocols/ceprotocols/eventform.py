@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from ceprotocols import jsontext
 from ceprotocols.errors import BindingError
 
 #: Members of the JSON form that are not context attributes.
@@ -100,10 +101,10 @@ def with_payload(attributes: Mapping[str, Any], body: bytes | None) -> dict[str,
     content_type = event.get("datacontenttype")
     if is_json_type(content_type):
         try:
-            event["data"] = json.loads(body)
-        except (UnicodeDecodeError, ValueError) as exc:
-            if content_type is not None:
-                raise BindingError(f"payload is not valid JSON for {content_type!r}: {exc}") from exc
+            event["data"] = jsontext.loads(body)
+        except jsontext.JsonTextError as exc:
+            if content_type is not None or exc.limit not in ("syntax", "text"):
+                raise BindingError(f"payload is not valid JSON: {exc}") from exc
             # No content type and not JSON: keep the bytes exactly (JSON format 3.1).
             event["data_base64"] = base64.b64encode(body).decode()
         return event
@@ -145,10 +146,11 @@ def encode_structured(event: Mapping[str, Any]) -> bytes:
 
 
 def decode_structured(body: bytes | str) -> dict[str, Any]:
-    """Parse a JSON-format event and check its required attributes."""
+    """Parse a JSON-format event (within the input limits of :mod:`ceprotocols.jsontext`) and
+    check its required attributes."""
     try:
-        event = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
+        event = jsontext.loads(body)
+    except jsontext.JsonTextError as exc:
         raise BindingError(f"structured message is not valid JSON: {exc}") from exc
     if not isinstance(event, dict):
         raise BindingError("structured message must be a JSON object (one event)")

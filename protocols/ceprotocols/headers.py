@@ -1,15 +1,20 @@
 """Percent-encoding of attribute values in protocol headers (HTTP binding 3.1.3.2, which the NATS
 binding adopts): space, ``"``, ``%`` and every character outside U+0021..U+007E are written as the
-``%XX`` escapes of their UTF-8 bytes; a receiver undoes one round of escaping and rejects bytes
-that are not valid UTF-8."""
+``%XX`` escapes of their UTF-8 bytes. A receiver undoes RFC 7230 quoting and one round of
+escaping, and refuses what the binding does not allow: raw bytes outside printable ASCII (a
+sender must escape them) and escapes that do not decode to valid UTF-8 (overlong forms included).
+"""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import unquote_to_bytes
 
 from ceprotocols.errors import BindingError
 
 _KEEP = frozenset(chr(c) for c in range(0x21, 0x7F)) - {'"', "%"}
+#: What may appear in a header value as it arrives: printable ASCII, space and tab.
+_WIRE = re.compile(r"[\t\x20-\x7e]*")
 
 
 def percent_encode(value: str) -> str:
@@ -18,8 +23,17 @@ def percent_encode(value: str) -> str:
 
 
 def percent_decode(value: str) -> str:
-    """Undo RFC 7230 quoted-string quoting if present, then one round of percent-decoding.
-    Raises BindingError for a result that is not valid UTF-8 (overlong forms included)."""
+    """The attribute value a header carries. ``value`` is the header as received (HTTP servers
+    decode header bytes as Latin-1, so a raw non-ASCII byte shows as a character above U+007F).
+
+    Raises:
+        BindingError: a raw character outside printable ASCII, or escapes that are not UTF-8.
+    """
+    if _WIRE.fullmatch(value) is None:
+        raise BindingError(
+            "the value holds raw bytes outside printable ASCII; the binding requires %-escapes"
+        )
+    value = value.strip(" \t")
     if len(value) >= 2 and value[0] == value[-1] == '"':
         inner = value[1:-1]
         chars: list[str] = []
@@ -33,5 +47,5 @@ def percent_decode(value: str) -> str:
         value = "".join(chars)
     try:
         return unquote_to_bytes(value).decode("utf-8", errors="strict")
-    except UnicodeDecodeError as exc:
-        raise BindingError(f"header value is not valid percent-encoded UTF-8: {value!r}") from exc
+    except UnicodeDecodeError:
+        raise BindingError("the value is not valid percent-encoded UTF-8") from None

@@ -22,11 +22,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from cebroker.api.ops import OpsComponent
+from cebroker.api.ops import IncompleteRequests, OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
 from cebroker.api.validation import ValidationRules, build_rules, realize
 from cebroker.clock import SYSTEM_CLOCK, Clock
-from cebroker.errors import BrokerError
+from cebroker.errors import BrokerError, IncompleteRequest
 from cebroker.pipeline.component import PipelineComponent
 from cebroker.pipeline.rules import SUBSCRIPTION_RULES as PIPELINE_RULES
 from cebroker.registry.component import RegistryComponent
@@ -189,7 +189,9 @@ def build_components(
     components.append(registry)
     # Ops comes last: it reports ready once every part before it has started, and not ready
     # while the storage is unavailable.
-    components.append(OpsComponent(storage.health))
+    ops = OpsComponent(storage.health)
+    pipeline.metrics.registry.register(ops.incomplete)
+    components.append(ops)
     document = functools.cache(lambda: openapi_document(components, rules))  # the parts are fixed now
     subscriptions.describe = document
     return components
@@ -208,6 +210,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     headers = dict(exc.headers) if exc.headers else None
     title, suffix = _HTTP_TITLES.get(exc.status_code, ("HTTP error", "http-error"))
     return problem(exc.status_code, title, str(exc.detail), type_suffix=suffix, headers=headers)
+
+
+async def _incomplete(request: Request, exc: Exception) -> Response:
+    counts: IncompleteRequests = request.app.state.incomplete
+    counts.count("disconnect")
+    log.info("%s %s: %s", request.method, request.url.path[:200], exc)
+    return problem(400, IncompleteRequest.title, str(exc), type_suffix=IncompleteRequest.type_suffix)
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> Response:
@@ -241,6 +250,7 @@ def create_app(settings: Settings, components: Sequence[Component] | None = None
         routes=routes,
         lifespan=lifespan,
         exception_handlers={
+            IncompleteRequest: _incomplete,
             BrokerError: _broker_error,
             HTTPException: _http_error,
             Exception: _unexpected_error,
@@ -248,4 +258,6 @@ def create_app(settings: Settings, components: Sequence[Component] | None = None
     )
     app.state.settings = settings
     app.state.components = parts
+    ops = next((part for part in parts if isinstance(part, OpsComponent)), None)
+    app.state.incomplete = ops.incomplete if ops is not None else IncompleteRequests()
     return app

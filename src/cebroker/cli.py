@@ -57,6 +57,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from cebroker.api.ops import QuietInvalidHttp
     from cebroker.app import build_components, create_app, storage_from_settings
     from cebroker.logs import logging_config
     from cebroker.storage import StorageError
@@ -93,6 +94,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"cebroker serve: {exc}", file=sys.stderr)
         return 1
     app = create_app(settings, build_components(settings, storage))
+    logging.getLogger("uvicorn.error").addFilter(QuietInvalidHttp(app.state.incomplete))
     uvicorn.run(
         app,
         host=settings.host,

@@ -7,6 +7,7 @@ where they occur, so that the HTTP layer maps each class to exactly one status c
     ├── ValidationError      400  (one or more FieldProblems, JSON Pointers into the input)
     ├── UnsupportedMediaType 415
     ├── PayloadTooLarge      413
+    ├── IncompleteRequest    400  (the client left before its body was complete; counted, not answered)
     ├── NotFound             404
     ├── PreconditionFailed   412  (If-Match mismatch)
     ├── Conflict             409
@@ -69,6 +70,15 @@ class PayloadTooLarge(BrokerError):
     status = 413
     title = "Payload too large"
     type_suffix = "payload-too-large"
+
+
+class IncompleteRequest(BrokerError):
+    """The request ended before its body was complete: the client disconnected or broke the
+    chunked framing. Nobody is left to read an answer; the app counts it and logs one line."""
+
+    status = 400
+    title = "Incomplete request"
+    type_suffix = "incomplete-request"
 
 
 class NotFound(BrokerError, LookupError):

@@ -153,6 +153,12 @@ def test_binary_mode_with_bad_header_encoding_or_body_is_400(broker: Broker) -> 
     r = broker.http.post("/events", content=b"", headers={**headers, "ce-subject": "%C0%A0"})
     assert r.status_code == 400
     assert "ce-subject" in r.json()["detail"]
+    assert r.json()["errors"][0]["header"] == "ce-subject"
+    # raw bytes outside printable ASCII: the binding requires percent-encoding
+    for raw in (b"caf\xc3\xa9", b"\xff\xfe"):
+        r = broker.http.post("/events", content=b"", headers={**headers, "ce-source": raw})
+        assert r.status_code == 400
+        assert [e["header"] for e in r.json()["errors"]] == ["ce-source"]
     r = broker.http.post(
         "/events", content=b"{not json", headers={**headers, "content-type": "application/json"}
     )

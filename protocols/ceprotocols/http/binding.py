@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from cloudevents.core.bindings.http import HTTPMessage
 
+from ceprotocols import jsontext
 from ceprotocols.errors import BindingError
 from ceprotocols.eventform import attributes_of, canonical_string, payload_of, with_payload
+from ceprotocols.headers import percent_decode
 
 __all__ = [
     "BATCH_CONTENT_TYPE",
@@ -52,23 +54,9 @@ def encode_header(value: Any) -> str:
 
 
 def decode_header(value: str) -> str:
-    """A ``ce-`` header value as the attribute string: undo RFC 7230 quoting, then one round of
-    percent-decoding; invalid UTF-8 (e.g. the overlong ``%C0%A0``) is rejected."""
-    text = value.strip()
-    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
-        inner = text[1:-1]
-        out: list[str] = []
-        i = 0
-        while i < len(inner):
-            if inner[i] == "\\" and i + 1 < len(inner):
-                i += 1
-            out.append(inner[i])
-            i += 1
-        text = "".join(out)
-    try:
-        return unquote(text, errors="strict")
-    except UnicodeDecodeError as exc:
-        raise BindingError(f"header value is not valid percent-encoded UTF-8: {value!r}") from exc
+    """A ``ce-`` header value as the attribute string (see :func:`ceprotocols.headers.percent_decode`:
+    raw non-ASCII bytes and escapes that are not UTF-8, e.g. the overlong ``%C0%A0``, are refused)."""
+    return percent_decode(value)
 
 
 def to_binary(event: Mapping[str, Any]) -> HTTPMessage:
@@ -128,8 +116,8 @@ def from_binary(headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
 
 def _load(body: bytes | str) -> Any:
     try:
-        return json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
+        return jsontext.loads(body)
+    except jsontext.JsonTextError as exc:
         raise BindingError(f"body is not valid JSON: {exc}") from exc
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +23,9 @@ log = logging.getLogger("cebroker.pipeline")
 #: Times an ingest catches up with subscription changes and matches again before it gives up
 #: (503): each round only waits for changes that committed while it was matching.
 CATCH_UP_ROUNDS = 5
+
+#: Events checked or matched between two pauses for the event loop (a few milliseconds of work).
+SLICE = 1000
 
 
 class Pipeline:
@@ -64,15 +68,26 @@ class Pipeline:
         return await self.accept(events, batch=True)
 
     async def accept(self, events: Sequence[Any], *, batch: bool) -> IngestResult:
-        """Like :meth:`ingest`; ``batch=False`` names problems ``/<attribute>`` (one event)."""
+        """Like :meth:`ingest`; ``batch=False`` names problems ``/<attribute>`` (one event).
+
+        A large batch is checked and matched in slices of :data:`SLICE` events with a pause for
+        the event loop in between, so that other requests are served meanwhile.
+        """
         problems: list[FieldProblem] = []
-        for index, event in enumerate(events):
-            problems.extend(event_problems(event, f"/{index}" if batch else ""))
+        clean: list[dict[str, Any]] = []
+        for start in range(0, len(events), SLICE):
+            if start:
+                await asyncio.sleep(0)
+            for index in range(start, min(start + SLICE, len(events))):
+                found = event_problems(events[index], f"/{index}" if batch else "")
+                if found:
+                    problems.extend(found)
+                elif not problems:
+                    clean.append(normalize(events[index]))
         if problems:
             self._metrics.events_rejected.labels("invalid").inc()
             raise ValidationError(problems)
-        clean = [normalize(event) for event in events]
-        self._check_definitions(clean, batch)
+        await self._check_definitions(clean, batch)
         if self._dispatcher.pending >= self._max_backlog:
             self._metrics.events_rejected.labels("overloaded").inc()
             raise Overloaded(
@@ -96,9 +111,18 @@ class Pipeline:
         by another instance, catch up and match again, so no event is matched against a stale
         index."""
         for attempt in range(CATCH_UP_ROUNDS):
-            version = self._store.version  # read with the match, no await in between
+            # Read before matching. Matching a large batch pauses for the event loop between
+            # slices: a change that lands meanwhile makes the log refuse this version
+            # (IndexBehind), and the events are matched again.
+            version = self._store.version
             match = self._matcher.match
-            items = [Incoming(e, e["source"], e["id"], match(e)) for e in clean]
+            items: list[Incoming] = []
+            for start in range(0, len(clean), SLICE):
+                if start:
+                    await asyncio.sleep(0)
+                items.extend(
+                    Incoming(e, e["source"], e["id"], match(e)) for e in clean[start : start + SLICE]
+                )
             try:
                 return await self._log.append(items, version=version)
             except TypeError as exc:  # only from ingest(): HTTP input is parsed JSON already
@@ -110,11 +134,13 @@ class Pipeline:
                 await self._store.catch_up()
         raise AssertionError("unreachable")  # the last round returns or raises
 
-    def _check_definitions(self, events: list[dict[str, Any]], batch: bool) -> None:
+    async def _check_definitions(self, events: list[dict[str, Any]], batch: bool) -> None:
         if self.validator is None or self.validation_mode is ValidationMode.OFF:
             return
         problems: list[FieldProblem] = []
         for index, event in enumerate(events):
+            if index and not index % SLICE:
+                await asyncio.sleep(0)
             prefix = f"/{index}" if batch else ""
             for violation in self.validator.validate(event):
                 problems.append(FieldProblem(prefix + violation.pointer, violation.message))

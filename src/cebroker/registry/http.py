@@ -5,17 +5,21 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
+from ceprotocols.errors import BindingError
+from ceprotocols.headers import percent_decode
 from starlette.requests import Request
 from starlette.responses import Response
 
+from cebroker.errors import ValidationError
 from cebroker.registry.errors import XRegistryError
 from cebroker.registry.model import SPEC_VERSION
 from cebroker.registry.paths import Target, inlinable
 from cebroker.registry.query import Inline, parse_filters
 from cebroker.registry.service import RawDocument, ReadOptions
 from cebroker.registry.writes import IGNORABLE
+from cebroker.web.body import parse_json_body, read_limited
 
 JSON_MEDIA = "application/json; charset=utf-8"
 HEADER_PREFIX = "xregistry-"
@@ -29,8 +33,9 @@ def link_header(base: str) -> dict[str, str]:
 
 
 def json_response(body: Any, status: int, headers: Mapping[str, str]) -> Response:
-    """A JSON response in the registry's media type."""
-    data = json.dumps(body, ensure_ascii=False, indent=2).encode("utf-8")
+    """A JSON response in the registry's media type. (Input never holds an unpaired surrogate;
+    should a stored string hold one, it is written as its ``\\uXXXX`` escape, not a 500.)"""
+    data = json.dumps(body, ensure_ascii=False, indent=2).encode("utf-8", "backslashreplace")
     return Response(data, status_code=status, media_type=JSON_MEDIA, headers=dict(headers))
 
 
@@ -72,27 +77,23 @@ def epoch_flag(request: Request, subject: str) -> int | None:
 
 
 async def read_body(request: Request) -> bytes:
-    """The raw body, refused past :data:`MAX_BODY`."""
-    size = 0
-    chunks = []
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise XRegistryError("bad_request", request.url.path, error_detail=f"body over {MAX_BODY} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    """The raw body, refused (413) past :data:`MAX_BODY`."""
+    return await read_limited(request, MAX_BODY)
 
 
-def parse_json(data: bytes, subject: str, *, required: bool = True) -> Any:
-    """The JSON body; ``missing_body`` when empty and required, ``parsing_data`` when not JSON."""
+async def parse_json(data: bytes, subject: str, *, required: bool = True) -> Any:
+    """The JSON body, read within the service's input limits; ``missing_body`` when empty and
+    required, ``parsing_data`` (naming the field and the limit) when it is not acceptable JSON."""
     if not data.strip():
         if required:
             raise XRegistryError("missing_body", subject)
         return None
     try:
-        return json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise XRegistryError("parsing_data", subject, error_detail=str(exc)) from exc
+        return await parse_json_body(data)
+    except ValidationError as exc:
+        raise XRegistryError(
+            "parsing_data", subject, error_detail=exc.detail, problems=exc.problems
+        ) from None
 
 
 def header_attributes(request: Request, subject: str) -> dict[str, Any]:
@@ -102,9 +103,12 @@ def header_attributes(request: Request, subject: str) -> dict[str, Any]:
         if not name.lower().startswith(HEADER_PREFIX):
             continue
         key = name[len(HEADER_PREFIX) :].lower()
-        value: Any = unquote(raw)
         if not key:
             raise XRegistryError("header_error", subject, name=name, error_detail="no attribute name")
+        try:
+            value: Any = percent_decode(raw)
+        except BindingError as exc:
+            raise XRegistryError("header_error", subject, name=name, error_detail=str(exc)) from None
         if key in ("epoch",) and value.isdigit():
             value = int(value)
         elif key == "defaultversionsticky":

@@ -200,7 +200,10 @@ class RegistryRoutes:
 
     async def _write(self, request: Request, target: Target) -> Response:
         method = request.method
-        http.check_specversion(request, target.xid)
+        # Every flag is checked before anything is written: a refused request changes nothing.
+        opts = http.read_options(request, target)
+        ignore = http.ignore_flags(request)
+        epoch = http.epoch_flag(request, target.xid)
         data = await http.read_body(request)
         doc: DocInput | None = None
         raw_doc = self._is_document(target) and not target.details and method in ("PUT", "POST", "PATCH")
@@ -212,7 +215,7 @@ class RegistryRoutes:
         else:
             if target.details and http.has_xregistry_headers(request):
                 raise XRegistryError("extra_xregistry_header", target.xid, name="xRegistry-*")
-            body = http.parse_json(data, target.xid, required=method != "DELETE")
+            body = await http.parse_json(data, target.xid, required=method != "DELETE")
             if target.level == "registry" and method == "POST":
                 await self.backend.check_body(body)
         op = write_op(
@@ -221,20 +224,19 @@ class RegistryRoutes:
             body,
             doc=doc,
             setdefault=request.query_params.get("setdefaultversionid"),
-            epoch=http.epoch_flag(request, target.xid),
+            epoch=epoch,
         )
-        result = await self.backend.write(op, http.ignore_flags(request))
-        return await self._write_response(request, target, result, raw_doc)
+        result = await self.backend.write(op, ignore)
+        return await self._write_response(target, opts, result, raw_doc)
 
     async def _write_response(
-        self, request: Request, target: Target, result: WriteResult, raw_doc: bool
+        self, target: Target, opts: ReadOptions, result: WriteResult, raw_doc: bool
     ) -> Response:
         headers = dict(self.link)
         if len(result.changes):
             headers["xRegistry-xregcorrelationid"] = result.changes.correlation
         if result.status == 204:
             return Response(status_code=204, headers=headers)
-        opts = http.read_options(request, target)
         if result.body_override is not None:
             body = {
                 plural: {i: await self.backend.read(self._child(target, plural, i), opts) for i in ids}

@@ -10,10 +10,11 @@ only their own attributes (not their default version's).
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from ceprotocols import jsontext
 
 from cebroker.registry.model import GROUP_TYPES, SPEC_VERSION, GroupType, ResourceType
 from cebroker.registry.query import Branch, Inline, split_branch
@@ -181,9 +182,9 @@ class View:
             return {}
         if is_json_type(row.attrs.get("contenttype")):
             try:
-                return {key: json.loads(row.doc)}
-            except ValueError:
-                pass
+                return {key: jsontext.loads(row.doc)}
+            except jsontext.JsonTextError:
+                pass  # not JSON within the input limits: shown as text (or base64) instead
         try:
             return {key: row.doc.decode("utf-8")}
         except UnicodeDecodeError:

@@ -1,18 +1,33 @@
-"""Reading a JSON request body: media type (415), size limit (413), syntax (400)."""
+"""Reading request bodies, the same way on every route: media type (415), size limit (413),
+JSON within the input limits of :mod:`ceprotocols.jsontext` (400 naming the field and the limit).
+
+A client that goes away before its body is complete (or breaks the chunked framing, which the
+server reports the same way) raises :class:`~cebroker.errors.IncompleteRequest`, which the app
+counts and logs in one line: nobody is left to read an answer.
+"""
 
 from __future__ import annotations
 
-import json
-import math
+import asyncio
 from collections.abc import Collection
 from typing import Any
 
+from cefilters.errors import pointer_token
+from ceprotocols import jsontext
 from starlette.requests import ClientDisconnect, Request
 
-from cebroker.errors import FieldProblem, PayloadTooLarge, UnsupportedMediaType, ValidationError
+from cebroker.errors import (
+    FieldProblem,
+    IncompleteRequest,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    ValidationError,
+)
 
 #: Media types a subscription may be sent as.
 SUBSCRIPTION_MEDIA_TYPES = ("application/json", "application/cloudevents-subscription+json")
+#: Bodies larger than this are parsed on a worker thread, so that the event loop keeps serving.
+PARSE_OFF_LOOP = 64 * 1024
 
 
 def check_media_type(request: Request, accepted: Collection[str]) -> None:
@@ -32,7 +47,8 @@ def check_media_type(request: Request, accepted: Collection[str]) -> None:
 
 
 async def read_limited(request: Request, limit: int) -> bytes:
-    """The whole body, refusing (413) as soon as it is known to exceed ``limit`` bytes."""
+    """The whole body, refusing (413) as soon as it is known to exceed ``limit`` bytes: from
+    ``Content-Length`` before reading anything, else while the chunks arrive."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the body is {declared} bytes; the limit is {limit} bytes")
@@ -42,59 +58,36 @@ async def read_limited(request: Request, limit: int) -> bytes:
             body += chunk
             if len(body) > limit:
                 raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
-    except ClientDisconnect as exc:  # nobody will read the answer; keep it out of the error log
-        raise _malformed("the client disconnected before the body was complete") from exc
+    except ClientDisconnect:
+        raise IncompleteRequest("the request ended before its body was complete") from None
     return bytes(body)
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate member {key[:64]!r}")
-        result[key] = value
-    return result
+def json_problem(exc: jsontext.JsonTextError, prefix: str = "") -> FieldProblem:
+    """The problem entry for JSON text that broke a limit, located at its field."""
+    pointer = prefix + "".join(f"/{pointer_token(part)}" for part in exc.path)
+    limit = "" if exc.limit == "syntax" else f" (input limit: {exc.limit})"
+    return FieldProblem(pointer, exc.reason + limit)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):  # 1e400 parses as inf, which no JSON answer could carry
-        raise ValueError(f"the number {text[:32]} is out of range")
-    return value
-
-
-def parse_json(raw: bytes) -> Any:
-    """Parse ``raw`` as strict JSON (no duplicate members, no NaN/Infinity); 400 if it is not."""
-    if not raw.strip():
-        raise _malformed("the body is empty; send a JSON object")
+def parse_json(raw: bytes, *, prefix: str = "") -> Any:
+    """Parse ``raw`` with the service's one JSON reader; 400 naming the field otherwise.
+    ``prefix`` locates the body's pointers (``/data`` for an event payload)."""
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _malformed(f"the body is not valid UTF-8 (byte {exc.start})") from exc
-    try:
-        value = json.loads(
-            text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_float=_finite
-        )
-        # A \ud800 escape yields a lone surrogate: not text, and neither SQLite nor a UTF-8
-        # answer could hold it.
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-        return value
-    except UnicodeEncodeError as exc:
-        raise _malformed("the JSON contains a \\u escape of an unpaired surrogate") from exc
-    except json.JSONDecodeError as exc:
-        raise _malformed(f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
-    except RecursionError as exc:
-        raise _malformed("the JSON is nested too deeply") from exc
-    except ValueError as exc:  # duplicate members, NaN, integers too long to convert
-        raise _malformed(f"invalid JSON: {exc}") from exc
+        return jsontext.loads(raw)
+    except jsontext.JsonTextError as exc:
+        problem = json_problem(exc, prefix)
+        detail = f"{problem.pointer}: {problem.message}" if problem.pointer else problem.message
+        raise ValidationError([problem], detail) from None
 
 
-def _malformed(message: str) -> ValidationError:
-    return ValidationError([FieldProblem("", message)], message)
+async def parse_json_body(raw: bytes, *, prefix: str = "") -> Any:
+    """:func:`parse_json`, on a worker thread for a large body. The reader's hooks run Python
+    code all along, so the thread hands the interpreter back to the event loop every few
+    milliseconds instead of holding it for the whole parse."""
+    if len(raw) <= PARSE_OFF_LOOP:
+        return parse_json(raw, prefix=prefix)
+    return await asyncio.to_thread(parse_json, raw, prefix=prefix)
 
 
 async def read_json(
@@ -102,4 +95,4 @@ async def read_json(
 ) -> Any:
     """Check the media type, read at most ``limit`` bytes and parse them as JSON."""
     check_media_type(request, accepted)
-    return parse_json(await read_limited(request, limit))
+    return await parse_json_body(await read_limited(request, limit))

@@ -38,7 +38,8 @@ def problem(
     if extra:
         body.update(extra)
     return Response(
-        json.dumps(body, ensure_ascii=False),
+        # An unpaired surrogate (never accepted as input) would be written as its \uXXXX escape.
+        json.dumps(body, ensure_ascii=False).encode("utf-8", "backslashreplace"),
         status_code=status,
         media_type=PROBLEM_MEDIA_TYPE,
         headers=headers,

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -23,8 +22,11 @@ from cebroker.errors import FieldProblem, NotFound, ValidationError
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.subscriptions import SubscriptionStore
+from cebroker.web.body import parse_json_body, read_limited
 
 MAX_PAGE = 500
+#: Largest redrive body (a list of dead-letter ids).
+MAX_REDRIVE_BODY = 1024 * 1024
 
 
 def _timestamp(epoch: float | None) -> str | None:
@@ -105,13 +107,10 @@ class DeliveriesApi:
 
     @staticmethod
     async def _ids(request: Request) -> list[int] | None:
-        body = await request.body()
+        body = await read_limited(request, MAX_REDRIVE_BODY)
         if not body.strip():
             return None
-        try:
-            doc = json.loads(body)
-        except ValueError as exc:
-            raise ValidationError([FieldProblem("", f"body is not JSON: {exc}")]) from exc
+        doc = await parse_json_body(body)
         if not isinstance(doc, dict) or "ids" not in doc:
             raise ValidationError([FieldProblem("/ids", "expected an object with an 'ids' array")])
         ids = doc["ids"]

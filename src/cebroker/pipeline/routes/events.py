@@ -7,12 +7,14 @@ Binary mode (``ce-`` headers, payload as body), structured mode
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
 from ceprotocols.errors import BindingError
-from ceprotocols.http.binding import from_binary
+from ceprotocols.http.binding import decode_header, from_binary
+from ceprotocols.jsontext import JsonTextError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -20,38 +22,11 @@ from starlette.routing import BaseRoute, Route
 from cebroker.errors import FieldProblem, PayloadTooLarge, UnsupportedMediaType, ValidationError
 from cebroker.pipeline.ingest import Pipeline
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.web.body import PARSE_OFF_LOOP, json_problem, parse_json, parse_json_body, read_limited
+from cebroker.web.problem import RequestPartProblem
 
 _STRUCTURED = "application/cloudevents+json"
 _BATCH = "application/cloudevents-batch+json"
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit():
-        if int(declared) > limit:
-            raise PayloadTooLarge(f"request body of {declared} bytes is over the limit of {limit}")
-        return await request.body()  # the server enforces the declared length
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"request body is over the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _parse(body: bytes, kind: type, shape: str) -> Any:
-    """Parse a structured or batch body. The JSON is read here (with orjson, the hot path of
-    batch ingress) rather than by the binding's ``from_structured``/``from_batch``; the rules
-    are the same."""
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise ValidationError([FieldProblem("", f"body is not valid JSON: {exc}")]) from exc
-    if not isinstance(doc, kind):
-        raise ValidationError([FieldProblem("", shape)])
-    return doc
 
 
 class EventsApi:
@@ -84,32 +59,62 @@ class EventsApi:
         content_type = request.headers.get("content-type", "")
         media = content_type.split(";", 1)[0].strip().lower()
         if media == _BATCH:
-            body = await _read_body(request, self._max_batch)
-            events = _parse(body, list, "a batch is a JSON array of events")
-            if len(body) > self._max_event:
-                self._check_sizes(events)
-            return events, True
+            body = await read_limited(request, self._max_batch)
+            if len(body) <= PARSE_OFF_LOOP:
+                return self._batch(body), True
+            # Parsing and measuring a large batch runs on a worker thread (see parse_json_body).
+            return await asyncio.to_thread(self._batch, body), True
         if media.startswith("application/cloudevents"):
             if media != _STRUCTURED:
                 raise UnsupportedMediaType(f"unsupported event format {media!r}; use {_STRUCTURED}")
-            body = await _read_body(request, self._max_event)
-            return [_parse(body, dict, "a structured message holds one JSON object")], False
+            body = await read_limited(request, self._max_event)
+            event = await parse_json_body(body)
+            if not isinstance(event, dict):
+                raise ValidationError([FieldProblem("", "a structured message holds one JSON object")])
+            return [event], False
         if "ce-specversion" not in request.headers:
             raise UnsupportedMediaType(
                 f"content type {content_type or '(none)'!r} without ce- headers is not a CloudEvent; "
                 f"send binary mode (ce-specversion, ce-id, ...), {_STRUCTURED} or {_BATCH}"
             )
-        body = await _read_body(request, self._max_event)
+        _check_headers(request)
+        body = await read_limited(request, self._max_event)
         try:
-            return [from_binary(request.headers, body)], False
-        except BindingError as exc:
-            # Either a ce- header that is not valid percent-encoded UTF-8, or a body that is not
-            # what its Content-Type says.
-            pointer = "/data" if str(exc).startswith("payload") else ""
-            raise ValidationError([FieldProblem(pointer, str(exc))]) from exc
+            if len(body) <= PARSE_OFF_LOOP:
+                return [from_binary(request.headers, body)], False
+            return [await asyncio.to_thread(from_binary, request.headers, body)], False
+        except BindingError as exc:  # a body that is not what its Content-Type says
+            cause = exc.__cause__
+            if isinstance(cause, JsonTextError):
+                problem = json_problem(cause, "/data")
+            else:
+                problem = FieldProblem("/data", str(exc))
+            raise ValidationError([problem]) from None
 
-    def _check_sizes(self, events: list[Any]) -> None:
-        for index, event in enumerate(events):
-            size = len(orjson.dumps(event))
-            if size > self._max_event:
-                raise PayloadTooLarge(f"event /{index} is {size} bytes, over the limit of {self._max_event}")
+    def _batch(self, body: bytes) -> list[Any]:
+        """The events of a batch body, each within the event size limit."""
+        events = parse_json(body)
+        if not isinstance(events, list):
+            raise ValidationError([FieldProblem("", "a batch is a JSON array of events")])
+        if len(body) > self._max_event:
+            for index, event in enumerate(events):
+                size = len(orjson.dumps(event))
+                if size > self._max_event:
+                    raise PayloadTooLarge(
+                        f"event /{index} is {size} bytes, over the limit of {self._max_event}"
+                    )
+        return events
+
+
+def _check_headers(request: Request) -> None:
+    """Every ``ce-`` header must be what the HTTP binding allows (percent-encoded UTF-8)."""
+    problems: list[FieldProblem] = []
+    for name, value in request.headers.items():
+        if name.startswith("ce-"):
+            try:
+                decode_header(value)
+            except BindingError as exc:
+                problems.append(RequestPartProblem("", str(exc), part="header", name=name))
+    if problems:
+        detail = "; ".join(f"header {p.to_json()['header']}: {p.message}" for p in problems)
+        raise ValidationError(problems, detail)
