@@ -28,6 +28,7 @@ from cebroker.subscription import Subscription
 from cebroker.web.body import read_json
 from cebroker.web.conditional import check_if_match
 from cebroker.web.methods import Handler, MethodDispatcher
+from cebroker.web.params import no_parameters
 from cebroker.web.problem import request_error
 
 log = logging.getLogger("cebroker.api")
@@ -118,6 +119,7 @@ class SubscriptionsComponent:
         return response
 
     async def _create(self, request: Request) -> Response:
+        no_parameters(request.query_params)
         body = await read_json(request, limit=self.settings.max_subscription_body)
         subscription = realize(body, rules=self.rules, subscription_id=str(uuid.uuid4()))
         stored = await self.store.create(subscription)
@@ -136,6 +138,7 @@ class SubscriptionsComponent:
 
     async def _replace(self, request: Request) -> Response:
         subscription_id = request.path_params["id"]
+        no_parameters(request.query_params)
         body = await read_json(request, limit=self.settings.max_subscription_body)
         proposed = realize(body, rules=self.rules, subscription_id=subscription_id, path_id=subscription_id)
         current = await self._current(request)
@@ -145,6 +148,7 @@ class SubscriptionsComponent:
         return self._one(stored)
 
     async def _delete(self, request: Request) -> Response:
+        no_parameters(request.query_params)
         current = await self._current(request)
         pinned = check_if_match(request.headers.get("if-match"), current.etag)
         gone = await self.store.delete(current.id, expected_revision=current.revision if pinned else None)

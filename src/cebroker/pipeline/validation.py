@@ -52,7 +52,8 @@ _KNOWN_LIMIT = 4096
 
 
 def _looks_valid(event: Any) -> bool:
-    """A cheap check that passes for the common, valid event; anything else gets the full check."""
+    """The fast path of :func:`event_problems`: True only for events the full check accepts
+    (a property test holds the two together); anything else gets the full check."""
     if type(event) is not dict or event.get("specversion") != "1.0":
         return False
     for name in _REQUIRED:
@@ -82,6 +83,11 @@ def event_problems(event: Any, prefix: str = "") -> list[FieldProblem]:
     """Every problem of one event; ``prefix`` is ``/<index>`` inside a batch, else empty."""
     if _looks_valid(event):
         return []
+    return _problems(event, prefix)
+
+
+def _problems(event: Any, prefix: str) -> list[FieldProblem]:
+    """The full check: every problem, each with its pointer."""
     if not isinstance(event, Mapping):
         return [FieldProblem(prefix or "/", "an event is a JSON object")]
     problems: list[FieldProblem] = []

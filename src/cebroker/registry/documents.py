@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+from cefilters.errors import pointer_token
 
 from cebroker.errors import FieldProblem
 
@@ -163,10 +164,6 @@ class DocumentSchema:
         """Every violation of the schema, with a pointer into ``document``."""
         out = []
         for err in self._validator.iter_errors(document):
-            pointer = "".join(f"/{_escape(str(p))}" for p in err.absolute_path)
+            pointer = "".join(f"/{pointer_token(p)}" for p in err.absolute_path)
             out.append(FieldProblem(pointer, err.message))
         return out
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from cefilters.errors import pointer_token
 from ceprotocols import jsontext
 
 from cebroker.registry.model import GROUP_TYPES, SPEC_VERSION, GroupType, ResourceType
@@ -61,10 +62,6 @@ class Tree:
             versions = self.children(res.xid, "versions")
             row = versions[-1] if versions else None
         return row
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
 
 
 class View:
@@ -236,12 +233,12 @@ class View:
             out[coll + "count"] = len(kept)
             if wanted:
                 out[coll] = {
-                    k.row.eid: self.render(k, sub_path, bs, f"{sub_pointer}/{_escape(k.row.eid)}")
+                    k.row.eid: self.render(k, sub_path, bs, f"{sub_pointer}/{pointer_token(k.row.eid)}")
                     for k, bs in kept
                 }
         meta = out.get("meta")
         if self.doc and isinstance(meta, dict) and "defaultversionid" in meta and "versions" in out:
-            meta["defaultversionurl"] = f"#{pointer}/versions/{_escape(meta['defaultversionid'])}"
+            meta["defaultversionurl"] = f"#{pointer}/versions/{pointer_token(meta['defaultversionid'])}"
         return out
 
     def _inlines_document(self, node: Node, path: tuple[str, ...]) -> bool:
@@ -258,7 +255,7 @@ class View:
         for node in nodes:
             passed = self.passing(node, branches)
             if passed:
-                out[node.row.eid] = self.render(node, (), passed, "/" + _escape(node.row.eid))
+                out[node.row.eid] = self.render(node, (), passed, "/" + pointer_token(node.row.eid))
         return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cefilters.errors import pointer_token
 from ceprotocols import SettingsError, check_destination
 
 from cebroker.api.validation.problems import Problems
@@ -20,7 +21,7 @@ def check_deliverable(protocol: str, sink: str, settings: Mapping[str, Any], pro
     try:
         check_destination(protocol, sink, settings)
     except SettingsError as exc:
-        pointer = "/" + "/".join(part.replace("~", "~0") for part in exc.field.split("."))
+        pointer = "".join(f"/{pointer_token(part)}" for part in exc.field.split("."))
         if exc.field == "sink":
             # The sender's message quotes the URL, which may carry a password: not echoed.
             problems.add(pointer, f"the {protocol} sender cannot deliver to this sink")

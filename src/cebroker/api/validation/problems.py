@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cefilters.errors import pointer_token
+
 from cebroker.errors import FieldProblem, ValidationError
 
 #: Longest piece of user input quoted back in an error message.
@@ -10,8 +12,7 @@ QUOTE_LIMIT = 64
 
 def child(pointer: str, key: str | int) -> str:
     """The JSON Pointer of member ``key`` under ``pointer`` (``~`` and ``/`` escaped)."""
-    token = str(key).replace("~", "~0").replace("/", "~1")
-    return f"{pointer}/{token}"
+    return f"{pointer}/{pointer_token(key)}"
 
 
 def quote(value: object) -> str:
