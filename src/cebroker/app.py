@@ -18,9 +18,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cebroker.api.ops import IncompleteRequests, OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
@@ -224,6 +226,37 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
     return problem(500, "Internal error", "the broker failed to handle this request", type_suffix="internal")
 
 
+class SendGuard:
+    """ASGI middleware: once sending a response has failed, the rest of it is dropped.
+
+    A request whose HTTP framing breaks while the app is answering (a broken chunked body on a
+    route that does not read its body) has already been answered ``400`` by the server, which
+    then refuses the app's response. Without this guard that refusal surfaces as an exception
+    in the app, logged twice with a traceback, for every such request.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        broken = False
+
+        async def guarded(message: Message) -> None:
+            nonlocal broken
+            if broken:
+                return
+            try:
+                await send(message)
+            except Exception as exc:  # the server's own error for a connection it gave up on
+                broken = True
+                log.debug("response to %s dropped: %s", scope.get("path", "?"), exc)
+
+        await self.app(scope, receive, guarded)
+
+
 def create_app(settings: Settings, components: Sequence[Component] | None = None) -> Starlette:
     """The broker as an ASGI app; ``components`` defaults to :func:`build_components`."""
     parts = list(components) if components is not None else build_components(settings)
@@ -249,6 +282,7 @@ def create_app(settings: Settings, components: Sequence[Component] | None = None
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
+        middleware=[Middleware(SendGuard)],
         exception_handlers={
             IncompleteRequest: _incomplete,
             BrokerError: _broker_error,

@@ -23,6 +23,7 @@ from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.subscriptions import SubscriptionStore
 from cebroker.web.body import parse_json_body, read_limited
+from cebroker.web.params import no_parameters
 
 MAX_PAGE = 500
 #: Largest redrive body (a list of dead-letter ids).
@@ -98,6 +99,7 @@ class DeliveriesApi:
 
     async def redrive(self, request: Request) -> Response:
         """Put dead letters back into delivery."""
+        no_parameters(request.query_params)
         subscription_id = await self._subscription(request)
         ids = await self._ids(request)
         count = await self._log.redrive(subscription_id, ids)
