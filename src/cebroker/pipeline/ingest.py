@@ -28,6 +28,16 @@ CATCH_UP_ROUNDS = 5
 SLICE = 1000
 
 
+async def release(*lists: list[Any]) -> None:
+    """Empty ``lists`` a slice at a time, yielding in between: freeing the objects of a large
+    batch all at once would hold the interpreter for as long as it takes."""
+    for items in lists:
+        while items:
+            del items[-SLICE:]
+            if items:
+                await asyncio.sleep(0)
+
+
 class Pipeline:
     """The durable entry of events into the broker (implements ``Ingestor``).
 
@@ -96,15 +106,23 @@ class Pipeline:
         if not clean:
             return IngestResult(accepted=0, duplicates=0)
         written = await self._append(clean)
-        self._dispatcher.accept(clean, written)
-        if self.tail is not None and self.tail.active:
-            self.tail.publish(clean, written)
-        duplicates = sum(1 for w in written if w is None)
+        duplicates = matches = 0
+        for start in range(0, len(clean), SLICE):
+            if start:
+                await asyncio.sleep(0)
+            events, done = clean[start : start + SLICE], written[start : start + SLICE]
+            self._dispatcher.accept(events, done)
+            if self.tail is not None and self.tail.active:
+                self.tail.publish(events, done)
+            duplicates += sum(1 for w in done if w is None)
+            matches += sum(len(w.deliveries) for w in done if w is not None)
         self._accepted.inc(len(clean) - duplicates)
         if duplicates:
             self._duplicates.inc(duplicates)
-        self._metrics.matches.inc(sum(len(w.deliveries) for w in written if w is not None))
-        return IngestResult(accepted=len(clean), duplicates=duplicates)
+        self._metrics.matches.inc(matches)
+        accepted = len(clean)
+        await release(written, clean)
+        return IngestResult(accepted=accepted, duplicates=duplicates)
 
     async def _append(self, clean: list[dict[str, Any]]) -> list[Appended | None]:
         """Match and commit; when a shared log finds the index behind a subscription change made
@@ -124,7 +142,7 @@ class Pipeline:
                     Incoming(e, e["source"], e["id"], match(e)) for e in clean[start : start + SLICE]
                 )
             try:
-                return await self._log.append(items, version=version)
+                written = await self._log.append(items, version=version)
             except TypeError as exc:  # only from ingest(): HTTP input is parsed JSON already
                 problem = FieldProblem("", f"an event is not JSON-serialisable: {exc}")
                 raise ValidationError([problem]) from exc
@@ -132,6 +150,9 @@ class Pipeline:
                 if attempt == CATCH_UP_ROUNDS - 1:
                     raise
                 await self._store.catch_up()
+                continue
+            await release(items)
+            return written
         raise AssertionError("unreachable")  # the last round returns or raises
 
     async def _check_definitions(self, events: list[dict[str, Any]], batch: bool) -> None:

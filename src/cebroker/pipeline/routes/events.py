@@ -20,7 +20,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from cebroker.errors import FieldProblem, PayloadTooLarge, UnsupportedMediaType, ValidationError
-from cebroker.pipeline.ingest import Pipeline
+from cebroker.gcpause import PAUSE
+from cebroker.pipeline.ingest import Pipeline, release
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.web.body import PARSE_OFF_LOOP, json_problem, parse_json, parse_json_body, read_limited
 from cebroker.web.problem import RequestPartProblem
@@ -46,22 +47,29 @@ class EventsApi:
 
     async def post(self, request: Request) -> Response:
         """Decode, validate and durably accept the events of one request."""
+        paused: list[bool] = []
         try:
-            events, batch = await self._decode(request)
+            events, batch = await self._decode(request, paused)
+            result = await self._pipeline.accept(events, batch=batch)
+            await release(events)
         except (PayloadTooLarge, UnsupportedMediaType, ValidationError) as exc:
             self._metrics.events_rejected.labels(type(exc).__name__.lower()).inc()
             raise
-        result = await self._pipeline.accept(events, batch=batch)
+        finally:
+            if paused:  # a large batch held off full garbage collections (see cebroker.gcpause)
+                PAUSE.release()
         body = {"accepted": result.accepted, "duplicates": result.duplicates}
         return Response(orjson.dumps(body), status_code=202, media_type="application/json")
 
-    async def _decode(self, request: Request) -> tuple[list[Any], bool]:
+    async def _decode(self, request: Request, paused: list[bool]) -> tuple[list[Any], bool]:
         content_type = request.headers.get("content-type", "")
         media = content_type.split(";", 1)[0].strip().lower()
         if media == _BATCH:
             body = await read_limited(request, self._max_batch)
             if len(body) <= PARSE_OFF_LOOP:
                 return self._batch(body), True
+            PAUSE.acquire()
+            paused.append(True)
             # Parsing and measuring a large batch runs on a worker thread (see parse_json_body).
             return await asyncio.to_thread(self._batch, body), True
         if media.startswith("application/cloudevents"):
