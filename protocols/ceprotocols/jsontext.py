@@ -103,6 +103,9 @@ class _Refused(ValueError):
         self.limit = limit
 
 
+#: Every object passes a Python hook that refuses a repeated member name. (Running Python code
+#: for each object also lets other threads take the interpreter in between, so a large text can
+#: be parsed on a worker thread without holding up the event loop.)
 _DECODER = json.JSONDecoder(
     object_pairs_hook=_object, parse_constant=_constant, parse_float=_float, parse_int=_int
 )
@@ -123,8 +126,15 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
             raise JsonTextError(f"the text is not valid UTF-8 (byte {exc.start})", limit="text") from None
     if text.startswith("\ufeff"):
         raise JsonTextError("the text starts with a byte order mark", limit="text")
+    value = _decode(text)
+    surrogates = _SURROGATE_ESCAPE.search(text) is not None
+    check(value, strings=surrogates or (isinstance(data, str) and not _is_text(text)))
+    return value
+
+
+def _decode(text: str) -> Any:
     try:
-        value = _DECODER.decode(text)
+        return _DECODER.decode(text)
     except _Refused as exc:
         raise JsonTextError(exc.reason, limit=exc.limit) from None
     except json.JSONDecodeError as exc:
@@ -137,9 +147,26 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
         raise JsonTextError(_too_deep(), limit="nesting") from None
     except ValueError as exc:  # e.g. Python's own limit on integer digits
         raise JsonTextError(f"invalid JSON: {exc}", limit="numbers") from None
-    surrogates = _SURROGATE_ESCAPE.search(text) is not None
-    check(value, strings=surrogates or (isinstance(data, str) and not _is_text(text)))
-    return value
+
+
+def _fits(container: dict[str, Any] | list[Any], level: int) -> bool:
+    """Whether ``container`` keeps the nesting and number limits: the fast check, without a
+    path (:func:`_walk` finds where the problem is when this says no)."""
+    if level > MAX_DEPTH:
+        return False
+    for item in container.values() if isinstance(container, dict) else container:
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is dict or kind is list:
+            if not _fits(item, level + 1):
+                return False
+        elif kind is int:
+            if item < INT_MIN or item > INT_MAX:
+                return False
+        elif kind is float and not math.isfinite(item):
+            return False
+    return True
 
 
 def _too_deep() -> str:
@@ -155,6 +182,8 @@ def check(value: Any, *, strings: bool = True, level: int = 0) -> None:
     """
     kind = type(value)
     if kind is dict or kind is list:
+        if not strings and _fits(value, level + 1):
+            return
         problem = _walk(value, level + 1, strings)
         if problem is not None:
             raise problem

@@ -26,8 +26,9 @@ from cebroker.errors import (
 
 #: Media types a subscription may be sent as.
 SUBSCRIPTION_MEDIA_TYPES = ("application/json", "application/cloudevents-subscription+json")
-#: Bodies larger than this are parsed on a worker thread, so that the event loop keeps serving.
-PARSE_OFF_LOOP = 64 * 1024
+#: Bodies larger than this are parsed on a worker thread, so that the event loop keeps serving
+#: (a body of this size takes the loop about ten milliseconds).
+PARSE_OFF_LOOP = 1024 * 1024
 
 
 def check_media_type(request: Request, accepted: Collection[str]) -> None:
