@@ -70,6 +70,18 @@ def parse_endpoint(url: str, *, schemes: dict[str, int]) -> Endpoint:
     )
 
 
+def redact(url: str) -> str:
+    """``url`` without its user information (which may hold a password or a token), for logs
+    and labels."""
+    try:
+        parts = urlsplit(url, allow_fragments=False)
+    except ValueError:
+        return url.split("://", 1)[0] + "://(unparsable URL)"
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
+
+
 def _host_port(url: str, item: str, default_port: int) -> tuple[str, int]:
     if item.startswith("["):  # [IPv6]:port
         host, _, rest = item[1:].partition("]")

@@ -16,6 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ceprotocols.receiver import Limits
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -176,11 +177,15 @@ def build_components(
         realize=lambda body: realize(body, rules=rules, subscription_id="draft"),
     )
     components.append(pipeline)
-    if settings.sources:
-        # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it.
-        components.append(
-            SourcesComponent(settings.sources, pipeline.pipeline, metrics=pipeline.metrics.registry)
-        )
+    # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it. (With no
+    # sources it only serves an empty GET /sources.)
+    sources = SourcesComponent(
+        settings.sources,
+        pipeline.pipeline,
+        metrics=pipeline.metrics.registry,
+        limits=Limits(max_size=settings.max_event_size),
+    )
+    components.append(sources)
     registry.ingestor = pipeline.pipeline
     from cebroker.console import ConsoleComponent
 
@@ -193,6 +198,7 @@ def build_components(
     # while the storage is unavailable.
     ops = OpsComponent(storage.health)
     pipeline.metrics.registry.register(ops.incomplete)
+    ops.checks.append(sources.readiness)
     components.append(ops)
     document = functools.cache(lambda: openapi_document(components, rules))  # the parts are fixed now
     subscriptions.describe = document

@@ -56,13 +56,19 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
+    from ceprotocols.errors import SettingsError
 
     from cebroker.api.ops import QuietInvalidHttp
     from cebroker.app import build_components, create_app, storage_from_settings
     from cebroker.logs import logging_config
+    from cebroker.sources.component import source_names
     from cebroker.storage import StorageError
 
     settings = settings_from_args(args)
+    try:
+        source_names(settings.sources)  # each valid on its own; the names must differ too
+    except SettingsError as exc:
+        build_parser().error(f"argument --source: {exc.reason}")
     chosen = {}
     for flag, value, fast, fallback in (
         ("--loop", settings.loop, "uvloop", "asyncio"),

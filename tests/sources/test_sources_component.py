@@ -105,7 +105,8 @@ def test_cli_sources_flag_and_environment(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 async def test_source_counters_are_prometheus_metrics(mosquitto: MosquittoServer) -> None:
-    """Received, accepted and invalid counts per source are exported to the metrics registry."""
+    """Received, accepted and invalid counts per source are exported to the metrics registry,
+    labelled with the source's name (a URL may carry credentials)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
     registry = CollectorRegistry()
@@ -120,11 +121,24 @@ async def test_source_counters_are_prometheus_metrics(mosquitto: MosquittoServer
             await asyncio.to_thread(publish.single, "component/three", payload, qos=1, port=mosquitto.port)
         await async_wait_until(lambda: receiver.stats.received == 2)
         text = generate_latest(registry).decode()
-        assert f'cebroker_source_accepted_total{{source="{source}"}} 1.0' in text
-        assert f'cebroker_source_invalid_total{{source="{source}"}} 1.0' in text
-        assert f'cebroker_source_subscribed{{source="{source}"}} 1.0' in text
+        assert 'cebroker_source_accepted_total{source="mqtt-1"} 1.0' in text
+        assert 'cebroker_source_invalid_total{source="mqtt-1"} 1.0' in text
+        assert 'cebroker_source_subscribed{source="mqtt-1"} 1.0' in text
+        assert 'cebroker_source_restarts_total{source="mqtt-1"} 0.0' in text
     finally:
         await component.stop()
+
+
+def test_source_names() -> None:
+    """``?name=`` names a source, else its scheme and position; names are checked and unique."""
+    from cebroker.sources.component import source_names
+
+    urls = ["mqtt://h/a", "kafka://h:9092/t?name=orders&group=g", "amqp://u:p@h/queue/q"]
+    assert source_names(urls) == ["mqtt-1", "orders", "amqp-3"]
+    with pytest.raises(SettingsError, match="already taken"):
+        source_names(["mqtt://h/a?name=x", "nats://h/b?name=x"])
+    with pytest.raises(SettingsError, match="name must be"):
+        source_names(["mqtt://h/a?name=Not%20OK"])
 
 
 def test_cli_rejects_a_source_it_cannot_consume(tmp_path: Any) -> None:

@@ -18,29 +18,55 @@ from proton.utils import BlockingConnection, BlockingReceiver
 
 from ceprotocols.amqp import binding
 from ceprotocols.amqp.connection import from_proton
-from ceprotocols.endpoint import Endpoint
-from ceprotocols.errors import DeliveryRejected, SettingsError
-from ceprotocols.receiver import RETRY_PAUSE, Decoded, Handover, OnEvents, ReceiverStats, decode
+from ceprotocols.endpoint import Endpoint, redact
+from ceprotocols.errors import SettingsError
+from ceprotocols.receiver import (
+    RETRY_PAUSE,
+    Decoded,
+    Handover,
+    Limits,
+    OnEvents,
+    OnReject,
+    RawMessage,
+    ReceiverStats,
+    decode,
+)
 
 log = logging.getLogger("ceprotocols.amqp")
 BATCH = 100
 
 
-def _decode(message: Message) -> Decoded:
-    try:
-        return decode(binding.from_message, from_proton(message))
-    except DeliveryRejected as exc:  # an unusable body section
-        return Decoded(None, str(exc))
+def decode_message(message: Message) -> dict[str, Any]:
+    """A received message as a CloudEvent (raises for anything that is not one, including an
+    unusable body section)."""
+    return binding.from_message(from_proton(message))
+
+
+def raw_message(message: Message) -> RawMessage:
+    """What is kept of a refused message: content type, application properties and body."""
+    body = message.body
+    if isinstance(body, memoryview | bytes | bytearray):
+        payload = bytes(body)
+    elif body is None:
+        payload = b""
+    else:
+        payload = str(body).encode("utf-8", "backslashreplace")
+    headers: list[tuple[str, Any]] = []
+    if message.content_type:
+        headers.append(("content-type", message.content_type))
+    headers += list((message.properties or {}).items())
+    return RawMessage.of(payload, headers)
 
 
 class AmqpReceiver:
     """Consumes one AMQP address."""
 
-    def __init__(self, source: str, endpoint: Endpoint) -> None:
-        self.source = source
+    def __init__(self, source: str, endpoint: Endpoint, limits: Limits | None = None) -> None:
+        self.source = redact(source)
+        self.limits = limits or Limits()
         self.address = endpoint.path
         if not self.address or self.address == "/":
-            raise SettingsError("source", f"{source}: the path must be the address to consume")
+            raise SettingsError("source", f"{self.source}: the path must be the address to consume")
         self.url = f"{endpoint.scheme}://{endpoint.host}:{endpoint.port}"
         self.credit = int(endpoint.option("credit", str(BATCH)) or BATCH)
         self.user, self.password = endpoint.username, endpoint.password
@@ -93,14 +119,18 @@ class AmqpReceiver:
             except ProtonException:
                 log.debug("source %s: closing a broken connection failed", self.source)
 
-    async def run(self, on_events: OnEvents) -> None:
+    async def run(self, on_events: OnEvents, on_reject: OnReject | None = None) -> None:
         """Consume until closed, reconnecting after failures."""
-        handover = Handover(self.source, self.stats)
+        handover = Handover(self.source, self.stats, on_reject)
         while not self._closed:
             try:
                 messages = await self._call(self._fetch)
+                self.stats.alive()
                 if messages:
-                    outcomes = await handover([_decode(m) for m in messages], on_events)
+                    decoded: list[Decoded] = [
+                        decode(decode_message, m, raw_message, self.limits) for m in messages
+                    ]
+                    outcomes = await handover(decoded, on_events)
                     await self._call(self._settle, outcomes)
             except (ProtonException, OSError) as exc:
                 log.warning("source %s: %s; reconnecting", self.source, exc)

@@ -15,11 +15,20 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message
 
-from ceprotocols.endpoint import Endpoint
+from ceprotocols.endpoint import Endpoint, redact
 from ceprotocols.errors import SettingsError
 from ceprotocols.kafka import binding
 from ceprotocols.kafka.client import client_config
-from ceprotocols.receiver import RETRY_PAUSE, Handover, OnEvents, ReceiverStats, decode
+from ceprotocols.receiver import (
+    RETRY_PAUSE,
+    Handover,
+    Limits,
+    OnEvents,
+    OnReject,
+    RawMessage,
+    ReceiverStats,
+    decode,
+)
 
 log = logging.getLogger("ceprotocols.kafka")
 BATCH = 200
@@ -32,17 +41,36 @@ def to_record(message: Message) -> binding.KafkaRecord:
     )
 
 
+def decode_record(message: Message) -> dict[str, Any]:
+    """A consumed record as a CloudEvent (raises for anything that is not one)."""
+    return binding.from_message(to_record(message))
+
+
+def raw_record(message: Message) -> RawMessage:
+    """What is kept of a refused record: topic, partition, offset, key, headers and value."""
+    where: list[tuple[str, Any]] = [
+        ("topic", message.topic()),
+        ("partition", message.partition()),
+        ("offset", message.offset()),
+    ]
+    key = message.key()
+    if key is not None:
+        where.append(("key", key))
+    return RawMessage.of(message.value(), [*where, *(message.headers() or ())])
+
+
 class KafkaReceiver:
     """Consumes one Kafka topic as a member of a consumer group."""
 
-    def __init__(self, source: str, endpoint: Endpoint) -> None:
-        self.source = source
+    def __init__(self, source: str, endpoint: Endpoint, limits: Limits | None = None) -> None:
+        self.source = redact(source)
+        self.limits = limits or Limits()
         self.topic = endpoint.path.strip("/")
         if not self.topic:
-            raise SettingsError("source", f"{source}: the path must name the topic")
+            raise SettingsError("source", f"{self.source}: the path must name the topic")
         offset = endpoint.option("offset", "earliest")
         if offset not in ("earliest", "latest"):
-            raise SettingsError("source", f"{source}: offset must be earliest or latest")
+            raise SettingsError("source", f"{self.source}: offset must be earliest or latest")
         self.config: dict[str, Any] = {
             **client_config(endpoint, None),
             "group.id": endpoint.option("group", "cebroker"),
@@ -61,14 +89,15 @@ class KafkaReceiver:
     async def _call(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
-    async def run(self, on_events: OnEvents) -> None:
+    async def run(self, on_events: OnEvents, on_reject: OnReject | None = None) -> None:
         """Consume until closed; librdkafka reconnects and rebalances by itself."""
-        handover = Handover(self.source, self.stats)
+        handover = Handover(self.source, self.stats, on_reject)
         consumer = Consumer(self.config)
         self._consumer = consumer
         await self._call(consumer.subscribe, [self.topic])
         self.stats.subscribed = True
         while not self._closed:
+            self.stats.alive()
             try:
                 messages: list[Message] = await self._call(consumer.consume, BATCH, 0.5)
             except KafkaException as exc:
@@ -80,7 +109,7 @@ class KafkaReceiver:
                 log.debug("source %s: consumer event %s", self.source, failed.error())
             if not records:
                 continue
-            await handover([decode(binding.from_message, to_record(m)) for m in records], on_events)
+            await handover([decode(decode_record, m, raw_record, self.limits) for m in records], on_events)
             try:
                 await self._call(lambda: consumer.commit(asynchronous=False))
             except KafkaException as exc:  # e.g. a rebalance took the partition: it is re-read

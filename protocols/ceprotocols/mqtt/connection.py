@@ -19,6 +19,8 @@ from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from ceprotocols.credentials import AccessToken, Credential, Plain
 from ceprotocols.egress import ConnectGuard
@@ -35,6 +37,8 @@ from ceprotocols.mqtt.network import LoopNetwork, Network, ThreadedNetwork
 from ceprotocols.mqtt.properties import publish_properties
 
 _EARLY_LIMIT = 10_000
+#: paho's property set (its constructor has no type annotations).
+_connect_properties: Callable[[int], Any] = Properties
 
 
 #: Called in paho's thread for each received PUBLISH.
@@ -62,15 +66,28 @@ class MqttConnection:
         client_id: str | None = None,
         websocket_path: str | None = None,
         guard: ConnectGuard | None = None,
+        session_expiry: int | None = None,
     ) -> None:
         self.host, self.port, self.v5 = host, port, v5
         self._loop = asyncio.get_running_loop()
+        # A persistent session (``session_expiry`` set, with a fixed ``client_id``): the server
+        # keeps the subscriptions and the QoS 1/2 messages published while the client is away.
+        # MQTT 5 says how long (Session Expiry Interval); MQTT 3.1.1 keeps it until a clean
+        # connect (clean_session false).
+        persistent = session_expiry is not None
+        self._connect_options: dict[str, Any] = {}
+        if persistent and v5:
+            properties = _connect_properties(PacketTypes.CONNECT)
+            properties.SessionExpiryInterval = session_expiry
+            self._connect_options = {"clean_start": False, "properties": properties}
         options: dict[str, Any] = {
             "client_id": client_id or f"cebroker-{uuid.uuid4().hex[:12]}",
             "protocol": paho.MQTTv5 if v5 else paho.MQTTv311,
             "manual_ack": manual_ack,
             "transport": "websockets" if websocket_path is not None else "tcp",
         }
+        if persistent and not v5:
+            options["clean_session"] = False
         self._client: paho.Client
         if guard is not None and guard.restricted:
             if on_message is not None:  # paho's own thread would not stop on a refusal
@@ -119,7 +136,7 @@ class MqttConnection:
     async def open(self, within: float) -> MqttConnection:
         """Connect, waiting at most ``within`` seconds for CONNACK."""
         try:
-            self._network.start(self.host, self.port, keepalive=30)
+            self._network.start(self.host, self.port, keepalive=30, options=self._connect_options)
             await asyncio.wait_for(asyncio.shield(self._first_connect), within)
         except TimeoutError:
             await self.close()

@@ -34,8 +34,9 @@ class Network(Protocol):
         """Run ``callback(*args)`` on the event loop (from whatever thread paho called us in)."""
         ...
 
-    def start(self, host: str, port: int, keepalive: int) -> None:
-        """Begin connecting (and keep trying); CONNACK arrives through ``on_connect``."""
+    def start(self, host: str, port: int, keepalive: int, options: dict[str, Any] | None = None) -> None:
+        """Begin connecting (and keep trying); CONNACK arrives through ``on_connect``.
+        ``options`` go to paho's ``connect_async`` (``clean_start``, ``properties``)."""
         ...
 
     def lost(self) -> None:
@@ -57,8 +58,8 @@ class ThreadedNetwork:
     def call(self, callback: Callable[..., None], *args: Any) -> None:
         self._loop.call_soon_threadsafe(callback, *args)
 
-    def start(self, host: str, port: int, keepalive: int) -> None:
-        self._client.connect_async(host, port, keepalive=keepalive)
+    def start(self, host: str, port: int, keepalive: int, options: dict[str, Any] | None = None) -> None:
+        self._client.connect_async(host, port, keepalive=keepalive, **(options or {}))
         self._client.loop_start()
 
     def lost(self) -> None:
@@ -101,8 +102,9 @@ class LoopNetwork:
         else:  # the worker thread of a connect
             self._loop.call_soon_threadsafe(callback, *args)
 
-    def start(self, host: str, port: int, keepalive: int) -> None:
-        self._client.connect_async(host, port, keepalive=keepalive)  # stores the target; no IO
+    def start(self, host: str, port: int, keepalive: int, options: dict[str, Any] | None = None) -> None:
+        # Stores the target; no IO.
+        self._client.connect_async(host, port, keepalive=keepalive, **(options or {}))
         self._connector = self._loop.create_task(self._connect())
         self._misc = self._loop.create_task(self._housekeeping())
 

@@ -6,7 +6,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import nats
 from nats.aio.client import Client, Server
 from nats.errors import AuthorizationError
 from nats.errors import Error as NatsError
@@ -80,11 +79,43 @@ def only_among(servers: list[str]) -> ServerChooser:
     return choose
 
 
+class StrictHeaderClient(Client):
+    """A nats-py client that keeps header values it cannot decode as UTF-8 recognisable.
+
+    nats-py decodes header values with ``errors="replace"``, so invalid UTF-8 would silently
+    become U+FFFD. Here each undecodable byte becomes a lone surrogate instead (``surrogateescape``),
+    which the binding's strict header decoding then refuses: invalid input is refused, not
+    altered. (This relies on nats-py's own header parser, the one it uses by default.)
+    """
+
+    @staticmethod
+    def _parse_header_lines(raw: bytes) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for line in raw.split(b"\r\n"):
+            name, sep, value = line.partition(b":")
+            if not line or not sep:
+                continue
+            try:
+                key = name.strip().decode("ascii")
+            except UnicodeDecodeError:
+                continue  # as nats-py: a name that is not ASCII cannot be looked up anyway
+            if any(c.isspace() for c in key):
+                continue
+            out[key] = value.strip().decode("utf-8", "surrogateescape")
+        return out
+
+
 async def connect(
-    endpoint: Endpoint, credential: Credential | None, within: float, guard: ConnectGuard | None = None
+    endpoint: Endpoint,
+    credential: Credential | None,
+    within: float,
+    guard: ConnectGuard | None = None,
+    *,
+    strict_headers: bool = False,
 ) -> Client:
     """A connected client that reconnects forever after it first connected; TargetUnreachable
     when no server answers, DeliveryRejected when the server refuses the credentials.
+    ``strict_headers`` keeps undecodable header values recognisable (receivers).
 
     With a restricted ``guard`` the servers are resolved and checked first
     (:func:`checked_servers`), and reconnects stay among them (:func:`only_among`); a refused
@@ -107,17 +138,18 @@ async def connect(
         seen.append(error)
         await _log_error(error)
 
+    client = StrictHeaderClient() if strict_headers else Client()
     try:
-        client = await nats.connect(
+        await client.connect(
             servers=servers,
             connect_timeout=max(1, int(within)),
             allow_reconnect=True,
             # nats-py applies this limit to the first connect too: "forever" would never fail an
             # unreachable sink. Try once more, then, once connected, reconnect without limit.
             max_reconnect_attempts=1,
-            reconnect_time_wait=_RECONNECT_WAIT,
             error_cb=on_error,
-            **options,
+            # (Client.connect annotates this as an int; it takes fractions of a second)
+            **{"reconnect_time_wait": _RECONNECT_WAIT, **options},
         )
         client.options["max_reconnect_attempts"] = -1
         return client

@@ -18,11 +18,21 @@ from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
 
-from ceprotocols.endpoint import Endpoint
+from ceprotocols.endpoint import Endpoint, redact
 from ceprotocols.errors import DeliveryError, SettingsError
 from ceprotocols.nats import binding
 from ceprotocols.nats.client import connect
-from ceprotocols.receiver import RETRY_PAUSE, Handover, OnEvents, ReceiverStats, decode
+from ceprotocols.receiver import (
+    RETRY_PAUSE,
+    Decoded,
+    Handover,
+    Limits,
+    OnEvents,
+    OnReject,
+    RawMessage,
+    ReceiverStats,
+    decode,
+)
 
 log = logging.getLogger("ceprotocols.nats")
 BATCH = 100
@@ -33,15 +43,26 @@ def to_message(msg: Msg) -> binding.NatsMessage:
     return binding.NatsMessage(payload=msg.data, headers=msg.headers)
 
 
+def decode_message(msg: Msg) -> dict[str, Any]:
+    """A received message as a CloudEvent (raises for anything that is not one)."""
+    return binding.from_message(to_message(msg))
+
+
+def raw_message(msg: Msg) -> RawMessage:
+    """What is kept of a refused message: subject, headers and payload."""
+    return RawMessage.of(msg.data, [("subject", msg.subject), *(msg.headers or {}).items()])
+
+
 class NatsReceiver:
     """Consumes one NATS subject (core or JetStream)."""
 
-    def __init__(self, source: str, endpoint: Endpoint) -> None:
-        self.source = source
+    def __init__(self, source: str, endpoint: Endpoint, limits: Limits | None = None) -> None:
+        self.source = redact(source)
         self.endpoint = endpoint
+        self.limits = limits or Limits()
         self.subject = endpoint.path.strip("/")
         if not self.subject:
-            raise SettingsError("source", f"{source}: the path must be the subject")
+            raise SettingsError("source", f"{self.source}: the path must be the subject")
         self.queue = endpoint.option("queue") or ""
         self.stream = endpoint.option("stream")
         self.durable = endpoint.option("durable") or "cebroker"
@@ -49,12 +70,15 @@ class NatsReceiver:
         self._client: Client | None = None
         self._closed = False
 
-    async def run(self, on_events: OnEvents) -> None:
+    def _decode(self, messages: list[Msg]) -> list[Decoded]:
+        return [decode(decode_message, m, raw_message, self.limits) for m in messages]
+
+    async def run(self, on_events: OnEvents, on_reject: OnReject | None = None) -> None:
         """Consume until closed; the client reconnects by itself once connected."""
-        handover = Handover(self.source, self.stats)
+        handover = Handover(self.source, self.stats, on_reject)
         while not self._closed and self._client is None:
             try:
-                self._client = await connect(self.endpoint, None, 5.0)
+                self._client = await connect(self.endpoint, None, 5.0, strict_headers=True)
             except DeliveryError as exc:
                 log.warning("source %s: %s; retrying", self.source, exc)
                 self.stats.reconnects += 1
@@ -71,6 +95,8 @@ class NatsReceiver:
         await client.flush()
         self.stats.subscribed = True
         while not self._closed:
+            self.stats.alive()
+            self.stats.subscribed = client.is_connected  # it reconnects by itself meanwhile
             try:
                 messages = [await subscription.next_msg(timeout=0.5)]
             except (NatsTimeout, TimeoutError):
@@ -81,11 +107,14 @@ class NatsReceiver:
                 continue
             while len(messages) < BATCH and subscription.pending_msgs:
                 messages.append(await subscription.next_msg(timeout=0.1))
-            await handover([decode(binding.from_message, to_message(m)) for m in messages], on_events)
+            await handover(self._decode(messages), on_events)
 
     async def _run_jetstream(self, client: Client, handover: Handover, on_events: OnEvents) -> None:
         subscription: Any = None
         while not self._closed:
+            self.stats.alive()
+            if subscription is not None:
+                self.stats.subscribed = client.is_connected
             try:
                 if subscription is None:
                     subscription = await client.jetstream().pull_subscribe(
@@ -99,14 +128,13 @@ class NatsReceiver:
                 log.warning("source %s: %s", self.source, exc)
                 await asyncio.sleep(RETRY_PAUSE)
                 continue
-            outcomes = await handover(
-                [decode(binding.from_message, to_message(m)) for m in messages], on_events
-            )
-            for message, reason in zip(messages, outcomes, strict=True):
-                try:
+            outcomes = await handover(self._decode(messages), on_events)
+            try:
+                for message, reason in zip(messages, outcomes, strict=True):
                     await (message.ack() if reason is None else message.term())
-                except NatsError as exc:  # the server redelivers what it did not get an ack for
-                    log.warning("source %s: ack failed: %s", self.source, exc)
+                await client.flush()  # the acknowledgements reach the server before we go on
+            except (NatsError, TimeoutError) as exc:  # the server redelivers what it did not get
+                log.warning("source %s: acknowledging failed: %s", self.source, exc)
 
     async def aclose(self) -> None:
         """Stop consuming and close the connection."""

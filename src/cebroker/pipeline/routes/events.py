@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from cebroker.errors import FieldProblem, PayloadTooLarge, UnsupportedMediaType, ValidationError
-from cebroker.gcpause import PAUSE
+from cebroker.pipeline.gcpause import PAUSE
 from cebroker.pipeline.ingest import Pipeline, release
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.web.body import PARSE_OFF_LOOP, json_problem, parse_json, parse_json_body, read_limited
@@ -56,7 +56,7 @@ class EventsApi:
             self._metrics.events_rejected.labels(type(exc).__name__.lower()).inc()
             raise
         finally:
-            if paused:  # a large batch held off full garbage collections (see cebroker.gcpause)
+            if paused:  # a large batch held off full garbage collections (see pipeline.gcpause)
                 PAUSE.release()
         body = {"accepted": result.accepted, "duplicates": result.duplicates}
         return Response(orjson.dumps(body), status_code=202, media_type="application/json")
