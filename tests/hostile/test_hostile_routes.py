@@ -75,6 +75,8 @@ def _routes(sid: str) -> list[Route]:
         "/schema?uri=/schemagroups/s/schemas/x",
         "/messagedefinition?uri=/messagegroups/g/messages/m",
         "/endpoints",
+        "/sources",
+        "/sources/none/rejects",
     ]
     return [
         *(Route("GET", path, writes=False) for path in read),

@@ -19,15 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from ceprotocols import jsontext
 
+from cebroker.api.body import read_limited
+from cebroker.errors import IncompleteRequest, PayloadTooLarge
 from cebroker.registry.model import GROUP_TYPES
+
+#: Largest change event the follower's sink accepts.
+MAX_EVENT_BODY = 1024 * 1024
 
 log = logging.getLogger("cebroker.registry.sync")
 
@@ -111,9 +116,9 @@ class Replicator:
         if response.status_code != 200:
             raise SyncError(f"GET {url}: HTTP {response.status_code} {response.text[:300]}")
         try:
-            return response.json()
-        except ValueError as exc:
-            raise SyncError(f"GET {url}: not JSON") from exc
+            return jsontext.loads(response.content)
+        except jsontext.JsonTextError as exc:
+            raise SyncError(f"GET {url}: not JSON within the input limits ({exc})") from exc
 
     async def _import(self, doc: Mapping[str, Any]) -> None:
         if not doc:
@@ -201,8 +206,8 @@ def event_from_request(headers: Mapping[str, str], body: bytes) -> dict[str, Any
     ctype = headers.get("content-type", "")
     if ctype.startswith("application/cloudevents+json"):
         try:
-            event = json.loads(body)
-        except ValueError:
+            event = jsontext.loads(body)
+        except jsontext.JsonTextError:
             return None
         return event if isinstance(event, dict) else None
     attrs = {k[3:].lower(): v for k, v in headers.items() if k.lower().startswith("ce-")}
@@ -226,7 +231,13 @@ async def follow(
         if request.method == "OPTIONS":  # CloudEvents webhook validation handshake
             origin = request.headers.get("webhook-request-origin", "*")
             return Response(status_code=200, headers={"WebHook-Allowed-Origin": origin, "Allow": "POST"})
-        event = event_from_request(request.headers, await request.body())
+        try:
+            body = await read_limited(request, MAX_EVENT_BODY)
+        except PayloadTooLarge:
+            return Response(status_code=413)
+        except IncompleteRequest:
+            return Response(status_code=400)
+        event = event_from_request(request.headers, body)
         if event is None:
             return Response(status_code=400)
         await queue.put(event)
