@@ -390,3 +390,25 @@ def test_poison_is_refused_once_and_good_events_arrive_once(
     finally:
         http.close()
         broker.stop()
+
+
+@pytest.mark.mqtt
+def test_mqtt_server_refuses_invalid_utf8_in_user_properties(mosquitto: MosquittoServer) -> None:
+    """Why the MQTT cases send no invalid UTF-8 header: the server closes the publisher's
+    connection (a malformed packet, MQTT 5 section 1.5.4), so it never reaches a source."""
+
+    def string(data: bytes) -> bytes:
+        return len(data).to_bytes(2, "big") + data
+
+    with socket.create_connection((mosquitto.host, mosquitto.port), timeout=10) as sock:
+        connect = string(b"MQTT") + bytes([5, 0x02]) + (30).to_bytes(2, "big") + b"\x00" + string(b"raw-utf8")
+        sock.sendall(bytes([0x10, len(connect)]) + connect)
+        header = sock.recv(2)
+        assert header[:1] == b"\x20"  # CONNACK
+        remaining = header[1]
+        while remaining:
+            remaining -= len(sock.recv(remaining))
+        properties = b"\x26" + string(b"id") + string(b"\xff\xfe")  # a User Property
+        publish = string(b"t/utf8") + (1).to_bytes(2, "big") + bytes([len(properties)]) + properties + b"x"
+        sock.sendall(bytes([0x32, len(publish)]) + publish)
+        assert sock.recv(16) == b""  # closed by the server, no PUBACK
