@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from ceprotocols import jsontext
 from ceprotocols.credentials import canonical_credential
 from ceprotocols.errors import DeliveryRejected
 from ceprotocols.http.transport import HttpTransport, HttpTransportError, delivery_error
@@ -159,7 +159,7 @@ class CredentialResolver:
                 body=response.text[:1024],
             )
         try:
-            doc = json.loads(response.body)
+            doc = jsontext.loads(response.body)
             value = str(doc["access_token"])
         except (ValueError, KeyError, TypeError) as exc:
             raise DeliveryRejected("token endpoint answered without access_token", retryable=False) from exc
