@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import nats.aio.client
 from nats.aio.client import Client, Server
 from nats.errors import AuthorizationError
 from nats.errors import Error as NatsError
@@ -138,7 +139,9 @@ async def connect(
         seen.append(error)
         await _log_error(error)
 
-    client = StrictHeaderClient() if strict_headers else Client()
+    # (nats.aio.client by its full name: a missing library fails here even when parts of it
+    # were imported before)
+    client = StrictHeaderClient() if strict_headers else nats.aio.client.Client()
     try:
         await client.connect(
             servers=servers,
