@@ -81,19 +81,6 @@ def _constant(name: str) -> Any:
     raise _Refused(f"{name} is not a JSON number", "numbers")
 
 
-def _float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _Refused(f"the number {_shown(text)} is out of range", "numbers")
-    return value
-
-
-def _int(text: str) -> int:
-    if len(text) > 21:  # longer than any 64-bit integer: refuse before converting
-        raise _Refused(f"the integer {_shown(text)} does not fit in 64 bits", "numbers")
-    return int(text)
-
-
 class _Refused(ValueError):
     """Raised inside the parser's hooks; becomes a JsonTextError."""
 
@@ -106,9 +93,8 @@ class _Refused(ValueError):
 #: Every object passes a Python hook that refuses a repeated member name. (Running Python code
 #: for each object also lets other threads take the interpreter in between, so a large text can
 #: be parsed on a worker thread without holding up the event loop.)
-_DECODER = json.JSONDecoder(
-    object_pairs_hook=_object, parse_constant=_constant, parse_float=_float, parse_int=_int
-)
+#: Numbers are parsed in C; their range is checked afterwards, with the place (see check).
+_DECODER = json.JSONDecoder(object_pairs_hook=_object, parse_constant=_constant)
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:
@@ -145,8 +131,10 @@ def _decode(text: str) -> Any:
         ) from None
     except RecursionError:
         raise JsonTextError(_too_deep(), limit="nesting") from None
-    except ValueError as exc:  # e.g. Python's own limit on integer digits
-        raise JsonTextError(f"invalid JSON: {exc}", limit="numbers") from None
+    except ValueError:  # Python's own limit on the digits of an integer
+        raise JsonTextError(
+            "an integer has thousands of digits; it does not fit in 64 bits", limit="numbers"
+        ) from None
 
 
 def _fits(container: dict[str, Any] | list[Any], level: int) -> bool:

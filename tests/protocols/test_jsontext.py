@@ -29,7 +29,7 @@ def _nested(levels: int) -> bytes:
         (b'{"a": 1, "a": 2}', "members", ()),
         (b'{"a": [NaN]}', "numbers", ()),
         (b'{"a": -Infinity}', "numbers", ()),
-        (b"[1e400]", "numbers", ()),
+        (b"[1e400]", "numbers", (0,)),
         (b'{"n": 18446744073709551616}', "numbers", ("n",)),
         (b'{"n": -9223372036854775809}', "numbers", ("n",)),
         (b"9" * 5000, "numbers", ()),
