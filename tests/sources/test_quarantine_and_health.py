@@ -15,7 +15,7 @@ from ceprotocols.receiver import Limits, OnEvents, OnReject, RawMessage, Receive
 from pipeline.servers import ServerThread
 
 from cebroker.app import build_components, create_app
-from cebroker.pipeline.contracts import Event, IngestResult
+from cebroker.contracts import Event, IngestResult
 from cebroker.settings import Settings
 from cebroker.sources import component as sources_module
 from cebroker.sources.component import SourcesComponent

@@ -27,9 +27,9 @@ from typing import Any
 import httpx
 from ceprotocols import jsontext
 
-from cebroker.api.body import read_limited
 from cebroker.errors import IncompleteRequest, PayloadTooLarge
 from cebroker.registry.model import GROUP_TYPES
+from cebroker.web.body import read_limited
 
 #: Largest change event the follower's sink accepts.
 MAX_EVENT_BODY = 1024 * 1024
