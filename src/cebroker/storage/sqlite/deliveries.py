@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -48,6 +48,20 @@ DELIVERIES_INSERT = (
     "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at) "
     "SELECT value->>0, value->>1, value->>2, 0, ?2, ?2 FROM json_each(?1)"
 )
+T = TypeVar("T")
+
+#: Rows per statement of an append: serialising a whole maximum-size batch in one call would hold
+#: the interpreter (and so the event loop) for tens of milliseconds; between statements SQLite
+#: runs without it.
+APPEND_CHUNK = 10_000
+
+
+def _chunks(rows: list[T]) -> Iterator[tuple[int, list[T]]]:
+    """``rows`` in slices of :data:`APPEND_CHUNK`, each with the index of its first row."""
+    for start in range(0, len(rows), APPEND_CHUNK):
+        yield start, rows[start : start + APPEND_CHUNK]
+
+
 GC_EVENT = (
     "DELETE FROM pipeline_events WHERE seq = ?1 "
     "AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries WHERE event_seq = ?1)"
@@ -192,8 +206,11 @@ class SqliteDeliveryLog:
     def _write(self, conn: sqlite3.Connection, items: Sequence[Incoming]) -> list[Appended | None]:
         now = self._clock.now()
         keys = [(item.source, item.id) for item in items]
-        (found,) = conn.execute(SEEN_LOOKUP, (orjson.dumps(keys), now - self.dedup_window)).fetchone()
-        recent = set(orjson.loads(found)) if found else set()
+        recent: set[int] = set()
+        for start, chunk in _chunks(keys):
+            (found,) = conn.execute(SEEN_LOOKUP, (orjson.dumps(chunk), now - self.dedup_window)).fetchone()
+            if found:
+                recent.update(start + index for index in orjson.loads(found))
         fresh: set[tuple[str, str]] = set()
         out: list[Appended | None] = []
         seen: list[tuple[str, str]] = []
@@ -218,10 +235,12 @@ class SqliteDeliveryLog:
                     deliveries.append((did, seq, sub))
                     pairs.append((did, sub))
             out.append(Appended(seq, now, pairs))
-        conn.execute(SEEN_INSERT, (orjson.dumps(seen), now))
-        if events:
-            conn.execute(EVENTS_INSERT, (orjson.dumps(events), now))
-            conn.execute(DELIVERIES_INSERT, (orjson.dumps(deliveries), now))
+        for _, new_keys in _chunks(seen):
+            conn.execute(SEEN_INSERT, (orjson.dumps(new_keys), now))
+        for _, new_events in _chunks(events):
+            conn.execute(EVENTS_INSERT, (orjson.dumps(new_events), now))
+        for _, new_deliveries in _chunks(deliveries):
+            conn.execute(DELIVERIES_INSERT, (orjson.dumps(new_deliveries), now))
         return out
 
     # -- dispatch ----------------------------------------------------------------------------
