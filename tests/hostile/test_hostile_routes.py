@@ -44,6 +44,12 @@ class Route:
     headers: tuple[tuple[str, str], ...] = ()
     #: whether the route stores anything (a refusal must leave everything unchanged)
     writes: bool = True
+    #: whether it reads a JSON body (a bad body must be refused), even if it stores nothing
+    reads: bool | None = None
+
+    @property
+    def takes_body(self) -> bool:
+        return self.writes if self.reads is None else self.reads
 
     @property
     def id(self) -> str:
@@ -77,10 +83,17 @@ def _routes(sid: str) -> list[Route]:
         "/endpoints",
         "/sources",
         "/sources/none/rejects",
+        "/status",
+        "/status/subscriptions",
+        f"/subscriptions/{sid}/tail",
+        "/console",
+        "/docs",
     ]
     return [
         *(Route("GET", path, writes=False) for path in read),
         Route("OPTIONS", "/subscriptions", writes=False),
+        Route("POST", f"/subscriptions/{sid}/explain", EVENT, writes=False, reads=True),
+        Route("POST", "/explain", {"subscription": SUB, "event": EVENT}, writes=False, reads=True),
         Route("POST", "/subscriptions", SUB),
         Route("PUT", f"/subscriptions/{sid}", SUB),
         Route("DELETE", f"/subscriptions/{sid}"),
@@ -144,7 +157,9 @@ class Probe:
     ) -> int | None:
         """Send one request; a route that reads its body counts a body that ends early, and
         that count is the marker that the broker is done with it before the state is compared."""
-        counted = self.incomplete() if route.writes and label in ("broken-chunked", "disconnect") else None
+        counted = (
+            self.incomplete() if route.takes_body and label in ("broken-chunked", "disconnect") else None
+        )
         status = raw_request(self.broker.port, head, body, abandon=abandon)
         self.requests += 1
         if counted is not None:
@@ -207,15 +222,15 @@ def _send(probe: Probe, route: Route, kind: str) -> None:
     if kind in ("bomb", "surrogate"):
         payload = BOMB if kind == "bomb" else _with_surrogate(route.body if route.body is not None else {})
         head = headers_text(route.method, path, [*headers, _length(payload)])
-        probe.send(kind, route, head, payload, refuse=route.writes)
+        probe.send(kind, route, head, payload, refuse=route.takes_body)
     elif kind == "oversized":
         head = headers_text(route.method, path, [*headers, ("Content-Length", str(OVERSIZED))])
-        status = probe.send(kind, route, head, body[:10], refuse=route.writes)
-        if route.writes and status != 413:
+        status = probe.send(kind, route, head, body[:10], refuse=route.takes_body)
+        if route.takes_body and status != 413:
             probe.failures.append(f"{kind} {route.id}: {status} instead of 413")
     elif kind == "broken-chunked":
         head = headers_text(route.method, path, [*headers, ("Transfer-Encoding", "chunked")])
-        probe.send(kind, route, head, b'5\r\n{"a":\r\nzz-not-hex\r\n\r\n', refuse=route.writes)
+        probe.send(kind, route, head, b'5\r\n{"a":\r\nzz-not-hex\r\n\r\n', refuse=route.takes_body)
     elif kind == "disconnect":
         head = headers_text(route.method, path, [*headers, ("Content-Length", str(len(body) + 1000))])
         probe.send(kind, route, head, body[: len(body) // 2], refuse=True, abandon=True)

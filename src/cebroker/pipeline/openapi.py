@@ -351,7 +351,8 @@ PATHS: dict[str, Any] = {
             "requestBody": {"required": False, "content": {"application/json": {"schema": _ref("Redrive")}}},
             "responses": {
                 "202": _json("How many went back to delivery.", _ref("Redriven")),
-                "400": _problem('The body is not `{"ids": [...]}`.'),
+                "400": _problem('The body is not `{"ids": [...]}`, or a query parameter was given.'),
+                "413": _problem("The body is over 1 MiB."),
                 **_NOT_FOUND,
             },
         },

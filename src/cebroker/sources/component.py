@@ -122,6 +122,12 @@ class SourcesComponent:
         """The source called ``name``."""
         return next((s for s in self.sources if s.name == name), None)
 
+    def openapi(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The sources' paths and schemas of the broker's OpenAPI document."""
+        from cebroker.sources import openapi
+
+        return openapi.PATHS, openapi.SCHEMAS
+
     def routes(self) -> Sequence[BaseRoute]:
         """``GET /sources`` and ``GET /sources/{name}/rejects``."""
         from cebroker.sources.routes import SourcesApi
