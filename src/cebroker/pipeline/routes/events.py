@@ -49,12 +49,13 @@ class EventsApi:
         """Decode, validate and durably accept the events of one request."""
         paused: list[bool] = []
         try:
-            events, batch = await self._decode(request, paused)
-            result = await self._pipeline.accept(events, batch=batch)
+            try:
+                events, batch = await self._decode(request, paused)
+            except (PayloadTooLarge, UnsupportedMediaType, ValidationError) as exc:
+                self._metrics.events_rejected.labels(type(exc).__name__.lower()).inc()
+                raise
+            result = await self._pipeline.accept(events, batch=batch)  # counts its own refusals
             await release(events)
-        except (PayloadTooLarge, UnsupportedMediaType, ValidationError) as exc:
-            self._metrics.events_rejected.labels(type(exc).__name__.lower()).inc()
-            raise
         finally:
             if paused:  # a large batch held off full garbage collections (see pipeline.gcpause)
                 PAUSE.release()
