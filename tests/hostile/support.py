@@ -1,22 +1,18 @@
-"""A real ``cebroker serve`` process for the hostile-input tests, with its log in a file, plus
-the raw-socket requests no HTTP client library would send and a snapshot of everything stored."""
+"""What the hostile-input tests add to the shared helpers: a ``cebroker serve`` process whose
+log and metrics they read, the raw-socket requests no HTTP client library would send, and a
+snapshot of everything stored."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import socket
 import sqlite3
-import subprocess
-import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
-from servers.base import free_port
+from support.broker import BrokerProcess
 
 #: Nested far beyond every limit (and beyond Python's recursion limit).
 BOMB = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
@@ -24,31 +20,12 @@ BOMB = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
 OVERSIZED = 16 * 1024 * 1024 + 1
 
 
-class BrokerProcess:
-    """``python -m cebroker serve`` on a free port, logging at info level into ``log``."""
-
-    def __init__(self, db: Path, log: Path, *args: str) -> None:
-        self.db = db
-        self.log = log
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, "-m", "cebroker", "serve", "--port", str(self.port), "--db", str(db)]
-        command += ["--webhook-validation", "off", "--log-level", "info", *args]
-        self._log = log.open("ab")
-        self.proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"the broker did not start; see {log}")
+class HostileBroker(BrokerProcess):
+    """``cebroker serve`` on a free port, logging at info level (see :func:`start_broker`)."""
 
     def log_lines(self) -> list[str]:
         """Every line the broker has logged so far."""
-        return self.log.read_text(encoding="utf-8", errors="replace").splitlines()
+        return self.log_text().splitlines()
 
     def metric(self, name: str, **labels: str) -> float:
         """The current value of one sample from ``/metrics`` (0 when absent)."""
@@ -59,16 +36,13 @@ class BrokerProcess:
                 return float(value)
         return 0.0
 
-    def stop(self) -> None:
-        """Terminate the process (by its PID) and wait for it."""
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self._log.close()
+
+def start_broker(db: Path, log: Path) -> HostileBroker:
+    """A ready broker over ``db``, its log (info level) in ``log``, without the webhook handshake."""
+    broker = HostileBroker(db, log, "--webhook-validation", "off", "--log-level", "info")
+    broker.start()
+    broker.ready()
+    return broker
 
 
 def snapshot(db: Path) -> dict[str, list[tuple[Any, ...]]]:

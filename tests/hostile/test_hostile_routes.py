@@ -17,9 +17,9 @@ from typing import Any
 
 import httpx
 import pytest
-from pipeline.servers import Sink, served_sink
+from support.sinks import Sink, served_sink
 
-from hostile.support import BOMB, OVERSIZED, BrokerProcess, headers_text, raw_request, snapshot
+from hostile.support import BOMB, OVERSIZED, HostileBroker, headers_text, raw_request, snapshot, start_broker
 
 JSON = "application/json"
 SUB = {"protocol": "HTTP", "sink": "http://127.0.0.1:9/nowhere", "types": ["never.delivered"]}
@@ -131,7 +131,7 @@ def _with_surrogate(body: Any) -> bytes:
 class Probe:
     """Sends hostile requests and checks each outcome against the stored state."""
 
-    def __init__(self, broker: BrokerProcess) -> None:
+    def __init__(self, broker: HostileBroker) -> None:
         self.broker = broker
         self.requests = 0
         self.failures: list[str] = []
@@ -142,7 +142,7 @@ class Probe:
         previous: dict[str, list[tuple[Any, ...]]] | None = None
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            state = snapshot(self.broker.db)
+            state = snapshot(Path(self.broker.db))
             if state == previous and not state.get("pipeline_deliveries"):
                 return state
             previous = state
@@ -179,22 +179,22 @@ class Probe:
         refused = status is None or status >= 400
         if refuse and not refused:
             self.failures.append(f"{label} {route.id}: accepted ({status}) instead of refused")
-        if refused and snapshot(self.broker.db) != self.baseline:
+        if refused and snapshot(Path(self.broker.db)) != self.baseline:
             self.failures.append(f"{label} {route.id}: refused ({status}) but the stored state changed")
-        if not refused or snapshot(self.broker.db) != self.baseline:
+        if not refused or snapshot(Path(self.broker.db)) != self.baseline:
             self.baseline = self.settle()
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path / "hostile.db", tmp_path / "broker.log")
+def broker(tmp_path: Path) -> Iterator[HostileBroker]:
+    process = start_broker(tmp_path / "hostile.db", tmp_path / "broker.log")
     try:
         yield process
     finally:
-        process.stop()
+        process.close()
 
 
-def _setup(broker: BrokerProcess, sink: Sink) -> str:
+def _setup(broker: HostileBroker, sink: Sink) -> str:
     with httpx.Client(base_url=broker.url, timeout=30) as http:
         # Every change event of the registry reaches this sink: a refused write must send none.
         watch = http.post("/subscriptions", json={"protocol": "HTTP", "sink": f"{sink.url}/changes"})
@@ -244,7 +244,7 @@ KINDS = ("bomb", "surrogate", "query", "oversized", "broken-chunked", "disconnec
 
 
 @pytest.mark.slow
-def test_every_route_survives_hostile_input(broker: BrokerProcess) -> None:
+def test_every_route_survives_hostile_input(broker: HostileBroker) -> None:
     with served_sink() as sink:
         sid = _setup(broker, sink)
         probe = Probe(broker)

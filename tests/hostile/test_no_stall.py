@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from hostile.support import BrokerProcess
+from hostile.support import HostileBroker, start_broker
 
 MAX_BATCH = 16 * 1024 * 1024
 LATENCY_LIMIT = 0.100
@@ -44,12 +44,12 @@ def max_batch(source: str = "/stall") -> tuple[bytes, int]:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path / "stall.db", tmp_path / "broker.log")
+def broker(tmp_path: Path) -> Iterator[HostileBroker]:
+    process = start_broker(tmp_path / "stall.db", tmp_path / "broker.log")
     try:
         yield process
     finally:
-        process.stop()
+        process.close()
 
 
 @dataclass
@@ -111,7 +111,7 @@ def _attempt(url: str, body: bytes, count: int) -> Attempt:
 
 
 @pytest.mark.slow
-def test_healthz_answers_while_a_maximum_batch_is_ingested(broker: BrokerProcess) -> None:
+def test_healthz_answers_while_a_maximum_batch_is_ingested(broker: HostileBroker) -> None:
     """Up to three batches: a busy machine can hold any process up now and then, so one batch
     that keeps the limit passes; code that blocks the loop stalls every batch (the code before
     this test existed kept /healthz waiting about a second each time)."""

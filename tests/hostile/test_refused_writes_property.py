@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pipeline.servers import ServerThread, served_sink
+from support.servers import ServerThread
+from support.sinks import served_sink
 
 from cebroker.app import create_app
 from cebroker.settings import Settings

@@ -13,13 +13,14 @@ from typing import Any
 import httpx
 import paho.mqtt.client as mqtt
 import pytest
-from harness import unique_name
 from paho.mqtt.enums import CallbackAPIVersion
-from pipeline.servers import ServerThread, Sink, served_sink
 from servers import MosquittoServer
+from support.servers import ServerThread
+from support.sinks import Sink, served_sink
 
 from cebroker.app import create_app
 from cebroker.settings import Settings
+from protocols.harness import unique_name
 
 pytestmark = pytest.mark.mqtt
 

@@ -22,12 +22,13 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import unique_name
-from pipeline.servers import ServerThread, Sink, served_sink
 from servers import MosquittoServer, NatsServer, RabbitMQServer, TansuServer
+from support.servers import ServerThread
+from support.sinks import Sink, served_sink
 
 from cebroker.app import create_app
 from cebroker.settings import Settings
+from protocols.harness import unique_name
 
 MAX_EVENT = 256 * 1024
 TYPE = "poison.test"

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.broker import Broker
 
 from cebroker.registry.schemarefs import registry_retriever
 from cebroker.registry.validation import Definition
-from registry.support import Broker
 from registry.watch import ConnectionCounter, FileWatch
 
 BASE = "http://broker.test"

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from ceprotocols.receiver import Limits, OnEvents, OnReject, RawMessage, ReceiverStats, Reject
-from pipeline.servers import ServerThread
+from support.servers import ServerThread
 
 from cebroker.app import build_components, create_app
 from cebroker.contracts import Event, IngestResult
