@@ -36,12 +36,15 @@ BOTTOM = frozenset(
         "subscription_rules",
         "subscription",
         "logs",
+        "principal",
     }
 )
 #: Storage: the contracts and backends of every table the broker keeps.
 STORAGE = frozenset({"storage"})
 #: HTTP helpers shared by every part that serves routes.
 WEB = frozenset({"web"})
+#: Access control: credentials to principals, the scope of each route, the audit log.
+ACCESS = frozenset({"auth"})
 #: The parts of the service; none imports another.
 PARTS = frozenset({"api", "pipeline", "registry", "sources", "spark", "console"})
 
@@ -58,9 +61,10 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "console": BOTTOM | STORAGE | WEB,
     # The management commands: a client of the HTTP API, never of the broker's insides.
     "client": BOTTOM,
+    "auth": BOTTOM | WEB,
     # The composition root creates every part and wires them to each other.
-    "app": BOTTOM | STORAGE | WEB | PARTS,
-    "cli": BOTTOM | STORAGE | WEB | PARTS | {"app", "client"},
+    "app": BOTTOM | STORAGE | WEB | PARTS | ACCESS,
+    "cli": BOTTOM | STORAGE | WEB | PARTS | ACCESS | {"app", "client"},
     "__main__": frozenset({"cli"}),
 }
 

@@ -39,6 +39,19 @@ GOOD: dict[str, tuple[str, Any]] = {
     "registry_document_schema": ("schema.json", Path("schema.json")),
     "sources": ("nats://127.0.0.1:4222/events", ("nats://127.0.0.1:4222/events",)),
     "instance_lease": ("3s", 3.0),
+    "api_keys": ("schema.json", Path("schema.json")),
+    "oidc_issuer": ("https://login.example/realms/a", "https://login.example/realms/a"),
+    "oidc_audience": ("cebroker", "cebroker"),
+    "oidc_tenant_claim": ("org", "org"),
+    "metrics_public": ("on", True),
+    "insecure_no_auth": ("yes", True),
+    "max_subscriptions_per_tenant": ("100", 100),
+    "tenant_policies": ("schema.json", Path("schema.json")),
+    "allow_sink_networks": ("10.20.0.0/16, fd00:1::/64", ("10.20.0.0/16", "fd00:1::/64")),
+    "webhook_secret_overlap": ("1h", 3600.0),
+    "secrets_key": ("schema.json", Path("schema.json")),
+    "tls_cert": ("schema.json", Path("schema.json")),
+    "tls_key": ("schema.json", Path("schema.json")),
 }
 
 #: Values of the wrong type, out of range or not among the choices; the empty value is bad for all.
@@ -62,6 +75,19 @@ BAD: dict[str, tuple[str, ...]] = {
     "registry_document_schema": ("no-such-schema.json",),
     "sources": ("ftp://127.0.0.1/x", "mqtt://127.0.0.1:1883"),
     "instance_lease": ("0", "-1s", "0.5s", "forever"),
+    "api_keys": ("no-such-keys.json",),
+    "oidc_issuer": ("http://login.example/", "login.example", "ftp://127.0.0.1/"),
+    "oidc_audience": (" ",),
+    "oidc_tenant_claim": (" ",),
+    "metrics_public": ("public",),
+    "insecure_no_auth": ("please",),
+    "max_subscriptions_per_tenant": ("0", "many"),
+    "tenant_policies": ("no-such-policies.json",),
+    "allow_sink_networks": ("10.0.0.1/8", "10.0.0.0/33,fd00::/8", "intranet"),
+    "webhook_secret_overlap": ("-1s", "a day"),
+    "secrets_key": ("no-such-key",),
+    "tls_cert": ("no-such-cert.pem",),
+    "tls_key": ("no-such-key.pem",),
 }
 
 BAD_CASES = [(name, value) for name, values in BAD.items() for value in ("", *values)]
@@ -175,6 +201,40 @@ def test_webhook_validation_spellings_are_never_inverted(
     assert serve(f"--webhook-validation={text}").webhook_validation is on
 
 
+def test_a_switch_alone_turns_it_on() -> None:
+    assert serve("--insecure-no-auth").insecure_no_auth is True
+    assert serve("--metrics-public", "--port", "9000").metrics_public is True
+    assert serve("--metrics-public", "off").metrics_public is False
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [
+        (["--host", "0.0.0.0"], "--host 0.0.0.0 is not a loopback address and no authentication"),
+        (["--host", "192.0.2.7"], "give --insecure-no-auth to accept that"),
+        (["--oidc-issuer", "https://id.example"], "--oidc-issuer and --oidc-audience are given together"),
+        (["--tls-cert", "schema.json"], "--tls-cert and --tls-key are given together"),
+    ],
+)
+def test_settings_that_must_not_serve(flags: list[str], reason: str) -> None:
+    assert any(reason in problem for problem in serve(*flags).serving_problems())
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        [],
+        ["--host", "localhost"],
+        ["--host", "::1"],
+        ["--host", "0.0.0.0", "--insecure-no-auth"],
+        ["--host", "0.0.0.0", "--api-keys", "schema.json"],
+        ["--host", "0.0.0.0", "--oidc-issuer", "https://id.example", "--oidc-audience", "b"],
+    ],
+)
+def test_settings_that_may_serve(flags: list[str]) -> None:
+    assert serve(*flags).serving_problems() == []
+
+
 def test_sources_variable_takes_several() -> None:
     option = OPTIONS["sources"]
     assert option.variable == "CEBROKER_SOURCES"
@@ -199,7 +259,9 @@ def test_help_lists_every_flag_with_its_variable_and_default(capsys: pytest.Capt
     assert exited.value.code == 0
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     for option in SERVE_OPTIONS:
-        assert f"{option.flag} {option.placeholder} " in text
+        # A switch may be given alone (``--metrics-public``), so its value shows as optional.
+        shown = f"[{option.placeholder}]" if option.kind.metavar == "on|off" else option.placeholder
+        assert f"{option.flag} {shown} " in text
         assert f"[{option.variable}] (default: {option.shown_default})" in text
     assert "(default: 127.0.0.1)" in text
     assert "(default: cebroker.db)" in text

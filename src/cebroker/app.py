@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cebroker.api.ops import IncompleteRequests, OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
 from cebroker.api.validation import ValidationRules, build_rules, realize
+from cebroker.auth.component import AccessComponent
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import BrokerError, IncompleteRequest
 from cebroker.pipeline.component import PipelineComponent
@@ -161,7 +162,9 @@ def build_components(
     store = storage.subscriptions
     rules = validation_rules()
     subscriptions = SubscriptionsComponent(store, settings, rules)
-    components: list[Component] = [StorageComponent(storage), subscriptions]
+    # Built first: a bad API keys file is refused before anything else is made.
+    access = AccessComponent(settings)
+    components: list[Component] = [StorageComponent(storage), access, subscriptions]
     # The registry checks incoming events for the pipeline (its validator) and announces its
     # own changes through the pipeline (its ingestor): the two are wired to each other.
     registry = RegistryComponent(
@@ -264,8 +267,16 @@ class SendGuard:
 
 
 def create_app(settings: Settings, components: Sequence[Component] | None = None) -> Starlette:
-    """The broker as an ASGI app; ``components`` defaults to :func:`build_components`."""
+    """The broker as an ASGI app; ``components`` defaults to :func:`build_components`.
+
+    Every route is behind the access middleware: that of the :class:`AccessComponent` among
+    ``components``, or one built from ``settings`` when there is none.
+    """
     parts = list(components) if components is not None else build_components(settings)
+    access = next((part for part in parts if isinstance(part, AccessComponent)), None)
+    if access is None:
+        access = AccessComponent(settings)
+        parts.insert(0, access)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -288,7 +299,7 @@ def create_app(settings: Settings, components: Sequence[Component] | None = None
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(SendGuard)],
+        middleware=[Middleware(SendGuard), access.middleware()],
         exception_handlers={
             IncompleteRequest: _incomplete,
             BrokerError: _broker_error,

@@ -60,6 +60,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from cebroker.api.ops import QuietInvalidHttp
     from cebroker.app import build_components, create_app, storage_from_settings
+    from cebroker.errors import ConfigurationError
     from cebroker.logs import logging_config
     from cebroker.sources.component import source_names
     from cebroker.storage import StorageError
@@ -69,6 +70,11 @@ def _serve(args: argparse.Namespace) -> int:
         source_names(settings.sources)  # each valid on its own; the names must differ too
     except SettingsError as exc:
         build_parser().error(f"argument --source: {exc.reason}")
+    problems = settings.serving_problems()
+    if problems:
+        for problem in problems:
+            print(f"cebroker serve: {problem}", file=sys.stderr)
+        return 2
     chosen = {}
     for flag, value, fast, fallback in (
         ("--loop", settings.loop, "uvloop", "asyncio"),
@@ -91,7 +97,19 @@ def _serve(args: argparse.Namespace) -> int:
         chosen["--loop"],
         chosen["--http"],
     )
+    if settings.authenticated and not settings.loopback_only and settings.tls_cert is None:
+        logging.getLogger("cebroker").warning(
+            "credentials travel in clear to %s: serve HTTPS (--tls-cert, --tls-key) or behind a TLS proxy",
+            settings.host,
+        )
     storage = storage_from_settings(settings)
+    try:
+        # Files the settings name (API keys, tenant policies, the secrets key) are read here,
+        # before anything opens: one that cannot be used is refused with its reason.
+        components = build_components(settings, storage)
+    except ConfigurationError as exc:
+        print(f"cebroker serve: {exc}", file=sys.stderr)
+        return 2
     try:
         # Before the server starts: a database held by another broker, written by a newer
         # release or unreadable is refused at once, with its reason and no traceback.
@@ -99,7 +117,7 @@ def _serve(args: argparse.Namespace) -> int:
     except StorageError as exc:
         print(f"cebroker serve: {exc}", file=sys.stderr)
         return 1
-    app = create_app(settings, build_components(settings, storage))
+    app = create_app(settings, components)
     logging.getLogger("uvicorn.error").addFilter(QuietInvalidHttp(app.state.incomplete))
     uvicorn.run(
         app,
@@ -111,6 +129,8 @@ def _serve(args: argparse.Namespace) -> int:
         loop=chosen["--loop"],
         http=chosen["--http"],
         lifespan="on",
+        ssl_certfile=settings.tls_cert,
+        ssl_keyfile=settings.tls_key,
     )
     return 0
 

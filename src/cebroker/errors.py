@@ -11,6 +11,9 @@ where they occur, so that the HTTP layer maps each class to exactly one status c
     ├── NotFound             404
     ├── PreconditionFailed   412  (If-Match mismatch)
     ├── Conflict             409
+    ├── Unauthorized         401 with WWW-Authenticate (no or bad credentials)
+    ├── Forbidden            403 (the principal lacks a scope, or a tenant policy refuses)
+    ├── QuotaExceeded        429 (the tenant holds its maximum of subscriptions)
     ├── Overloaded           429/503 with Retry-After (bounded queues are full)
     └── StorageError         503 (see :mod:`cebroker.storage.errors`; with Retry-After when the
                              storage is unavailable)
@@ -41,6 +44,8 @@ class BrokerError(Exception):
     type_suffix = "internal"
     #: Seconds after which a client may try again (sent as ``Retry-After``), when that helps.
     retry_after: float | None = None
+    #: Further response headers (``WWW-Authenticate``), when the status calls for them.
+    headers: dict[str, str] | None = None
 
 
 class ValidationError(BrokerError, ValueError):
@@ -103,6 +108,45 @@ class Conflict(BrokerError):
     status = 409
     title = "Conflict"
     type_suffix = "conflict"
+
+
+class Unauthorized(BrokerError):
+    """No credentials, or credentials the broker does not accept (RFC 6750: ``Bearer``)."""
+
+    status = 401
+    title = "Unauthorized"
+    type_suffix = "unauthorized"
+
+    def __init__(self, detail: str, *, challenge: str) -> None:
+        self.headers = {"WWW-Authenticate": challenge}
+        super().__init__(detail)
+
+
+class Forbidden(BrokerError):
+    """The caller is known but may not do this: a missing scope, or a tenant policy."""
+
+    status = 403
+    title = "Forbidden"
+    type_suffix = "forbidden"
+
+    def __init__(self, detail: str, *, scope: str | None = None) -> None:
+        self.scope = scope
+        if scope is not None:
+            self.headers = {"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{scope}"'}
+        super().__init__(detail)
+
+
+class QuotaExceeded(BrokerError):
+    """A tenant already holds as many subscriptions as it may."""
+
+    status = 429
+    title = "Too many subscriptions"
+    type_suffix = "quota-exceeded"
+
+
+class ConfigurationError(Exception):
+    """A setting or a file it names cannot be used; ``cebroker serve`` refuses to start (exit 2)
+    with this message, which names the setting or the file and says why."""
 
 
 class Overloaded(BrokerError):

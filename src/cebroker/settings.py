@@ -7,8 +7,10 @@ limits that both are checked against. Settings built in code are checked the sam
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from cebroker.options import (
     Boolean,
@@ -55,6 +57,59 @@ class SourceUrl(Kind[str]):
         except ImportError as exc:  # the protocol's client library is not installed
             raise ValueError(str(exc)) from exc
         return text
+
+
+@dataclass(frozen=True)
+class Networks(Kind[tuple[str, ...]]):
+    """Networks in CIDR notation, separated by commas (``10.20.0.0/16,fd00:1::/64``)."""
+
+    @property
+    def metavar(self) -> str:
+        return "CIDR,..."
+
+    def convert(self, text: str) -> tuple[str, ...]:
+        return tuple(item.strip() for item in text.split(",") if item.strip())
+
+    def check(self, value: tuple[str, ...]) -> None:
+        for item in value:
+            try:
+                ipaddress.ip_network(item)
+            except ValueError as exc:
+                raise ValueError(f"{item!r} is not a network in CIDR notation: {exc}") from None
+
+    def show(self, value: tuple[str, ...]) -> str:
+        return ",".join(value) if value else "none"
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is reachable from this machine only."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class IssuerUrl(Kind[str]):
+    """An OIDC issuer: an ``https://`` URL, or ``http://`` on a loopback host (tests, a local
+    identity provider): tokens and keys must not travel in clear over a network."""
+
+    @property
+    def metavar(self) -> str:
+        return "URL"
+
+    def convert(self, text: str) -> str:
+        return text.strip()
+
+    def check(self, value: str) -> None:
+        parts = urlsplit(value)
+        if not parts.hostname or parts.scheme.lower() not in ("http", "https"):
+            raise ValueError("not an absolute https:// URL")
+        if parts.scheme.lower() == "http" and not is_loopback_host(parts.hostname):
+            raise ValueError("an issuer must be https:// (http:// only on a loopback address)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,6 +182,42 @@ class Settings:
         "with several instances on one PostgreSQL database: how long the deliveries claimed by an "
         "instance that stopped its heartbeat wait before the others take them over",
     )
+    # -- security (docs/security.md) -----------------------------------------------------------
+    api_keys: Path | None = setting(
+        None,
+        FilePath(must_exist=True),
+        "JSON file of API keys (SHA-256 hashes, tenants, scopes); re-read on SIGHUP or change",
+    )
+    oidc_issuer: str | None = setting(
+        None, IssuerUrl(), "accept RS256/ES256 bearer tokens of this OIDC issuer (https://)"
+    )
+    oidc_audience: str | None = setting(None, Text(), "the audience (aud) OIDC tokens must be issued for")
+    oidc_tenant_claim: str = setting("tenant", Text(), "the OIDC token claim naming the caller's tenant")
+    metrics_public: bool = setting(False, Boolean(), "serve /metrics without credentials")
+    insecure_no_auth: bool = setting(
+        False, Boolean(), "allow a non-loopback --host without any authentication"
+    )
+    max_subscriptions_per_tenant: int | None = setting(
+        None, Integer(minimum=1), "subscriptions a tenant may hold; 429 above"
+    )
+    tenant_policies: Path | None = setting(
+        None, FilePath(must_exist=True), "JSON file of per-tenant receive and publish CESQL policies"
+    )
+    allow_sink_networks: tuple[str, ...] = setting(
+        (), Networks(), "networks sinks may reach although private, loopback or link-local"
+    )
+    webhook_secret_overlap: float = setting(
+        86400.0, Duration(), "how long deliveries are also signed with a replaced webhook secret"
+    )
+    secrets_key: Path | None = setting(
+        None,
+        FilePath(must_exist=True),
+        "file holding the key that encrypts stored secrets",
+        flag="--secrets-key-file",
+        default_text="<db>.key",
+    )
+    tls_cert: Path | None = setting(None, FilePath(must_exist=True), "certificate chain (PEM) to serve HTTPS")
+    tls_key: Path | None = setting(None, FilePath(must_exist=True), "private key (PEM) of --tls-cert")
 
     def __post_init__(self) -> None:
         check_declared(self)
@@ -136,4 +227,32 @@ class Settings:
         """The base URL clients use to reach this broker, without a trailing slash."""
         if self.base_url:
             return self.base_url.rstrip("/")
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.tls_cert is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}"
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether calls need credentials (API keys or OIDC tokens are configured)."""
+        return self.api_keys is not None or self.oidc_issuer is not None
+
+    @property
+    def loopback_only(self) -> bool:
+        """Whether the API listens on a loopback address only."""
+        return is_loopback_host(self.host)
+
+    def serving_problems(self) -> list[str]:
+        """Why ``cebroker serve`` must not start with these settings (empty when it may): settings
+        that only work together, and a broker that anyone on the network could use."""
+        problems: list[str] = []
+        if (self.oidc_issuer is None) != (self.oidc_audience is None):
+            problems.append("--oidc-issuer and --oidc-audience are given together (or neither)")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            problems.append("--tls-cert and --tls-key are given together (or neither)")
+        if not self.authenticated and not self.loopback_only and not self.insecure_no_auth:
+            problems.append(
+                f"--host {self.host} is not a loopback address and no authentication is configured"
+                " (--api-keys or --oidc-issuer): anyone who can reach the port could manage"
+                " subscriptions and make the broker connect anywhere; configure authentication, or"
+                " give --insecure-no-auth to accept that"
+            )
+        return problems

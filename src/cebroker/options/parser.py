@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from cebroker.options.declare import Option
-from cebroker.options.kinds import Kind, Many
+from cebroker.options.kinds import Boolean, Kind, Many
 
 T = TypeVar("T")
 
@@ -51,9 +51,22 @@ class OptionParser(argparse.ArgumentParser):
         self._options: list[Option[Any]] = []
 
     def add_option(self, option: Option[Any]) -> None:
-        """Add ``option``'s flag; a :class:`~cebroker.options.kinds.Many` option is repeatable."""
+        """Add ``option``'s flag; a :class:`~cebroker.options.kinds.Many` option is repeatable, and
+        a :class:`~cebroker.options.kinds.Boolean` flag given without a value means on."""
         self._options.append(option)
         kind = option.kind
+        if isinstance(kind, Boolean):
+            self.add_argument(
+                option.flag,
+                dest=option.name,
+                default=argparse.SUPPRESS,
+                type=argument_type(kind),
+                nargs="?",
+                const=True,
+                metavar=option.placeholder,
+                help=help_text(option),
+            )
+            return
         self.add_argument(
             option.flag,
             dest=option.name,

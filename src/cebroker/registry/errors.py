@@ -118,6 +118,6 @@ def render_error(err: XRegistryError, instance: str, headers: Mapping[str, str])
         err.detail or err.title,
         type_suffix=err.code,
         errors=err.problems,
-        headers={**headers, **err.headers},
+        headers={**headers, **(err.headers or {})},
         extra=extra,
     )

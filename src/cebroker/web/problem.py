@@ -49,9 +49,9 @@ def problem(
 def problem_from_error(exc: BrokerError) -> Response:
     """Map a broker error onto its problem+json response."""
     problems = exc.problems if isinstance(exc, ValidationError) else ()
-    headers = None
+    headers = dict(exc.headers) if exc.headers else None
     if exc.retry_after is not None:
-        headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
+        headers = {**(headers or {}), "Retry-After": str(max(1, math.ceil(exc.retry_after)))}
     return problem(
         exc.status,
         exc.title,
