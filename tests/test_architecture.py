@@ -37,6 +37,7 @@ BOTTOM = frozenset(
         "subscription",
         "logs",
         "principal",
+        "network",
     }
 )
 #: Storage: the contracts and backends of every table the broker keeps.

@@ -16,6 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ceprotocols.egress import Resolver, system_resolver
 from ceprotocols.receiver import Limits
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -25,12 +26,14 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cebroker.api.destinations import DestinationCheck
 from cebroker.api.ops import IncompleteRequests, OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
 from cebroker.api.validation import ValidationRules, build_rules, realize
 from cebroker.auth.component import AccessComponent
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import BrokerError, IncompleteRequest
+from cebroker.network import sink_policy
 from cebroker.pipeline.component import PipelineComponent
 from cebroker.pipeline.rules import SUBSCRIPTION_RULES as PIPELINE_RULES
 from cebroker.registry.component import RegistryComponent
@@ -149,19 +152,30 @@ def validation_rules() -> ValidationRules:
 
 
 def build_components(
-    settings: Settings, storage: Storage | None = None, *, clock: Clock = SYSTEM_CLOCK
+    settings: Settings,
+    storage: Storage | None = None,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    resolver: Resolver = system_resolver,
 ) -> list[Component]:
     """Create every part of the broker, wired to each other, in start order.
 
     ``storage`` defaults to the one the settings name (:func:`storage_from_settings`); every part gets
-    the contract it needs from it. The pipeline schedules deliveries and retries on ``clock``; a
-    storage made here stamps times with it too (a storage passed in must use the same clock).
+    the contract it needs from it. ``resolver`` resolves the host names of destinations for the
+    network policy (tests inject one that maps names to any address). The pipeline schedules
+    deliveries and retries on ``clock``; a storage made here stamps times with it too (a storage
+    passed in must use the same clock).
     """
     storage = storage if storage is not None else storage_from_settings(settings, clock=clock)
+    # One network policy for both checks of every destination: at subscription time (the API)
+    # and at connect time (every sender); ``resolver`` turns names into addresses for both.
+    policy = sink_policy(settings)
     # The one subscription store; parts that read or follow subscriptions get this instance.
     store = storage.subscriptions
     rules = validation_rules()
-    subscriptions = SubscriptionsComponent(store, settings, rules)
+    subscriptions = SubscriptionsComponent(
+        store, settings, rules, destinations=DestinationCheck(policy, resolver), clock=clock
+    )
     # Built first: a bad API keys file is refused before anything else is made.
     access = AccessComponent(settings)
     components: list[Component] = [StorageComponent(storage), access, subscriptions]
@@ -178,6 +192,8 @@ def build_components(
         validator=registry.validator,
         clock=clock,
         realize=lambda body: realize(body, rules=rules, subscription_id="draft"),
+        policy=policy,
+        resolver=resolver,
     )
     components.append(pipeline)
     # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it. (With no

@@ -8,13 +8,28 @@ from typing import Any
 
 #: Credential fields that are write-only: stored, used for delivery, never returned or logged.
 SECRET_CREDENTIAL_FIELDS = frozenset({"secret", "accesstoken", "refreshtoken"})
+#: The ``protocolsettings`` member of an HTTP subscription holding its webhook secret (write-only).
+WEBHOOK_SECRET = "webhooksecret"
+
+
+@dataclass(frozen=True, slots=True)
+class RetiredSecret:
+    """A webhook secret replaced by a newer one, still signing deliveries until ``until``
+    (seconds since the epoch), so that receivers can switch over."""
+
+    secret: str = field(repr=False)
+    until: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Subscription:
     """A realized subscription: validated, defaults applied, ``id`` assigned by the broker.
 
-    ``revision`` increases on every replace and is the basis of the ETag.
+    ``revision`` increases on every replace and is the basis of the ETag. ``tenant`` is the
+    tenant of the principal that created it (``None``: created without a tenant, by an admin
+    or a broker without authentication); it never changes. ``webhook_secret`` (HTTP) signs
+    every delivery, with the ``retired_secrets`` still in their overlap. Secrets are kept out of
+    the repr.
     """
 
     id: str
@@ -25,8 +40,11 @@ class Subscription:
     config: Mapping[str, Any] = field(default_factory=dict)
     filters: tuple[Mapping[str, Any], ...] = ()
     protocolsettings: Mapping[str, Any] = field(default_factory=dict)
-    sinkcredential: Mapping[str, Any] | None = None
+    sinkcredential: Mapping[str, Any] | None = field(default=None, repr=False)
     revision: int = 1
+    tenant: str | None = None
+    webhook_secret: str | None = field(default=None, repr=False)
+    retired_secrets: tuple[RetiredSecret, ...] = field(default=(), repr=False)
 
     @property
     def etag(self) -> str:
@@ -45,11 +63,23 @@ class Subscription:
         doc["sink"] = self.sink
         doc["protocol"] = self.protocol
         doc["protocolsettings"] = dict(self.protocolsettings)
+        if include_secrets and self.webhook_secret is not None:
+            doc["protocolsettings"][WEBHOOK_SECRET] = self.webhook_secret
         if self.sinkcredential is not None:
             cred = dict(self.sinkcredential)
             if not include_secrets:
                 cred = {k: v for k, v in cred.items() if k not in SECRET_CREDENTIAL_FIELDS}
             doc["sinkcredential"] = cred
+        return doc
+
+    def to_record(self) -> dict[str, Any]:
+        """Everything a store keeps (secrets, tenant and retired secrets included) as JSON; read
+        back with :func:`subscription_from_record`."""
+        doc = self.to_json(include_secrets=True)
+        if self.tenant is not None:
+            doc["tenant"] = self.tenant
+        if self.retired_secrets:
+            doc["retiredsecrets"] = [{"secret": r.secret, "until": r.until} for r in self.retired_secrets]
         return doc
 
 
@@ -58,8 +88,21 @@ def subscription_from_json(doc: Mapping[str, Any], *, revision: int = 1) -> Subs
 
     The document is trusted: it was validated before it was stored.
     """
+    return subscription_from_record(doc, revision=revision)
+
+
+def subscription_from_record(
+    doc: Mapping[str, Any], *, revision: int = 1, tenant: str | None = None
+) -> Subscription:
+    """Build a :class:`Subscription` from :meth:`Subscription.to_record` (or ``to_json``); the
+    ``tenant`` argument, when given, wins over the document's (a store's indexed column)."""
     types = doc.get("types")
     credential = doc.get("sinkcredential")
+    settings = dict(doc.get("protocolsettings", {}))
+    secret = settings.pop(WEBHOOK_SECRET, None)
+    retired = tuple(
+        RetiredSecret(str(item["secret"]), float(item["until"])) for item in doc.get("retiredsecrets", ())
+    )
     return Subscription(
         id=doc["id"],
         protocol=doc["protocol"],
@@ -68,7 +111,10 @@ def subscription_from_json(doc: Mapping[str, Any], *, revision: int = 1) -> Subs
         types=tuple(types) if types is not None else None,
         config=dict(doc.get("config", {})),
         filters=tuple(dict(f) for f in doc.get("filters", ())),
-        protocolsettings=dict(doc.get("protocolsettings", {})),
+        protocolsettings=settings,
         sinkcredential=dict(credential) if credential is not None else None,
         revision=revision,
+        tenant=tenant if tenant is not None else doc.get("tenant"),
+        webhook_secret=str(secret) if secret is not None else None,
+        retired_secrets=retired,
     )

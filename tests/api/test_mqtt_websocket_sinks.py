@@ -7,10 +7,19 @@ tested against a real mosquitto in ``tests/protocols/test_mqtt_websocket.py``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
 from api.bodies import VALID, create
+from cebroker.settings import Settings
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """The private address below is a sink only where the operator allows its network."""
+    return Settings(db=tmp_path / "api.db", allow_sink_networks=("10.0.0.0/8",))
 
 
 @pytest.mark.parametrize("protocol", ["MQTT3", "MQTT5"])

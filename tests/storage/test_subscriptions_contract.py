@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cebroker.errors import Conflict, NotFound, PreconditionFailed
+from cebroker.errors import Conflict, NotFound, PreconditionFailed, QuotaExceeded
 from cebroker.storage import (
     ChangeKind,
     InvalidCursor,
@@ -21,7 +21,7 @@ from cebroker.storage import (
     SubscriptionStore,
 )
 from cebroker.storage.memory import MemorySubscriptionStore
-from cebroker.subscription import Subscription
+from cebroker.subscription import RetiredSecret, Subscription
 from storage.support import STORAGES, opened
 
 #: The storage backends plus the in-memory test double.
@@ -255,3 +255,63 @@ async def test_every_change_has_the_next_version(store: SubscriptionStore) -> No
     await store.catch_up()  # nothing left to publish
     assert seen == [start + 1, start + 2, start + 3]
     assert store.version == start + 3
+
+
+async def test_tenant_and_webhook_secrets_are_kept(store: SubscriptionStore) -> None:
+    retired = (RetiredSecret("whsec_old", 1234.5),)
+    sub = make("a", tenant="acme", webhook_secret="whsec_new", retired_secrets=retired)
+    await store.create(sub)
+    got = await store.get("a")
+    assert got is not None
+    assert (got.tenant, got.webhook_secret, got.retired_secrets) == ("acme", "whsec_new", retired)
+    assert [s.tenant for s in await store.all()] == ["acme"]
+
+
+async def test_query_by_tenant_pages_through_that_tenant_only(store: SubscriptionStore) -> None:
+    for n in range(7):
+        await store.create(make(f"s{n}", tenant="acme" if n % 2 else "globex", types=("t",)))
+    await store.create(make("none"))
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await store.query(SubscriptionQuery(tenant="acme", limit=2, cursor=cursor))
+        seen.extend(s.id for s in page.items)
+        assert all(s.tenant == "acme" for s in page.items)
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert seen == ["s1", "s3", "s5"]
+    typed = await store.query(SubscriptionQuery(tenant="globex", type="t"))
+    assert [s.id for s in typed.items] == ["s0", "s2", "s4", "s6"]
+    everyone = await store.query(SubscriptionQuery(limit=100))
+    assert len(everyone.items) == 8
+
+
+async def test_replace_keeps_the_stored_tenant(store: SubscriptionStore) -> None:
+    await store.create(make("a", tenant="acme"))
+    replaced = await store.replace(make("a", tenant="globex", types=("x",)))
+    assert replaced.tenant == "acme"
+    got = await store.get("a")
+    assert got is not None
+    assert got.tenant == "acme"
+    page = await store.query(SubscriptionQuery(tenant="globex"))
+    assert page.items == []
+
+
+async def test_tenant_quota_is_counted_with_the_create(store: SubscriptionStore) -> None:
+    await store.create(make("a1", tenant="acme"), max_per_tenant=2)
+    await store.create(make("g1", tenant="globex"), max_per_tenant=2)
+    # Concurrent creates: exactly one of them finds room.
+    results = await asyncio.gather(
+        *(store.create(make(f"a{n}", tenant="acme"), max_per_tenant=2) for n in range(2, 6)),
+        return_exceptions=True,
+    )
+    assert sum(1 for r in results if isinstance(r, Subscription)) == 1
+    refused = [r for r in results if isinstance(r, QuotaExceeded)]
+    assert len(refused) == 3
+    assert "tenant 'acme' holds 2 subscriptions" in str(refused[0])
+    assert len((await store.query(SubscriptionQuery(tenant="acme"))).items) == 2
+    # No tenant, no quota; a delete makes room.
+    await store.create(make("free"), max_per_tenant=1)
+    await store.delete("a1")
+    await store.create(make("a9", tenant="acme"), max_per_tenant=2)

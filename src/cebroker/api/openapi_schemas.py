@@ -175,6 +175,14 @@ SCHEMAS: dict[str, Schema] = {
         {
             "headers": {**_STRING_MAP, "description": "Extra request headers (not Content-*, Host or ce-*)."},
             "method": {"enum": ["POST", "PUT", "PATCH"], "default": "POST"},
+            "webhooksecret": {
+                "type": "string",
+                "description": (
+                    "Standard Webhooks secret (whsec_ + base64 of 24-64 bytes) signing every delivery,"
+                    " or 'generate'. Write-only: a generated secret is returned once, in the answer"
+                    " to the create or replace that made it."
+                ),
+            },
         }
     ),
     "MQTT3Settings": _settings(dict(_MQTT), ["topicname"]),

@@ -4,10 +4,15 @@ Create, query, retrieve, replace and delete (Subscriptions API spec, section 3.2
 Operations" and its HTTP placeholders), with ETags and ``If-Match``, OPTIONS and 405
 with ``Allow``. Only the exact paths below are routed here, so sub-resources such as
 ``/subscriptions/{id}/status`` remain free for other parts of the broker.
+
+A subscription belongs to the tenant of the principal that created it: other tenants' calls
+find no such subscription (404, the same answer as for an id that does not exist) and never
+list it; an ``admin`` sees every tenant's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import uuid
@@ -18,13 +23,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from cebroker.api.destinations import DestinationCheck
 from cebroker.api.openapi import openapi_document
 from cebroker.api.query import next_link, parse_query
 from cebroker.api.validation import ValidationRules, realize
+from cebroker.api.webhooks import rotate_webhook_secret
+from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import NotFound
+from cebroker.network import sink_policy
+from cebroker.principal import Principal
 from cebroker.settings import Settings
 from cebroker.storage.subscriptions import InvalidCursor, SubscriptionStore
-from cebroker.subscription import Subscription
+from cebroker.subscription import WEBHOOK_SECRET, Subscription
+from cebroker.web.access import principal_of
 from cebroker.web.body import read_json
 from cebroker.web.conditional import check_if_match
 from cebroker.web.methods import Handler, MethodDispatcher
@@ -50,10 +61,16 @@ class SubscriptionsComponent:
         settings: Settings,
         rules: ValidationRules,
         describe: Callable[[], dict[str, Any]] | None = None,
+        *,
+        destinations: DestinationCheck | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
         self.settings = settings
         self.rules = rules
+        # Never unchecked: the settings' own policy unless the composition root passes one.
+        self.destinations = destinations or DestinationCheck(sink_policy(settings))
+        self._clock = clock
         # The document depends only on the rules, which do not change: built once.
         self._document = openapi_document(rules)
         #: The document served at ``/openapi.json``: the broker's, composed of every part's, when
@@ -92,11 +109,17 @@ class SubscriptionsComponent:
         # Links are relative unless a public base URL is configured: right behind any Host header.
         return self.settings.base_url.rstrip("/") if self.settings.base_url else ""
 
-    def _one(self, subscription: Subscription, status: int = 200, head: bool = False) -> Response:
+    def _one(
+        self, subscription: Subscription, status: int = 200, head: bool = False, generated: str | None = None
+    ) -> Response:
         headers = {"ETag": subscription.etag}
         if status == 201:
             headers["Location"] = f"{self._base}/subscriptions/{subscription.id}"
-        response = _json(subscription.to_json(), status, headers)
+        doc = subscription.to_json()
+        if generated is not None:
+            # The one time a generated webhook secret is shown: the answer to its create or replace.
+            doc["protocolsettings"][WEBHOOK_SECRET] = generated
+        response = _json(doc, status, headers)
         if head:
             response.body = b""  # HEAD: the headers of the GET response (Content-Length included)
         return response
@@ -105,7 +128,9 @@ class SubscriptionsComponent:
         return Response(status_code=200)
 
     async def _query(self, request: Request) -> Response:
-        query = parse_query(request.query_params)
+        query = dataclasses.replace(
+            parse_query(request.query_params), tenant=principal_of(request).tenant_filter
+        )
         try:
             page = await self.store.query(query)
         except InvalidCursor as exc:
@@ -120,16 +145,31 @@ class SubscriptionsComponent:
 
     async def _create(self, request: Request) -> Response:
         no_parameters(request.query_params)
+        principal = principal_of(request)
         body = await read_json(request, limit=self.settings.max_subscription_body)
-        subscription = realize(body, rules=self.rules, subscription_id=str(uuid.uuid4()))
-        stored = await self.store.create(subscription)
+        proposed = realize(body, rules=self.rules, subscription_id=str(uuid.uuid4()))
+        await self.destinations.check(proposed)
+        subscription, generated = self._secrets(None, dataclasses.replace(proposed, tenant=principal.tenant))
+        limit = self.settings.max_subscriptions_per_tenant
+        stored = await self.store.create(subscription, max_per_tenant=limit)
         log.info("subscription %s created (protocol %s)", stored.id, stored.protocol)
-        return self._one(stored, 201)
+        return self._one(stored, 201, generated=generated)
 
-    async def _current(self, request: Request) -> Subscription:
+    def _secrets(
+        self, current: Subscription | None, proposed: Subscription
+    ) -> tuple[Subscription, str | None]:
+        """``proposed`` with its webhook secret generated if asked for, and the secret it
+        replaces kept for the overlap; also the generated secret (shown once) or None."""
+        return rotate_webhook_secret(
+            current, proposed, now=self._clock.now(), overlap=self.settings.webhook_secret_overlap
+        )
+
+    async def _current(self, request: Request, principal: Principal | None = None) -> Subscription:
         subscription_id = request.path_params["id"]
         current = await self.store.get(subscription_id)
-        if current is None:
+        caller = principal or principal_of(request)
+        # Another tenant's subscription is answered exactly as one that does not exist.
+        if current is None or not caller.sees(current.tenant):
             raise NotFound(f"no subscription with id {subscription_id[:64]!r}")
         return current
 
@@ -140,12 +180,17 @@ class SubscriptionsComponent:
         subscription_id = request.path_params["id"]
         no_parameters(request.query_params)
         body = await read_json(request, limit=self.settings.max_subscription_body)
-        proposed = realize(body, rules=self.rules, subscription_id=subscription_id, path_id=subscription_id)
         current = await self._current(request)
+        proposed = realize(body, rules=self.rules, subscription_id=subscription_id, path_id=subscription_id)
         pinned = check_if_match(request.headers.get("if-match"), current.etag)
-        stored = await self.store.replace(proposed, expected_revision=current.revision if pinned else None)
+        await self.destinations.check(proposed)
+        subscription, generated = self._secrets(current, dataclasses.replace(proposed, tenant=current.tenant))
+        # Pinned to the revision read, so the retired secret computed from it is the one replaced.
+        stored = await self.store.replace(
+            subscription, expected_revision=current.revision if pinned else None
+        )
         log.info("subscription %s replaced (revision %d)", stored.id, stored.revision)
-        return self._one(stored)
+        return self._one(stored, generated=generated)
 
     async def _delete(self, request: Request) -> Response:
         no_parameters(request.query_params)

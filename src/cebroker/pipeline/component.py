@@ -14,10 +14,12 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from ceprotocols.egress import NetworkPolicy, Resolver, system_resolver
 from starlette.routing import BaseRoute
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.contracts import EventValidator, ValidationMode
+from cebroker.network import sink_policy
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.ingest import Pipeline
 from cebroker.pipeline.matcher import Matcher
@@ -47,7 +49,9 @@ class PipelineComponent:
     must read the same clock (see :class:`~cebroker.storage.StorageOptions`).
 
     ``realize`` validates a subscription body as a create does; with it the component also serves
-    the explain routes (a draft is validated by it).
+    the explain routes (a draft is validated by it). ``policy`` and
+    ``resolver`` bound where the senders connect (default: the settings' policy,
+    :func:`cebroker.network.sink_policy`, with the system's resolver).
     """
 
     def __init__(
@@ -59,6 +63,8 @@ class PipelineComponent:
         validator: EventValidator | None = None,
         clock: Clock = SYSTEM_CLOCK,
         realize: Realize | None = None,
+        policy: NetworkPolicy | None = None,
+        resolver: Resolver = system_resolver,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -71,6 +77,9 @@ class PipelineComponent:
             validate_webhooks=settings.webhook_validation,
             # With several instances the handshake's allowed rate holds for all of them together.
             buckets=journal if journal.shared else None,
+            # Never unrestricted: the settings' own policy unless the composition root passes it.
+            policy=policy if policy is not None else sink_policy(settings),
+            resolver=resolver,
         )
         self.dispatcher = Dispatcher(self.log, self.matcher, self.senders, self.metrics, clock=clock)
         self.tail = TailHub()

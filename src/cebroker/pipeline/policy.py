@@ -118,6 +118,9 @@ def parse_policy(config: Mapping[str, Any]) -> DeliveryPolicy:
     if sink is not None:
         if not isinstance(sink, str) or not sink.startswith(("http://", "https://")):
             problems.append(FieldProblem("/config/deadlettersink", "must be an http(s) URL"))
+        elif "@" in sink.split("/", 3)[2]:
+            # Userinfo would be stored, listed and logged with the URL (it is no credential store).
+            problems.append(FieldProblem("/config/deadlettersink", "must not carry user information"))
         else:
             values["deadlettersink"] = sink
     if problems:

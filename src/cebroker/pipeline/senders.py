@@ -1,34 +1,28 @@
 """One :class:`ceprotocols.sender.Sender` per protocol for the broker's lifetime.
 
-HTTP is built here with the broker's settings (webhook origin, validation switch); every other
-protocol comes from ``ceprotocols.registry.create_sender``. Until that registry exists only HTTP
-is available, and a subscription of another protocol fails its deliveries as retryable (they
-are kept and retried, then dead-lettered with the reason once their time to live has passed).
+Every sender connects only where the broker's :class:`~ceprotocols.egress.NetworkPolicy`
+allows, checked on the address it connects to (sinks of every protocol; for HTTP also the
+token endpoints, the webhook handshake and the dead-letter sinks, which go through the HTTP
+sender): a refused address is a final ``DestinationRefused``, so the delivery becomes a dead
+letter naming the reason and no request is made. HTTP is built here with the broker's settings
+(webhook origin, validation switch); every other protocol comes from
+``ceprotocols.registry.create_sender``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
-from collections.abc import Callable
 
+from ceprotocols.egress import NetworkPolicy, Resolver, system_resolver
 from ceprotocols.errors import DeliveryError
 from ceprotocols.http import HttpSender
+from ceprotocols.registry import create_sender
 from ceprotocols.sender import Destination, Event, Sender
 
 from cebroker.storage.deliveries import DeliveryLog
 
 log = logging.getLogger("cebroker.pipeline")
-
-
-def _registry() -> Callable[[str], Sender] | None:
-    try:
-        module = importlib.import_module("ceprotocols.registry")
-    except ImportError:
-        return None
-    factory: Callable[[str], Sender] | None = getattr(module, "create_sender", None)
-    return factory
 
 
 class _Unavailable:
@@ -65,14 +59,29 @@ class SharedCap:
 class SenderPool:
     """Creates each protocol's sender on first use and closes them all at shutdown.
 
-    ``buckets``: a shared delivery log whose token buckets hold the webhook handshake's allowed
-    rates for every instance together (None: each sender caps its own rate).
+    Args:
+        webhook_origin: the origin the HTTP sender announces in the webhook handshake.
+        validate_webhooks: run the handshake before the first delivery to an origin.
+        policy: where senders may connect (a broker always passes its own; there is no
+            unrestricted default here).
+        resolver: how senders resolve host names before checking them.
+        buckets: a shared delivery log whose token buckets hold the webhook handshake's allowed
+            rates for every instance together (None: each sender caps its own rate).
     """
 
     def __init__(
-        self, *, webhook_origin: str, validate_webhooks: bool, buckets: DeliveryLog | None = None
+        self,
+        *,
+        webhook_origin: str,
+        validate_webhooks: bool,
+        policy: NetworkPolicy,
+        resolver: Resolver = system_resolver,
+        buckets: DeliveryLog | None = None,
     ) -> None:
-        self._http_options = {"webhook_origin": webhook_origin, "validate_webhooks": validate_webhooks}
+        self._webhook_origin = webhook_origin
+        self._validate_webhooks = validate_webhooks
+        self._policy = policy
+        self._resolver = resolver
         self._buckets = buckets
         self._senders: dict[str, Sender] = {}
 
@@ -87,15 +96,14 @@ class SenderPool:
         if protocol == "HTTP":
             buckets = self._buckets
             return HttpSender(
-                webhook_origin=str(self._http_options["webhook_origin"]),
-                validate_webhooks=bool(self._http_options["validate_webhooks"]),
+                webhook_origin=self._webhook_origin,
+                validate_webhooks=self._validate_webhooks,
                 rate_caps=(lambda origin, rate: SharedCap(buckets, origin, rate)) if buckets else None,
+                policy=self._policy,
+                resolver=self._resolver,
             )
-        factory = _registry()
-        if factory is None:
-            return _Unavailable(protocol, "only HTTP is available in this installation")
         try:
-            return factory(protocol)
+            return create_sender(protocol, policy=self._policy, resolver=self._resolver)
         except Exception as exc:  # unknown protocol or a missing optional dependency
             log.error("cannot create a sender for %s: %s", protocol, exc)
             return _Unavailable(protocol, str(exc))

@@ -18,6 +18,7 @@ from cebroker.storage.subscriptions import (
     SubscriptionQuery,
     encode_cursor,
     page_start,
+    quota_exceeded,
 )
 from cebroker.subscription import Subscription
 
@@ -49,10 +50,15 @@ class MemorySubscriptionStore:
         self._version += 1
         self._changes.publish(change)
 
-    async def create(self, subscription: Subscription) -> Subscription:
-        """Store a new subscription; :class:`Conflict` if its id is taken."""
+    async def create(self, subscription: Subscription, *, max_per_tenant: int | None = None) -> Subscription:
+        """Store a new subscription; :class:`Conflict` if its id is taken, :class:`QuotaExceeded`
+        if its tenant holds ``max_per_tenant`` already."""
         if subscription.id in self._rows:
             raise Conflict(f"a subscription with id {subscription.id!r} already exists")
+        tenant = subscription.tenant
+        held = sum(1 for _, sub in self._rows.values() if sub.tenant is not None and sub.tenant == tenant)
+        if max_per_tenant is not None and tenant is not None and held >= max_per_tenant:
+            raise quota_exceeded(tenant, max_per_tenant)
         stored = dataclasses.replace(subscription, revision=1)
         self._rows[stored.id] = (self._next_seq, stored)
         self._next_seq += 1
@@ -69,7 +75,7 @@ class MemorySubscriptionStore:
     ) -> Subscription:
         """Replace a stored subscription, keeping its place in creation order."""
         seq, current = self._current(subscription.id, expected_revision)
-        stored = dataclasses.replace(subscription, revision=current.revision + 1)
+        stored = dataclasses.replace(subscription, revision=current.revision + 1, tenant=current.tenant)
         self._rows[stored.id] = (seq, stored)
         self._publish(SubscriptionChange(ChangeKind.UPDATED, stored))
         return stored
@@ -110,7 +116,8 @@ class MemorySubscriptionStore:
 
 def _matches(sub: Subscription, query: SubscriptionQuery) -> bool:
     return (
-        (query.protocol is None or sub.protocol == query.protocol)
+        (query.tenant is None or sub.tenant == query.tenant)
+        and (query.protocol is None or sub.protocol == query.protocol)
         and (query.source is None or sub.source == query.source)
         and (query.sink is None or sub.sink == query.sink)
         and (query.type is None or (sub.types is not None and query.type in sub.types))

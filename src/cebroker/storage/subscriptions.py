@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from cebroker.errors import QuotaExceeded
 from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.storage")
@@ -80,8 +81,13 @@ class ChangeFeed:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubscriptionQuery:
-    """Filters and pagination for listing subscriptions; ``cursor`` is opaque to callers."""
+    """Filters and pagination for listing subscriptions; ``cursor`` is opaque to callers.
 
+    ``tenant``, when given, restricts the listing to that tenant's subscriptions (a backend
+    answers it from an index on ``(tenant, creation order)``); ``None`` lists every tenant's.
+    """
+
+    tenant: str | None = None
     protocol: str | None = None
     source: str | None = None
     type: str | None = None
@@ -105,7 +111,10 @@ class SubscriptionStore(Protocol):
     The storage bundle opens and closes it. Errors: ``get`` returns None for an unknown id;
     ``replace``/``delete`` raise :class:`cebroker.errors.NotFound` for an unknown id and
     :class:`cebroker.errors.PreconditionFailed` when ``expected_revision`` is given and differs;
-    ``create`` raises :class:`cebroker.errors.Conflict` for an id already stored; ``query``
+    ``create`` raises :class:`cebroker.errors.Conflict` for an id already stored and
+    :class:`cebroker.errors.QuotaExceeded` when ``max_per_tenant`` is given and the
+    subscription's tenant holds that many already (counted in the same transaction as the
+    insert, so concurrent creates never exceed it); ``query``
     raises :class:`InvalidCursor` for a cursor it did not issue and ValueError for a limit
     below one; any call may raise :class:`cebroker.storage.errors.StorageUnavailable` when the
     backend fails. A write that raises stored nothing and published nothing.
@@ -126,8 +135,10 @@ class SubscriptionStore(Protocol):
         synchronous feed (one process) has none."""
         ...
 
-    async def create(self, subscription: Subscription) -> Subscription:
-        """Store a new subscription (its ``id`` already assigned); returns it as stored."""
+    async def create(self, subscription: Subscription, *, max_per_tenant: int | None = None) -> Subscription:
+        """Store a new subscription (its ``id`` and ``tenant`` already assigned); returns it as
+        stored. ``max_per_tenant`` caps the subscriptions of its tenant (a subscription without a
+        tenant is not counted)."""
         ...
 
     async def get(self, subscription_id: str) -> Subscription | None:
@@ -137,7 +148,9 @@ class SubscriptionStore(Protocol):
     async def replace(
         self, subscription: Subscription, *, expected_revision: int | None = None
     ) -> Subscription:
-        """Replace an existing subscription; the stored revision is incremented."""
+        """Replace an existing subscription; the stored revision is incremented. The tenant is
+        the stored one, whatever ``subscription.tenant`` says (a subscription never changes
+        tenant)."""
         ...
 
     async def delete(self, subscription_id: str, *, expected_revision: int | None = None) -> Subscription:
@@ -179,6 +192,11 @@ def decode_cursor(cursor: str) -> int:
     if seq > 2**63 - 1:  # beyond a 64-bit INTEGER: cannot have been issued
         raise InvalidCursor("not a cursor returned by this broker")
     return seq
+
+
+def quota_exceeded(tenant: str, limit: int) -> QuotaExceeded:
+    """The error of a create over ``limit`` subscriptions of ``tenant`` (the same for every backend)."""
+    return QuotaExceeded(f"tenant {tenant!r} holds {limit} subscriptions, the most it may; delete one first")
 
 
 def page_start(query: SubscriptionQuery) -> int:

@@ -136,6 +136,17 @@ def host_and_port(parts: SplitResult, pointer: str, problems: Problems) -> None:
         problems.add(pointer, "the port must be a number between 1 and 65535")
 
 
+def no_password(parts: SplitResult, pointer: str, problems: Problems) -> None:
+    """No password in the URL's user information: it would be stored, listed and logged with
+    the URL. Credentials go in ``sinkcredential``, which is write-only and encrypted at rest."""
+    try:
+        password = parts.password
+    except ValueError:
+        password = None
+    if password is not None or ":" in parts.netloc.rpartition("@")[0]:
+        problems.add(pointer, "must not carry a password: give credentials in 'sinkcredential'")
+
+
 def timestamp(value: Any, pointer: str, problems: Problems) -> None:
     """An RFC 3339 timestamp with a time zone, like ``2030-01-01T00:00:00Z``."""
     if not string(value, pointer, problems):

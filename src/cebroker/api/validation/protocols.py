@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult
 
+from ceprotocols.errors import SettingsError
+from ceprotocols.signing import parse_webhook_secret
+
 from cebroker.api.validation import checks
 from cebroker.api.validation.checks import Check
 from cebroker.api.validation.problems import Problems, child, quote, type_name
@@ -68,6 +71,19 @@ def http_headers(value: Any, pointer: str, problems: Problems) -> None:
             problems.add(at, f"must be a string, got {type_name(item)}")
         elif _HEADER_CONTROL.search(item):
             problems.add(at, "must not contain line breaks, NUL or other control characters")
+
+
+def webhook_secret(value: Any, pointer: str, problems: Problems) -> None:
+    """``"generate"`` or ``whsec_`` + base64 of 24 to 64 bytes (never quoted back)."""
+    if not isinstance(value, str):
+        problems.add(pointer, f"must be a string, got {type_name(value)}")
+        return
+    if value == "generate":
+        return
+    try:
+        parse_webhook_secret(value)
+    except SettingsError as exc:
+        problems.add(pointer, f"{exc.reason}, or 'generate' to have the broker make one")
 
 
 def mqtt_topic(value: Any, pointer: str, problems: Problems) -> None:
@@ -157,7 +173,11 @@ def builtin_protocols() -> dict[str, ProtocolRules]:
     return {
         "HTTP": ProtocolRules(
             schemes=frozenset({"http", "https"}),
-            settings={"headers": http_headers, "method": checks.one_of("POST", "PUT", "PATCH")},
+            settings={
+                "headers": http_headers,
+                "method": checks.one_of("POST", "PUT", "PATCH"),
+                "webhooksecret": webhook_secret,
+            },
             defaults={"method": "POST"},
         ),
         "MQTT3": _mqtt(3),

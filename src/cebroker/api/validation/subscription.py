@@ -21,7 +21,7 @@ from cebroker.api.validation.delivery import check_deliverable
 from cebroker.api.validation.problems import Problems, child, quote, type_name
 from cebroker.api.validation.protocols import ProtocolRules, unknown_protocol_message
 from cebroker.api.validation.rules import ValidationRules
-from cebroker.subscription import Subscription
+from cebroker.subscription import WEBHOOK_SECRET, Subscription
 
 log = logging.getLogger("cebroker.api")
 
@@ -78,6 +78,7 @@ def realize(
     credential = validate_credential(body["sinkcredential"], problems) if "sinkcredential" in body else None
 
     problems.check()
+    secret = settings.pop(WEBHOOK_SECRET, None)
     return Subscription(
         id=subscription_id,
         protocol=body["protocol"],
@@ -88,6 +89,7 @@ def realize(
         filters=tuple(filters),
         protocolsettings=settings,
         sinkcredential=credential,
+        webhook_secret=secret,
     )
 
 
@@ -118,6 +120,7 @@ def _sink(value: Any, protocol: str, rules: ProtocolRules | None, problems: Prob
     )
     if parts is not None:
         rules.sink_check(parts, "/sink", problems)
+        checks.no_password(parts, "/sink", problems)
     return parts
 
 

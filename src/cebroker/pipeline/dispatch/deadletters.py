@@ -18,6 +18,7 @@ from ceprotocols.sender import Destination
 from cebroker.pipeline.dispatch.retry import GiveUp
 from cebroker.pipeline.dispatch.tasks import Tasks
 from cebroker.pipeline.policy import DeliveryPolicy
+from cebroker.pipeline.redaction import redact_userinfo
 from cebroker.pipeline.senders import SenderPool
 
 log = logging.getLogger("cebroker.pipeline")
@@ -62,7 +63,8 @@ class DeadLetterForwarder:
         try:
             await self._senders.get("HTTP").deliver(copy, destination)
         except DeliveryError as exc:
-            log.warning("dead-letter sink %s refused a copy: %s", destination.sink, exc)
+            reason = redact_userinfo(str(exc))
+            log.warning("dead-letter sink %s refused a copy: %s", redact_userinfo(destination.sink), reason)
 
     async def stop(self) -> None:
         """Cancel the copies still being sent."""

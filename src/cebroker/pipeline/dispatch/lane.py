@@ -7,17 +7,23 @@ durable log until the lane has room.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from ceprotocols.errors import SettingsError
 from ceprotocols.sender import Destination
+from ceprotocols.signing import WebhookSecret, WebhookSigning, parse_webhook_secret
 
 from cebroker.clock import Clock
 from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
 from cebroker.storage.deliveries import Pending
 from cebroker.subscription import Subscription
+
+log = logging.getLogger("cebroker.pipeline")
 
 
 @dataclass(slots=True)
@@ -76,6 +82,8 @@ class Lane:
         self.policy = DeliveryPolicy()
         self.destination: Destination | None = None
         self.limiter: TokenBucket | None = None
+        #: When the next retired webhook secret stops signing (the destination is rebuilt then).
+        self._signing_until = math.inf
 
     @property
     def free(self) -> int:
@@ -98,7 +106,8 @@ class Lane:
 
     def configure(self, subscription: Subscription) -> tuple[DeliveryPolicy, Destination]:
         """The policy and destination of the subscription's current revision."""
-        if subscription is not self._subscription or self.destination is None:
+        stale = self._clock.now() >= self._signing_until
+        if subscription is not self._subscription or self.destination is None or stale:
             try:
                 self.policy = parse_policy(subscription.config)
             except ValueError:
@@ -109,6 +118,7 @@ class Lane:
                 settings=subscription.protocolsettings,
                 credential=subscription.sinkcredential,
                 timeout=self.policy.timeout,
+                webhook=self._signing(subscription),
             )
             rate = self.policy.ratelimit if self.local_limits else None
             if rate is None:
@@ -117,6 +127,26 @@ class Lane:
                 self.limiter = TokenBucket(rate, self._clock)
             self._subscription = subscription
         return self.policy, self.destination
+
+    def _signing(self, subscription: Subscription) -> WebhookSigning | None:
+        """The secrets every delivery is signed with now: the current one, then the replaced
+        ones whose overlap has not ended."""
+        self._signing_until = math.inf
+        if subscription.webhook_secret is None:
+            return None
+        now = self._clock.now()
+        texts = [subscription.webhook_secret]
+        for retired in subscription.retired_secrets:
+            if retired.until > now:
+                texts.append(retired.secret)
+                self._signing_until = min(self._signing_until, retired.until)
+        secrets: list[WebhookSecret] = []
+        for text in texts:
+            try:
+                secrets.append(parse_webhook_secret(text))
+            except SettingsError:  # validated by the API: only a damaged record gets here
+                log.error("subscription %s holds a webhook secret that cannot be used", subscription.id)
+        return WebhookSigning(subscription.id, tuple(secrets)) if secrets else None
 
     @property
     def idle(self) -> bool:

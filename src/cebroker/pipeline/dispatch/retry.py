@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ceprotocols.errors import DeliveryError
 
 from cebroker.pipeline.policy import DeliveryPolicy
+from cebroker.pipeline.redaction import redact_userinfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,7 @@ def decide(
         uniform: the random draw of the backoff's jitter (``random.uniform`` by default).
     """
     made = attempts + 1
-    message = str(error)
+    message = redact_userinfo(str(error))
     if error.retryable:
         next_at = now + policy.delay(made, error.retry_after, uniform)
         if not policy.gives_up(made, next_at, first_at):

@@ -22,6 +22,7 @@ from cebroker.errors import FieldProblem, NotFound, ValidationError
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.subscriptions import SubscriptionStore
+from cebroker.web.access import principal_of
 from cebroker.web.body import parse_json_body, read_limited
 from cebroker.web.params import no_parameters
 
@@ -64,8 +65,10 @@ class DeliveriesApi:
 
     async def _subscription(self, request: Request) -> str:
         subscription_id = str(request.path_params["id"])
-        if await self._store.get(subscription_id) is None:
-            raise NotFound(f"no subscription {subscription_id!r}")
+        found = await self._store.get(subscription_id)
+        # Another tenant's subscription is answered exactly as one that does not exist.
+        if found is None or not principal_of(request).sees(found.tenant):
+            raise NotFound(f"no subscription {subscription_id[:64]!r}")
         return subscription_id
 
     async def status(self, request: Request) -> Response:

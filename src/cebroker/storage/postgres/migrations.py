@@ -58,6 +58,12 @@ CREATE TABLE subscription_changes (
 # owner: the instance that claimed the delivery (NULL: free). pipeline_backlog keeps the count
 # of deliveries in shards (one per connection, by backend pid), so that counting is cheap and
 # concurrent transactions do not queue on one counter row.
+#: Each subscription's tenant, indexed for tenant listings and the per-tenant count.
+_SUBSCRIPTIONS_V2 = """
+ALTER TABLE subscriptions ADD COLUMN tenant text;
+CREATE INDEX subscriptions_tenant ON subscriptions (tenant, seq);
+"""
+
 _DELIVERIES_V1 = """
 CREATE TABLE pipeline_events (seq bigint PRIMARY KEY, body text NOT NULL, received double precision NOT NULL);
 CREATE SEQUENCE pipeline_events_seq;
@@ -177,7 +183,7 @@ CREATE INDEX xreg_entity_kind ON xreg_entity (kind, coll, seq);
 #: component -> its migration steps, oldest first (version n = after step n).
 MIGRATIONS: dict[str, tuple[str, ...]] = {
     "storage": (_STORAGE_V1,),
-    "subscriptions": (_SUBSCRIPTIONS_V1,),
+    "subscriptions": (_SUBSCRIPTIONS_V1, _SUBSCRIPTIONS_V2),
     "deliveries": (_DELIVERIES_V1,),
     "registry": (_REGISTRY_V1,),
 }

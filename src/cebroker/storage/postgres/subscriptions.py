@@ -32,8 +32,9 @@ from cebroker.storage.subscriptions import (
     SubscriptionQuery,
     encode_cursor,
     page_start,
+    quota_exceeded,
 )
-from cebroker.subscription import Subscription, subscription_from_json
+from cebroker.subscription import Subscription, subscription_from_record
 
 log = logging.getLogger("cebroker.storage")
 
@@ -169,16 +170,26 @@ class PostgresSubscriptionStore:
 
     # -- writes ------------------------------------------------------------------------------
 
-    async def create(self, subscription: Subscription) -> Subscription:
-        """Insert a new subscription; :class:`Conflict` if its id is already stored."""
+    async def create(self, subscription: Subscription, *, max_per_tenant: int | None = None) -> Subscription:
+        """Insert a new subscription; :class:`Conflict` if its id is already stored,
+        :class:`QuotaExceeded` if its tenant holds ``max_per_tenant`` already (counted under a
+        transaction-scoped advisory lock of the tenant, so that concurrent creates on any
+        instance are counted one after the other)."""
         stored = dataclasses.replace(subscription, revision=1)
+        tenant = stored.tenant
 
         async def job(conn: AsyncConn) -> Subscription:
+            if max_per_tenant is not None and tenant is not None:
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (tenant,))
+                cur = await conn.execute("SELECT count(*) FROM subscriptions WHERE tenant = %s", (tenant,))
+                counted = await cur.fetchone()
+                if counted is not None and int(counted[0]) >= max_per_tenant:
+                    raise quota_exceeded(tenant, max_per_tenant)
             try:
                 cur = await conn.execute(
-                    "INSERT INTO subscriptions (id, protocol, sink, source, revision, doc)"
-                    " VALUES (%s, %s, %s, %s, 1, %s) ON CONFLICT (id) DO NOTHING RETURNING seq",
-                    (stored.id, stored.protocol, stored.sink, stored.source, _dump(stored)),
+                    "INSERT INTO subscriptions (id, protocol, sink, source, revision, doc, tenant)"
+                    " VALUES (%s, %s, %s, %s, 1, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING seq",
+                    (stored.id, stored.protocol, stored.sink, stored.source, _dump(stored), tenant),
                 )
             except pg.UniqueViolation as exc:  # pragma: no cover - ON CONFLICT covers the id
                 raise Conflict(f"a subscription with id {stored.id!r} already exists") from exc
@@ -193,11 +204,12 @@ class PostgresSubscriptionStore:
     async def replace(
         self, subscription: Subscription, *, expected_revision: int | None = None
     ) -> Subscription:
-        """Replace the stored subscription with the same id; its revision goes up by one."""
+        """Replace the stored subscription with the same id; its revision goes up by one and its
+        tenant stays the stored one."""
 
         async def job(conn: AsyncConn) -> Subscription:
-            seq, current = await _current(conn, subscription.id, expected_revision)
-            stored = dataclasses.replace(subscription, revision=current + 1)
+            seq, current, tenant = await _current(conn, subscription.id, expected_revision)
+            stored = dataclasses.replace(subscription, revision=current + 1, tenant=tenant)
             await conn.execute(
                 "UPDATE subscriptions SET protocol = %s, sink = %s, source = %s, revision = %s, doc = %s"
                 " WHERE seq = %s",
@@ -249,7 +261,7 @@ class PostgresSubscriptionStore:
             source = "subscription_types t JOIN subscriptions s ON s.seq = t.seq"
             clauses = ["t.type = %s", "t.seq > %s"]
             params = [query.type, after]
-        for column in ("protocol", "source", "sink"):
+        for column in ("tenant", "protocol", "source", "sink"):
             value = getattr(query, column)
             if value is not None:
                 clauses.append(f"s.{column} = %s")
@@ -281,23 +293,26 @@ class PostgresSubscriptionStore:
 
 
 def _dump(subscription: Subscription) -> str:
-    """The stored JSON text of ``subscription``, secrets included (the revision is a column)."""
-    return json.dumps(subscription.to_json(include_secrets=True), ensure_ascii=False)
+    """The stored JSON text of ``subscription``: everything, tenant and secrets (sealed by the
+    layer above) included; the revision is a column."""
+    return json.dumps(subscription.to_record(), ensure_ascii=False)
 
 
 def _load(text: str, revision: int) -> Subscription:
-    return subscription_from_json(json.loads(text), revision=revision)
+    return subscription_from_record(json.loads(text), revision=revision)
 
 
-async def _current(conn: AsyncConn, subscription_id: str, expected: int | None) -> tuple[int, int]:
+async def _current(
+    conn: AsyncConn, subscription_id: str, expected: int | None
+) -> tuple[int, int, str | None]:
     cur = await conn.execute(
-        "SELECT seq, revision FROM subscriptions WHERE id = %s FOR UPDATE", (subscription_id,)
+        "SELECT seq, revision, tenant FROM subscriptions WHERE id = %s FOR UPDATE", (subscription_id,)
     )
     row = await cur.fetchone()
     if row is None:
         raise NotFound(f"no subscription with id {subscription_id!r}")
     _check_revision(int(row[1]), expected)
-    return int(row[0]), int(row[1])
+    return int(row[0]), int(row[1]), row[2]
 
 
 def _check_revision(current: int, expected: int | None) -> None:

@@ -42,6 +42,12 @@ CREATE TABLE IF NOT EXISTS subscription_types (
 CREATE INDEX IF NOT EXISTS subscription_types_seq ON subscription_types (seq);
 """
 
+#: Each subscription's tenant, indexed for tenant listings and the per-tenant count.
+_SUBSCRIPTIONS_V2 = """
+ALTER TABLE subscriptions ADD COLUMN tenant TEXT;
+CREATE INDEX IF NOT EXISTS subscriptions_tenant ON subscriptions (tenant, seq);
+"""
+
 _DELIVERIES_V1 = """
 CREATE TABLE IF NOT EXISTS pipeline_events (
     seq INTEGER PRIMARY KEY, body TEXT NOT NULL, received REAL NOT NULL);
@@ -80,7 +86,7 @@ CREATE INDEX IF NOT EXISTS xreg_entity_children ON xreg_entity (parent, coll, se
 #: component -> its migration steps, oldest first (version n = after step n).
 MIGRATIONS: dict[str, tuple[str, ...]] = {
     "storage": (_STORAGE_V1,),
-    "subscriptions": (_SUBSCRIPTIONS_V1,),
+    "subscriptions": (_SUBSCRIPTIONS_V1, _SUBSCRIPTIONS_V2),
     "deliveries": (_DELIVERIES_V1,),
     "registry": (_REGISTRY_V1,),
 }

@@ -1,7 +1,8 @@
 """The subscription store on the broker's SQLite file.
 
 Each subscription is one row: the realized subscription as JSON (secrets included, delivery
-needs them) plus indexed columns for the query filters, and the ``types`` in a side table so that
+needs them; sealed by the layer above when it is configured) plus indexed columns for the query
+filters and the tenant, and the ``types`` in a side table so that
 ``type=`` is an index lookup. ``seq`` (creation order) gives listings a stable order and is what
 the page cursor encodes. Writes go through the storage's writer (durable); the change of each is
 published on the feed once committed, before the write call returns, in commit order. Reads go
@@ -25,8 +26,9 @@ from cebroker.storage.subscriptions import (
     SubscriptionQuery,
     encode_cursor,
     page_start,
+    quota_exceeded,
 )
-from cebroker.subscription import Subscription, subscription_from_json
+from cebroker.subscription import Subscription, subscription_from_record
 
 
 class SqliteSubscriptionStore:
@@ -57,16 +59,25 @@ class SqliteSubscriptionStore:
 
         return publish
 
-    async def create(self, subscription: Subscription) -> Subscription:
-        """Insert a new subscription; :class:`Conflict` if its id is already stored."""
+    async def create(self, subscription: Subscription, *, max_per_tenant: int | None = None) -> Subscription:
+        """Insert a new subscription; :class:`Conflict` if its id is already stored,
+        :class:`QuotaExceeded` if its tenant holds ``max_per_tenant`` already (counted on the
+        writer thread, in the insert's transaction: no two creates can both see room)."""
         stored = dataclasses.replace(subscription, revision=1)
+        tenant = stored.tenant
 
         def job(conn: sqlite3.Connection) -> Subscription:
+            if max_per_tenant is not None and tenant is not None:
+                (count,) = conn.execute(
+                    "SELECT count(*) FROM subscriptions WHERE tenant = ?", (tenant,)
+                ).fetchone()
+                if count >= max_per_tenant:
+                    raise quota_exceeded(tenant, max_per_tenant)
             try:
                 cur = conn.execute(
-                    "INSERT INTO subscriptions (id, protocol, sink, source, revision, doc)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (stored.id, stored.protocol, stored.sink, stored.source, 1, _dump(stored)),
+                    "INSERT INTO subscriptions (id, protocol, sink, source, revision, doc, tenant)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (stored.id, stored.protocol, stored.sink, stored.source, 1, _dump(stored), tenant),
                 )
             except sqlite3.IntegrityError as exc:
                 raise Conflict(f"a subscription with id {stored.id!r} already exists") from exc
@@ -80,9 +91,9 @@ class SqliteSubscriptionStore:
 
         def job(conn: sqlite3.Connection) -> Subscription | None:
             row = conn.execute(
-                "SELECT doc, revision FROM subscriptions WHERE id = ?", (subscription_id,)
+                "SELECT doc, revision, tenant FROM subscriptions WHERE id = ?", (subscription_id,)
             ).fetchone()
-            return _load(row[0], row[1]) if row else None
+            return _load(*row) if row else None
 
         return await self._db.read(job)
 
@@ -92,8 +103,8 @@ class SqliteSubscriptionStore:
         """Replace the stored subscription with the same id; its revision goes up by one."""
 
         def job(conn: sqlite3.Connection) -> Subscription:
-            seq, current = _current(conn, subscription.id, expected_revision)
-            stored = dataclasses.replace(subscription, revision=current + 1)
+            seq, current, tenant = _current(conn, subscription.id, expected_revision)
+            stored = dataclasses.replace(subscription, revision=current + 1, tenant=tenant)
             conn.execute(
                 "UPDATE subscriptions SET protocol = ?, sink = ?, source = ?, revision = ?, doc = ?"
                 " WHERE seq = ?",
@@ -110,13 +121,13 @@ class SqliteSubscriptionStore:
 
         def job(conn: sqlite3.Connection) -> Subscription:
             row = conn.execute(
-                "SELECT doc, revision FROM subscriptions WHERE id = ?", (subscription_id,)
+                "SELECT doc, revision, tenant FROM subscriptions WHERE id = ?", (subscription_id,)
             ).fetchone()
             if row is None:
                 raise NotFound(f"no subscription with id {subscription_id!r}")
             _check_revision(row[1], expected_revision)
             conn.execute("DELETE FROM subscriptions WHERE id = ?", (subscription_id,))
-            return _load(row[0], row[1])
+            return _load(*row)
 
         return await self._db.write(job, after=self._publish(ChangeKind.DELETED))
 
@@ -129,19 +140,20 @@ class SqliteSubscriptionStore:
         """Every subscription in creation order, secrets included."""
 
         def job(conn: sqlite3.Connection) -> list[Subscription]:
-            rows = conn.execute("SELECT doc, revision FROM subscriptions ORDER BY seq").fetchall()
-            return [_load(doc, revision) for doc, revision in rows]
+            rows = conn.execute("SELECT doc, revision, tenant FROM subscriptions ORDER BY seq").fetchall()
+            return [_load(*row) for row in rows]
 
         return await self._db.read(job)
 
 
 def _dump(subscription: Subscription) -> str:
     """The stored JSON text of ``subscription``, secrets included (the revision is a column)."""
-    return json.dumps(subscription.to_json(include_secrets=True), ensure_ascii=False)
+    return json.dumps(subscription.to_record(), ensure_ascii=False)
 
 
-def _load(text: str, revision: int) -> Subscription:
-    return subscription_from_json(json.loads(text), revision=revision)
+def _load(text: str, revision: int, tenant: str | None) -> Subscription:
+    # A row written before tenants existed has none: it is visible to admins only.
+    return subscription_from_record(json.loads(text), revision=revision, tenant=tenant)
 
 
 def _query(conn: sqlite3.Connection, query: SubscriptionQuery, after: int) -> SubscriptionPage:
@@ -154,7 +166,7 @@ def _query(conn: sqlite3.Connection, query: SubscriptionQuery, after: int) -> Su
         source = "subscription_types t JOIN subscriptions s ON s.seq = t.seq"
         clauses = ["t.type = ?", "t.seq > ?"]
         params = [query.type, after]
-    for column in ("protocol", "source", "sink"):
+    for column in ("tenant", "protocol", "source", "sink"):
         value = getattr(query, column)
         if value is not None:
             clauses.append(f"s.{column} = ?")
@@ -162,22 +174,26 @@ def _query(conn: sqlite3.Connection, query: SubscriptionQuery, after: int) -> Su
     params.append(query.limit + 1)  # one extra row tells whether another page follows
     order = "t.seq" if query.type is not None else "s.seq"
     rows = conn.execute(
-        f"SELECT s.seq, s.doc, s.revision FROM {source} WHERE {' AND '.join(clauses)}"
+        f"SELECT s.seq, s.doc, s.revision, s.tenant FROM {source} WHERE {' AND '.join(clauses)}"
         f" ORDER BY {order} LIMIT ?",
         params,
     ).fetchall()
     page = rows[: query.limit]
-    items = [_load(doc, revision) for _, doc, revision in page]
+    items = [_load(doc, revision, tenant) for _, doc, revision, tenant in page]
     more = len(rows) > query.limit and bool(page)
     return SubscriptionPage(items=items, next_cursor=encode_cursor(page[-1][0]) if more else None)
 
 
-def _current(conn: sqlite3.Connection, subscription_id: str, expected: int | None) -> tuple[int, int]:
-    row = conn.execute("SELECT seq, revision FROM subscriptions WHERE id = ?", (subscription_id,)).fetchone()
+def _current(
+    conn: sqlite3.Connection, subscription_id: str, expected: int | None
+) -> tuple[int, int, str | None]:
+    row = conn.execute(
+        "SELECT seq, revision, tenant FROM subscriptions WHERE id = ?", (subscription_id,)
+    ).fetchone()
     if row is None:
         raise NotFound(f"no subscription with id {subscription_id!r}")
     _check_revision(row[1], expected)
-    return int(row[0]), int(row[1])
+    return int(row[0]), int(row[1]), row[2]
 
 
 def _check_revision(current: int, expected: int | None) -> None:
