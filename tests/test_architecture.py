@@ -46,6 +46,8 @@ STORAGE = frozenset({"storage"})
 WEB = frozenset({"web"})
 #: Access control: credentials to principals, the scope of each route, the audit log.
 ACCESS = frozenset({"auth"})
+#: Secrets at rest: a sealing layer over any backend's subscription store.
+SEALING = frozenset({"sealing"})
 #: The parts of the service; none imports another.
 PARTS = frozenset({"api", "pipeline", "registry", "sources", "spark", "console"})
 
@@ -63,9 +65,10 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     # The management commands: a client of the HTTP API, never of the broker's insides.
     "client": BOTTOM,
     "auth": BOTTOM | WEB,
+    "sealing": BOTTOM | STORAGE,
     # The composition root creates every part and wires them to each other.
-    "app": BOTTOM | STORAGE | WEB | PARTS | ACCESS,
-    "cli": BOTTOM | STORAGE | WEB | PARTS | ACCESS | {"app", "client"},
+    "app": BOTTOM | STORAGE | WEB | PARTS | ACCESS | SEALING,
+    "cli": BOTTOM | STORAGE | WEB | PARTS | ACCESS | SEALING | {"app", "client"},
     "__main__": frozenset({"cli"}),
 }
 

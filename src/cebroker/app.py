@@ -37,6 +37,9 @@ from cebroker.network import sink_policy
 from cebroker.pipeline.component import PipelineComponent
 from cebroker.pipeline.rules import SUBSCRIPTION_RULES as PIPELINE_RULES
 from cebroker.registry.component import RegistryComponent
+from cebroker.sealing.cipher import Sealer
+from cebroker.sealing.keys import key_ring
+from cebroker.sealing.store import SealedSubscriptionStore
 from cebroker.settings import Settings
 from cebroker.sources.component import SourcesComponent
 from cebroker.sources.rules import SUBSCRIPTION_RULES as BRIDGE_RULES
@@ -145,6 +148,13 @@ def storage_from_settings(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) ->
     return create_storage(settings.db, options)
 
 
+def secrets_sealer(settings: Settings) -> Sealer:
+    """The sealer of stored secrets: the key file the settings name, else ``<db>.key`` (created
+    on first start). Raises ConfigurationError when the key cannot be had."""
+    ring, _ = key_ring(settings.secrets_key, settings.db)
+    return Sealer(ring)
+
+
 def validation_rules() -> ValidationRules:
     """The Subscriptions API's rules: its own, plus the settings and ``config`` keys the pipeline
     (retry policy, HTTP content mode) and the protocol bridge (content modes, Kafka key) declare."""
@@ -157,9 +167,11 @@ def build_components(
     *,
     clock: Clock = SYSTEM_CLOCK,
     resolver: Resolver = system_resolver,
+    sealer: Sealer | None = None,
 ) -> list[Component]:
     """Create every part of the broker, wired to each other, in start order.
 
+    ``sealer`` (default :func:`secrets_sealer`) seals the secrets the subscription store keeps.
     ``storage`` defaults to the one the settings name (:func:`storage_from_settings`); every part gets
     the contract it needs from it. ``resolver`` resolves the host names of destinations for the
     network policy (tests inject one that maps names to any address). The pipeline schedules
@@ -170,8 +182,9 @@ def build_components(
     # One network policy for both checks of every destination: at subscription time (the API)
     # and at connect time (every sender); ``resolver`` turns names into addresses for both.
     policy = sink_policy(settings)
-    # The one subscription store; parts that read or follow subscriptions get this instance.
-    store = storage.subscriptions
+    # The one subscription store; parts that read or follow subscriptions get this instance. It
+    # seals secrets on their way to the backend, whichever it is.
+    store = SealedSubscriptionStore(storage.subscriptions, sealer or secrets_sealer(settings))
     rules = validation_rules()
     subscriptions = SubscriptionsComponent(
         store, settings, rules, destinations=DestinationCheck(policy, resolver), clock=clock

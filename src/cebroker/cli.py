@@ -8,10 +8,13 @@ wins over the variable, which wins over the default. Both come from the declarat
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib.util
 import logging.config
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cebroker.client.parser import add_client_commands
 from cebroker.options import OptionParser, options_of
@@ -19,6 +22,10 @@ from cebroker.options.units import DURATION_HELP, SIZE_HELP
 from cebroker.registry.command import add_registry, run_registry
 from cebroker.settings import VARIABLE_PREFIX, Settings
 from cebroker.spark.command import add_spark_feed, run_spark_feed
+
+if TYPE_CHECKING:
+    from cebroker.sealing.cipher import Sealer
+    from cebroker.storage import Storage
 
 SERVE_OPTIONS = options_of(Settings, VARIABLE_PREFIX)
 
@@ -46,6 +53,7 @@ def build_parser() -> OptionParser:
     add_spark_feed(sub)
     add_registry(sub)
     add_client_commands(sub)
+    _add_secrets(sub)
     return parser
 
 
@@ -59,9 +67,10 @@ def _serve(args: argparse.Namespace) -> int:
     from ceprotocols.errors import SettingsError
 
     from cebroker.api.ops import QuietInvalidHttp
-    from cebroker.app import build_components, create_app, storage_from_settings
+    from cebroker.app import build_components, create_app, secrets_sealer, storage_from_settings
     from cebroker.errors import ConfigurationError
     from cebroker.logs import logging_config
+    from cebroker.sealing.cipher import SealingError
     from cebroker.sources.component import source_names
     from cebroker.storage import StorageError
 
@@ -106,7 +115,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         # Files the settings name (API keys, tenant policies, the secrets key) are read here,
         # before anything opens: one that cannot be used is refused with its reason.
-        components = build_components(settings, storage)
+        sealer = secrets_sealer(settings)
+        components = build_components(settings, storage, sealer=sealer)
     except ConfigurationError as exc:
         print(f"cebroker serve: {exc}", file=sys.stderr)
         return 2
@@ -114,9 +124,19 @@ def _serve(args: argparse.Namespace) -> int:
         # Before the server starts: a database held by another broker, written by a newer
         # release or unreadable is refused at once, with its reason and no traceback.
         storage.prepare()
+        # Every stored secret must open with this key file: a wrong one stops here, not later
+        # in a delivery.
+        clear = asyncio.run(_check_secrets(storage, sealer))
     except StorageError as exc:
         print(f"cebroker serve: {exc}", file=sys.stderr)
         return 1
+    except SealingError as exc:
+        print(f"cebroker serve: the stored secrets do not open: {exc}", file=sys.stderr)
+        return 2
+    if clear:
+        logging.getLogger("cebroker").warning(
+            "%d secrets are stored in clear by an earlier release: run cebroker secrets rotate", clear
+        )
     app = create_app(settings, components)
     logging.getLogger("uvicorn.error").addFilter(QuietInvalidHttp(app.state.incomplete))
     uvicorn.run(
@@ -135,6 +155,49 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _check_secrets(storage: Storage, sealer: Sealer) -> int:
+    """Open every stored secret once (the storage is opened and closed again); return how many
+    are still in clear."""
+    from cebroker.sealing.store import verify_sealed
+
+    await storage.open()
+    try:
+        return await verify_sealed(storage.subscriptions, sealer)
+    finally:
+        await storage.close()
+
+
+def _add_secrets(sub: argparse._SubParsersAction[OptionParser]) -> None:
+    secrets = sub.add_parser("secrets", help="manage the key of stored secrets")
+    commands = secrets.add_subparsers(dest="secrets_command", required=True, metavar="COMMAND")
+    rotate = commands.add_parser(
+        "rotate",
+        help="seal every stored secret again under a new key (broker stopped)",
+        description=(
+            "Generate a new key and seal every stored secret with it; the key file then holds the"
+            " new key only (or, with --new-key-file, the new key goes to that new file)."
+        ),
+    )
+    rotate.add_options([option for option in SERVE_OPTIONS if option.name in ("db", "secrets_key")])
+    rotate.add_argument(
+        "--new-key-file", type=Path, metavar="FILE", help="write the new key to this new file"
+    )
+
+
+def _secrets(args: argparse.Namespace) -> int:
+    from cebroker.errors import ConfigurationError
+    from cebroker.sealing.cipher import SealingError
+    from cebroker.sealing.rotate import rotate_secrets
+    from cebroker.storage import StorageError
+
+    try:
+        print(rotate_secrets(args.db, args.secrets_key, args.new_key_file))
+    except (ConfigurationError, SealingError, StorageError, FileExistsError) as exc:
+        print(f"cebroker secrets rotate: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cebroker`` command."""
     args = build_parser().parse_args(argv)
@@ -148,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from cebroker.client.commands import run
 
         return run(args)
+    if args.command == "secrets":
+        return _secrets(args)
     return 2  # argparse rejects unknown commands before this
 
 
