@@ -38,6 +38,7 @@ BOTTOM = frozenset(
         "logs",
         "principal",
         "network",
+        "tenant_policies",
     }
 )
 #: Storage: the contracts and backends of every table the broker keeps.

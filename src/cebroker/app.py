@@ -44,6 +44,7 @@ from cebroker.settings import Settings
 from cebroker.sources.component import SourcesComponent
 from cebroker.sources.rules import SUBSCRIPTION_RULES as BRIDGE_RULES
 from cebroker.storage import Storage, StorageOptions, create_storage
+from cebroker.tenant_policies import load_tenant_policies
 from cebroker.web.problem import problem, problem_from_error
 
 log = logging.getLogger("cebroker")
@@ -207,6 +208,7 @@ def build_components(
         realize=lambda body: realize(body, rules=rules, subscription_id="draft"),
         policy=policy,
         resolver=resolver,
+        policies=load_tenant_policies(settings.tenant_policies),
     )
     components.append(pipeline)
     # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it. (With no

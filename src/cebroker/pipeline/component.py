@@ -35,6 +35,7 @@ from cebroker.pipeline.tail import TailHub
 from cebroker.settings import Settings
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange, SubscriptionStore
+from cebroker.tenant_policies import TenantPolicies, load_tenant_policies
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -65,11 +66,14 @@ class PipelineComponent:
         realize: Realize | None = None,
         policy: NetworkPolicy | None = None,
         resolver: Resolver = system_resolver,
+        policies: TenantPolicies | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
         self.metrics = PipelineMetrics()
-        self.matcher = Matcher()
+        # Never unrestricted by omission: the settings' policies unless they are passed.
+        tenant_policies = policies if policies is not None else load_tenant_policies(settings.tenant_policies)
+        self.matcher = Matcher(tenant_policies)
         self.log = journal
         origin = urlsplit(settings.public_url).hostname or settings.host
         self.senders = SenderPool(
@@ -100,6 +104,7 @@ class PipelineComponent:
                 self.metrics,
                 max_event_size=settings.max_event_size,
                 max_batch_size=settings.max_batch_size,
+                policies=tenant_policies,
             ),
             MetricsApi(self.metrics),
             DeliveriesApi(store, self.log, self.dispatcher),

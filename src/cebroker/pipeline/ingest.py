@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cebroker.contracts import Event, EventValidator, IngestResult, ValidationMode
-from cebroker.errors import FieldProblem, Overloaded, ValidationError
+from cebroker.errors import FieldProblem, Forbidden, Overloaded, ValidationError
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
@@ -77,11 +77,15 @@ class Pipeline:
         """Validate, commit and schedule ``events`` (pointers ``/<index>/<attribute>``)."""
         return await self.accept(events, batch=True)
 
-    async def accept(self, events: Sequence[Any], *, batch: bool) -> IngestResult:
+    async def accept(
+        self, events: Sequence[Any], *, batch: bool, permit: Callable[[dict[str, Any]], bool] | None = None
+    ) -> IngestResult:
         """Like :meth:`ingest`; ``batch=False`` names problems ``/<attribute>`` (one event).
 
         A large batch is checked and matched in slices of :data:`SLICE` events with a pause for
-        the event loop in between, so that other requests are served meanwhile.
+        the event loop in between, so that other requests are served meanwhile. ``permit`` is the
+        publisher's publish policy: an event it refuses makes the whole request a 403 naming that
+        event, before anything is written.
         """
         problems: list[FieldProblem] = []
         clean: list[dict[str, Any]] = []
@@ -97,6 +101,15 @@ class Pipeline:
         if problems:
             self._metrics.events_rejected.labels("invalid").inc()
             raise ValidationError(problems)
+        if permit is not None:
+            for index, event in enumerate(clean):
+                if not permit(event):
+                    self._metrics.events_rejected.labels("policy").inc()
+                    where = f"event /{index}" if batch else "the event"
+                    raise Forbidden(
+                        f"{where} (source {str(event['source'])[:200]!r}, id {str(event['id'])[:200]!r})"
+                        " may not be published: the tenant's publish policy refuses it"
+                    )
         await self._check_definitions(clean, batch)
         if self._dispatcher.pending >= self._max_backlog:
             self._metrics.events_rejected.labels("overloaded").inc()

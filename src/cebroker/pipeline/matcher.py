@@ -17,14 +17,20 @@ from cefilters import Explanation, FilterError, SubscriptionIndex
 from cebroker.contracts import Event
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange
 from cebroker.subscription import Subscription
+from cebroker.tenant_policies import TenantPolicies
 
 log = logging.getLogger("cebroker.pipeline")
 
 
 class Matcher:
-    """Subscriptions by id plus their filter index."""
+    """Subscriptions by id plus their filter index.
 
-    def __init__(self) -> None:
+    ``policies``: the tenants' receive policies, each conjoined with the own filters of every
+    subscription of its tenant, inside the index (no second pass over the matches).
+    """
+
+    def __init__(self, policies: TenantPolicies | None = None) -> None:
+        self._policies = policies or TenantPolicies()
         self._index: SubscriptionIndex[str] = SubscriptionIndex()
         self.subscriptions: dict[str, Subscription] = {}
 
@@ -54,10 +60,14 @@ class Matcher:
         return self._index.explain(subscription, event)
 
     def _put(self, subscription: Subscription) -> None:
+        filters = list(subscription.filters)
+        receive = self._policies.receive_filter(subscription.tenant)
+        if receive is not None:
+            filters.append(receive)  # a filters array is a conjunction
         try:
             self._index.add(
                 subscription.id,
-                list(subscription.filters),
+                filters,
                 source=subscription.source,
                 types=list(subscription.types) if subscription.types is not None else None,
             )

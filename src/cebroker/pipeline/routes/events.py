@@ -8,7 +8,7 @@ Binary mode (``ce-`` headers, payload as body), structured mode
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -23,6 +23,9 @@ from cebroker.errors import FieldProblem, PayloadTooLarge, UnsupportedMediaType,
 from cebroker.pipeline.gcpause import PAUSE
 from cebroker.pipeline.ingest import Pipeline, release
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.principal import Principal
+from cebroker.tenant_policies import TenantPolicies
+from cebroker.web.access import principal_of
 from cebroker.web.body import PARSE_OFF_LOOP, json_problem, parse_json, parse_json_body, read_limited
 from cebroker.web.problem import RequestPartProblem
 
@@ -34,9 +37,16 @@ class EventsApi:
     """The ingress route; limits are in bytes."""
 
     def __init__(
-        self, pipeline: Pipeline, metrics: PipelineMetrics, *, max_event_size: int, max_batch_size: int
+        self,
+        pipeline: Pipeline,
+        metrics: PipelineMetrics,
+        *,
+        max_event_size: int,
+        max_batch_size: int,
+        policies: TenantPolicies | None = None,
     ) -> None:
         self._pipeline = pipeline
+        self._policies = policies or TenantPolicies()
         self._metrics = metrics
         self._max_event = max_event_size
         self._max_batch = max_batch_size
@@ -54,13 +64,28 @@ class EventsApi:
             except (PayloadTooLarge, UnsupportedMediaType, ValidationError) as exc:
                 self._metrics.events_rejected.labels(type(exc).__name__.lower()).inc()
                 raise
-            result = await self._pipeline.accept(events, batch=batch)  # counts its own refusals
+            permit = self._permit(principal_of(request))
+            result = await self._pipeline.accept(
+                events, batch=batch, permit=permit
+            )  # counts its own refusals
             await release(events)
         finally:
             if paused:  # a large batch held off full garbage collections (see pipeline.gcpause)
                 PAUSE.release()
         body = {"accepted": result.accepted, "duplicates": result.duplicates}
         return Response(orjson.dumps(body), status_code=202, media_type="application/json")
+
+    def _permit(self, principal: Principal) -> Callable[[dict[str, Any]], bool] | None:
+        """The publish policy of ``principal``'s tenant, or None when it is not restricted."""
+        tenant = principal.tenant
+        if principal.admin or tenant is None or tenant not in self._policies.tenants:
+            return None
+        policies = self._policies
+
+        def permit(event: dict[str, Any]) -> bool:
+            return policies.may_publish(tenant, event)
+
+        return permit
 
     async def _decode(self, request: Request, paused: list[bool]) -> tuple[list[Any], bool]:
         content_type = request.headers.get("content-type", "")
