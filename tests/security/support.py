@@ -17,11 +17,11 @@ from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from pipeline.servers import ServerThread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from support.servers import ServerThread
 
 AUDIENCE = "cebroker"
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from ceprotocols.egress import Resolver, system_resolver
 from servers import free_port
 from starlette.applications import Starlette
 
@@ -80,17 +81,23 @@ class Brokers:
         self._served = ServedApps()
 
     def start(
-        self, *, clock: Clock = SYSTEM_CLOCK, storage: Storage | None = None, **overrides: Any
+        self,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        storage: Storage | None = None,
+        resolver: Resolver = system_resolver,
+        **overrides: Any,
     ) -> Broker:
         """A broker with these ``Settings`` overrides, scheduling on ``clock``, over ``storage``
-        (by default the SQLite file the settings name)."""
+        (by default the SQLite file the settings name), resolving the names of destinations
+        with ``resolver`` (tests map names to any address)."""
         fields: dict[str, Any] = {
             "db": self._directory / f"broker{len(self._served)}.db",
             "webhook_validation": False,
             **overrides,
         }
         settings = Settings(**fields)
-        app = create_app(settings, build_components(settings, storage, clock=clock))
+        app = create_app(settings, build_components(settings, storage, clock=clock, resolver=resolver))
         server, client = self._served.start(app, force_exit=self._force_exit)
         return Broker(server, client, app)
 
