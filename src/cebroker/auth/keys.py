@@ -61,7 +61,8 @@ def parse_api_keys(text: str, source: str) -> tuple[ApiKey, ...]:
     for index, entry in enumerate(doc["keys"]):
         key = _entry(entry, f"{source}: keys[{index}]")
         if key.principal.id in seen_ids:
-            raise ConfigurationError(f"{source}: keys[{index}]: the id {key.principal.id!r} is used twice")
+            name = key.principal.id.removeprefix("key:")
+            raise ConfigurationError(f"{source}: keys[{index}]: the id {name!r} is used twice")
         if key.digest in seen_digests:
             raise ConfigurationError(f"{source}: keys[{index}]: the same sha256 is listed twice")
         seen_ids.add(key.principal.id)

@@ -1,0 +1,75 @@
+"""Schemathesis over the API an authenticated broker serves, with a valid key: no 5xx, every
+answer as documented; and the same requests without the key: 401 problem+json, never a 5xx."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import hypothesis
+import pytest
+import schemathesis
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_headers_conformance,
+    status_code_conformance,
+)
+
+from cebroker.app import create_app
+from cebroker.settings import Settings
+
+KEY = "cbk_fuzz-" + "k" * 24
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    negative_data_rejection,
+]
+
+# Built at import: the schema (and so the parametrization) is loaded from the app.
+_DIR = Path(tempfile.mkdtemp(prefix="cebroker-fuzz-auth-"))
+(_DIR / "keys.json").write_text(
+    json.dumps(
+        {
+            "keys": [
+                {
+                    "id": "fuzz",
+                    "sha256": hashlib.sha256(KEY.encode()).hexdigest(),
+                    "tenant": "fuzz",
+                    "scopes": ["subscriptions:read", "subscriptions:write"],
+                }
+            ]
+        }
+    )
+)
+_APP = create_app(Settings(db=_DIR / "fuzz.db", api_keys=_DIR / "keys.json"))
+schema = schemathesis.openapi.from_asgi("/openapi.json", _APP, headers={"authorization": f"Bearer {KEY}"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_dir() -> Iterator[None]:
+    yield
+    shutil.rmtree(_DIR, ignore_errors=True)
+
+
+@schema.parametrize()
+@hypothesis.settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=list(hypothesis.HealthCheck),
+    derandomize=True,
+)
+def test_with_a_valid_key(case: schemathesis.Case) -> None:
+    response = case.call(headers={"authorization": f"Bearer {KEY}"})
+    case.validate_response(response, checks=CHECKS)
+    assert response.status_code not in (401, 403), response.text
+    anonymous = case.call(headers={"authorization": ""})
+    assert anonymous.status_code == 401
+    assert anonymous.headers["www-authenticate"][0].startswith("Bearer")
