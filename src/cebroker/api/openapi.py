@@ -207,6 +207,11 @@ def openapi_document(rules: ValidationRules) -> dict[str, Any]:
         properties = schemas[schema_name]["properties"]
         for name, extra in rules.protocols[protocol].schemas.items():
             properties[name] = copy.deepcopy(extra)  # the part that declared the setting owns its schema
+    paths = copy.deepcopy(_PATHS)
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            if isinstance(operation, dict) and "responses" in operation:
+                operation["responses"].update(_access_responses(path, method))
     return {
         "openapi": "3.1.0",
         "info": {
@@ -214,6 +219,29 @@ def openapi_document(rules: ValidationRules) -> dict[str, Any]:
             "version": __version__,
             "description": "CloudEvents Subscriptions API: create, query, retrieve, replace, delete.",
         },
-        "paths": copy.deepcopy(_PATHS),
-        "components": {"schemas": schemas},
+        "paths": paths,
+        "components": {"schemas": schemas, "securitySchemes": _SECURITY_SCHEMES},
+        # Needed once the broker is configured with API keys or an OIDC issuer (docs/security.md);
+        # a broker without (loopback only) takes calls without credentials.
+        "security": [{"bearer": []}, {}],
     }
+
+
+_SECURITY_SCHEMES = {
+    "bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key, or an access token of the configured OIDC issuer.",
+    }
+}
+_UNAUTHORIZED = _problem("No credentials, or credentials not accepted (with WWW-Authenticate: Bearer).")
+_FORBIDDEN = _problem("The credentials lack the scope this operation needs (named in `detail`).")
+_QUOTA = _problem("The caller's tenant holds --max-subscriptions-per-tenant subscriptions already.")
+
+
+def _access_responses(path: str, method: str) -> dict[str, Any]:
+    """What an authenticated broker may answer besides the operation's own statuses."""
+    extra: dict[str, Any] = {"401": _UNAUTHORIZED, "403": _FORBIDDEN}
+    if path == "/subscriptions" and method == "post":
+        extra["429"] = _QUOTA
+    return extra
