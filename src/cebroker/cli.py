@@ -123,10 +123,11 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         # Before the server starts: a database held by another broker, written by a newer
         # release or unreadable is refused at once, with its reason and no traceback.
-        storage.prepare()
         # Every stored secret must open with this key file: a wrong one stops here, not later
-        # in a delivery.
-        clear = asyncio.run(_check_secrets(storage, sealer))
+        # in a delivery. The check opens a storage of its own on a loop of its own, so that
+        # nothing of it is bound to the server's loop.
+        clear = asyncio.run(_check_secrets(storage_from_settings(settings), sealer))
+        storage.prepare()
     except StorageError as exc:
         print(f"cebroker serve: {exc}", file=sys.stderr)
         return 1
@@ -156,7 +157,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 async def _check_secrets(storage: Storage, sealer: Sealer) -> int:
-    """Open every stored secret once (the storage is opened and closed again); return how many
+    """Open every stored secret once (``storage`` is opened and closed again); return how many
     are still in clear."""
     from cebroker.sealing.store import verify_sealed
 

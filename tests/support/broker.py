@@ -26,6 +26,7 @@ from starlette.applications import Starlette
 
 from cebroker.app import build_components, create_app
 from cebroker.clock import SYSTEM_CLOCK, Clock
+from cebroker.sealing.keys import new_key, write_key_file
 from cebroker.settings import Settings
 from cebroker.storage import Storage
 from support.servers import ServedApps, ServerThread
@@ -106,6 +107,15 @@ class Brokers:
         self._served.close()
 
 
+def shared_key(directory: Path) -> Path:
+    """The secrets key file of the brokers whose logs are in ``directory`` (one database, one
+    key), created on first use."""
+    path = directory / "secrets.key"
+    if not path.exists():
+        write_key_file(path, (new_key(),), exclusive=True)
+    return path
+
+
 class BrokerProcess:
     """``cebroker serve`` as a child process on a free port of 127.0.0.1 over ``db`` (a SQLite
     file or a PostgreSQL URL), its output appended to ``log``; ended by its own PID only.
@@ -151,9 +161,14 @@ class BrokerProcess:
         return self.proc.pid
 
     def command(self) -> list[str]:
-        """The command line."""
+        """The command line. On a database named by a URL (PostgreSQL) the secrets key file is
+        the one every broker logging to the same directory shares, unless the flags name one: a
+        URL has no file beside which the broker could keep its own."""
         port = [] if self._port_variable else ["--port", str(self.port)]
-        return [sys.executable, "-m", "cebroker", "serve", *port, "--db", str(self.db), *self.flags]
+        key: list[str] = []
+        if "://" in str(self.db) and "--secrets-key-file" not in self.flags:
+            key = ["--secrets-key-file", str(shared_key(self.log.parent))]
+        return [sys.executable, "-m", "cebroker", "serve", *port, "--db", str(self.db), *key, *self.flags]
 
     def log_text(self) -> str:
         """Everything the broker (every start of it) wrote so far."""

@@ -57,7 +57,7 @@ class AccessRule:
 def _rule(
     pattern: str, methods: Mapping[str, str], otherwise: str, audited: frozenset[str] = frozenset()
 ) -> AccessRule:
-    return AccessRule(re.compile(pattern), methods, otherwise, audited)
+    return AccessRule(re.compile(pattern, re.DOTALL), methods, otherwise, audited)
 
 
 def _read_write(read: str, write: str, *writes: str) -> Mapping[str, str]:
@@ -71,7 +71,8 @@ _REGISTRY_WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
 RULES: tuple[AccessRule, ...] = (
     _rule("/healthz|/readyz", {}, PUBLIC),
     # The console's page shell and assets, and the API reference page: no data, only code.
-    _rule("/console/?|/console/assets/.*|/docs|/docs/assets/.*", {"GET": PUBLIC, "HEAD": PUBLIC}, ADMIN),
+    # (Any other method on them is answered 405 by the route, which reveals nothing either.)
+    _rule("/console/?|/console/assets/.*|/docs|/docs/assets/.*", {}, PUBLIC),
     _rule("/openapi.json", {}, ANY),
     _rule("/metrics", {}, METRICS_READ),
     _rule("/events", {"POST": EVENTS_PUBLISH}, EVENTS_PUBLISH),
@@ -89,7 +90,10 @@ RULES: tuple[AccessRule, ...] = (
     ),
     _rule(f"/subscriptions/{_ID}/(status|tail)", {}, SUBSCRIPTIONS_READ),
     _rule(f"/subscriptions/{_ID}/explain|/explain", {}, SUBSCRIPTIONS_READ),
-    _rule("/status|/status/subscriptions", {}, SUBSCRIPTIONS_READ),
+    # The broker's totals are an operator's view, like the metrics; the per-subscription health
+    # lists the caller's tenant's subscriptions only.
+    _rule("/status", {}, METRICS_READ),
+    _rule("/status/subscriptions", {}, SUBSCRIPTIONS_READ),
     _rule(f"/subscriptions/{_ID}/deadletters", {}, DEADLETTERS_MANAGE),
     _rule(
         f"/subscriptions/{_ID}/deadletters/redrive",

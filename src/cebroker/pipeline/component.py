@@ -108,7 +108,7 @@ class PipelineComponent:
             ),
             MetricsApi(self.metrics),
             DeliveriesApi(store, self.log, self.dispatcher),
-            TailApi(self.tail, self._exists),
+            TailApi(self.tail, self._store.get),
             OverviewApi(self.metrics, self.log, self.matcher, self.dispatcher),
         ]
         if realize is not None:  # drafts are validated by the Subscriptions API's rules
@@ -157,9 +157,6 @@ class PipelineComponent:
         if change.kind is ChangeKind.DELETED:
             self.tail.end(change.subscription.id)
             self._keep(self.dispatcher.forget(change.subscription.id))
-
-    async def _exists(self, subscription: str) -> bool:
-        return await self._store.get(subscription) is not None
 
     def _keep(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.create_task(coro)

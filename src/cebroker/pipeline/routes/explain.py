@@ -24,6 +24,7 @@ from cebroker.pipeline.explain import explain_draft, to_json
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.validation import event_problems, normalize
 from cebroker.subscription import Subscription
+from cebroker.web.access import principal_of
 from cebroker.web.body import read_json
 
 #: Media types an explain request may be sent as.
@@ -59,7 +60,9 @@ class ExplainApi:
     async def stored(self, request: Request) -> Response:
         """Explain one event against a stored subscription."""
         subscription = str(request.path_params["id"])
-        if subscription not in self._matcher.subscriptions:
+        found = self._matcher.subscriptions.get(subscription)
+        # Another tenant's subscription is answered exactly as one that does not exist.
+        if found is None or not principal_of(request).sees(found.tenant):
             raise NotFound(f"no subscription {subscription[:64]!r}")
         event = _event(await read_json(request, limit=self._max_event, accepted=MEDIA_TYPES), "")
         try:

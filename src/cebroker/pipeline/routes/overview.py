@@ -26,6 +26,7 @@ from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.storage.deliveries import DeliveryLog
+from cebroker.web.access import principal_of
 
 
 def timestamp(epoch: float | None) -> str | None:
@@ -93,11 +94,15 @@ class OverviewApi:
         return JSONResponse(doc, headers={"Cache-Control": "no-store"})
 
     async def subscriptions(self, request: Request) -> Response:
-        """Every subscription with its delivery health, in creation order."""
+        """Every subscription the caller may see (its tenant's; every one for an admin) with its
+        delivery health, in creation order."""
+        principal = principal_of(request)
         statuses = await self._log.statuses()
         last = self._metrics.last_delivered
         items = []
         for sub in self._matcher.subscriptions.values():
+            if not principal.sees(sub.tenant):
+                continue
             status = statuses.get(sub.id, {})
             items.append(
                 {

@@ -20,17 +20,19 @@ from starlette.routing import BaseRoute, Route
 
 from cebroker.errors import NotFound
 from cebroker.pipeline.tail import TailHub
+from cebroker.subscription import Subscription
+from cebroker.web.access import principal_of
 
 #: Seconds between keep-alive comments on an idle stream.
 PING_INTERVAL = 15
 
 
 class TailApi:
-    """Serves the live tail from a :class:`TailHub`; ``exists`` says whether a subscription does."""
+    """Serves the live tail from a :class:`TailHub`; ``lookup`` finds a stored subscription."""
 
-    def __init__(self, hub: TailHub, exists: Callable[[str], Awaitable[bool]]) -> None:
+    def __init__(self, hub: TailHub, lookup: Callable[[str], Awaitable[Subscription | None]]) -> None:
         self._hub = hub
-        self._exists = exists
+        self._lookup = lookup
 
     def routes(self) -> Sequence[BaseRoute]:
         """``GET /subscriptions/{id}/tail``."""
@@ -39,7 +41,9 @@ class TailApi:
     async def tail(self, request: Request) -> Response:
         """Stream the subscription's matched events until it is deleted or the client leaves."""
         subscription = str(request.path_params["id"])
-        if not await self._exists(subscription):
+        found = await self._lookup(subscription)
+        # Another tenant's subscription is answered exactly as one that does not exist.
+        if found is None or not principal_of(request).sees(found.tenant):
             raise NotFound(f"no subscription {subscription[:64]!r}")
         return EventSourceResponse(
             self._stream(subscription),
