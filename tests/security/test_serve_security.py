@@ -7,8 +7,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import ssl
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -219,3 +221,45 @@ def test_https(tmp_path: Path, served: list[Served]) -> None:
         assert http.get("/subscriptions").status_code == 200
     with pytest.raises(httpx.TransportError):
         httpx.get(broker.url.replace("https", "http") + "/readyz", timeout=5)
+
+
+def test_sighup_rereads_the_api_keys(tmp_path: Path, served: list[Served]) -> None:
+    """The file is rewritten in place with the same size, inode and modification time, so only
+    the signal can make the broker read it again."""
+    keys = keys_file(tmp_path)
+    broker = Served(tmp_path / "hup.db", tmp_path / "hup.log", "--api-keys", str(keys))
+    served.append(broker)
+    broker.start()
+    new_key = KEY[:-4] + "next"
+    before = keys.stat()
+    text = keys.read_text().replace(
+        hashlib.sha256(KEY.encode()).hexdigest(), hashlib.sha256(new_key.encode()).hexdigest()
+    )
+    with keys.open("r+") as out:
+        out.write(text)
+    os.utime(keys, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (keys.stat().st_ino, keys.stat().st_size, keys.stat().st_mtime_ns) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    assert broker.proc is not None
+    broker.proc.send_signal(signal.SIGHUP)
+
+    def accepted() -> bool:
+        return (
+            httpx.get(
+                f"{broker.url}/subscriptions", headers={"authorization": f"Bearer {new_key}"}
+            ).status_code
+            == 200
+        )
+
+    deadline = time.monotonic() + 15
+    while not accepted():
+        assert time.monotonic() < deadline, broker.log.read_text()
+        time.sleep(0.05)
+    assert (
+        httpx.get(f"{broker.url}/subscriptions", headers={"authorization": f"Bearer {KEY}"}).status_code
+        == 401
+    )
+    assert "API keys reloaded" in broker.log.read_text()
