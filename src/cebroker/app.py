@@ -31,6 +31,7 @@ from cebroker.api.ops import IncompleteRequests, OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
 from cebroker.api.validation import ValidationRules, build_rules, realize
 from cebroker.auth.component import AccessComponent
+from cebroker.auth.rules import PUBLIC, required_scope
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import BrokerError, IncompleteRequest
 from cebroker.network import sink_policy
@@ -45,7 +46,7 @@ from cebroker.sources.component import SourcesComponent
 from cebroker.sources.rules import SUBSCRIPTION_RULES as BRIDGE_RULES
 from cebroker.storage import Storage, StorageOptions, create_storage
 from cebroker.tenant_policies import load_tenant_policies
-from cebroker.web.problem import problem, problem_from_error
+from cebroker.web.problem import PROBLEM_MEDIA_TYPE, problem, problem_from_error
 
 log = logging.getLogger("cebroker")
 
@@ -104,7 +105,30 @@ def openapi_document(parts: Sequence[object], rules: ValidationRules) -> dict[st
         for method, operation in item.items():
             if method != "parameters" and "tags" not in operation:
                 operation["tags"] = [_tag(path)]
+            if method != "parameters":
+                _describe_access(path, method, operation)
     return doc
+
+
+_UNAUTHORIZED = {
+    "description": "No credentials, or credentials not accepted (with WWW-Authenticate: Bearer).",
+    "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+}
+_FORBIDDEN = {
+    "description": "The credentials lack the scope this operation needs (named in `detail`).",
+    "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+}
+
+
+def _describe_access(path: str, method: str, operation: dict[str, Any]) -> None:
+    """What the access rules add to an operation: nothing for a public one (no credentials
+    needed), else 401 and 403 (src/cebroker/auth/rules.py decides, the document follows)."""
+    if required_scope(method.upper(), path) == PUBLIC:
+        operation["security"] = []
+        return
+    responses = operation.setdefault("responses", {})
+    responses.setdefault("401", copy.deepcopy(_UNAUTHORIZED))
+    responses.setdefault("403", copy.deepcopy(_FORBIDDEN))
 
 
 def _tag(path: str) -> str:
