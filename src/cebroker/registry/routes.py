@@ -22,7 +22,7 @@ from cebroker.registry.model import GROUP_TYPES, model_document
 from cebroker.registry.paths import Target, parse_path
 from cebroker.registry.query import Inline
 from cebroker.registry.service import RawDocument, ReadOptions, WriteResult, capabilities_document
-from cebroker.registry.versions import DocInput
+from cebroker.registry.versions import DocInput, is_json_type
 from cebroker.storage.errors import StorageUnavailable
 
 _ALL = ["GET", "HEAD", "PUT", "PATCH", "POST", "DELETE", "OPTIONS"]
@@ -211,6 +211,10 @@ class RegistryRoutes:
             if method == "PATCH":
                 raise XRegistryError("details_required", target.xid)
             body: Any = http.header_attributes(request, target.xid)
+            if is_json_type(request.headers.get("content-type")):
+                # A document that says it is JSON must be JSON (an empty body is not), or it
+                # would be served back as JSON that no client can read.
+                http.parse_json(data, target.xid, required=True)
             doc = DocInput(data, request.headers.get("content-type"))
         else:
             if target.details and http.has_xregistry_headers(request):

@@ -183,6 +183,10 @@ class VersionWriter:
             row.attrs.pop(rtype.singular + "url", None)
             if doc.contenttype:
                 row.attrs["contenttype"] = doc.contenttype
+            elif not doc.data:
+                # No bytes: the type the previous document had no longer describes anything (an
+                # empty body served as JSON is not JSON).
+                row.attrs.pop("contenttype", None)
         elif rtype.singular + "url" in row.attrs:
             row.doc = None
         check_common(row.attrs, xid)

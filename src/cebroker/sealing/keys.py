@@ -166,7 +166,7 @@ def key_ring(key_file: Path | None, db: str | os.PathLike[str]) -> tuple[KeyRing
         except OSError as exc:
             raise ConfigurationError(f"{path}: cannot create the secrets key: {exc}") from None
         else:
-            log.warning(
+            log.info(
                 "created the key that encrypts stored secrets: %s (mode 0600); back it up with the"
                 " database: without it the stored secrets cannot be read",
                 path,
