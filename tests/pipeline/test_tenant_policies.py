@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 import pytest
-
-from pipeline.helpers import Broker, event
-from pipeline.servers import Sink
+from support.broker import Broker
+from support.events import event
+from support.sinks import Sink
 
 KEYS = {"admin": "cbk_admin-key", "acme": "cbk_acme-key", "globex": "cbk_globex-key"}
 SCOPES = ["subscriptions:read", "subscriptions:write", "events:publish"]

@@ -94,6 +94,10 @@ RULES: tuple[AccessRule, ...] = (
     # lists the caller's tenant's subscriptions only.
     _rule("/status", {}, METRICS_READ),
     _rule("/status/subscriptions", {}, SUBSCRIPTIONS_READ),
+    # The protocol sources are the operator's: their health is an operator's view, and what they
+    # refused holds messages of every producer, whatever the tenant.
+    _rule("/sources", {}, METRICS_READ),
+    _rule(f"/sources/{_ID}/rejects", {}, ADMIN),
     _rule(f"/subscriptions/{_ID}/deadletters", {}, DEADLETTERS_MANAGE),
     _rule(
         f"/subscriptions/{_ID}/deadletters/redrive",

@@ -214,7 +214,7 @@ class RegistryRoutes:
             if is_json_type(request.headers.get("content-type")):
                 # A document that says it is JSON must be JSON (an empty body is not), or it
                 # would be served back as JSON that no client can read.
-                http.parse_json(data, target.xid, required=True)
+                await http.parse_json(data, target.xid, required=True)
             doc = DocInput(data, request.headers.get("content-type"))
         else:
             if target.details and http.has_xregistry_headers(request):
