@@ -1,7 +1,8 @@
 """A minimal counting HTTP sink for the benchmarks: answers every POST with 204, counts them,
 and, when an event carries the ``benchsent`` extension (ns since the epoch, as ``ce-benchsent``
 or in a structured body), records the ingress-to-sink latency. ``GET /count`` returns JSON
-figures; ``GET /reset`` clears them. Usage: ``python benchmarks/sink.py PORT``."""
+figures; ``GET /reset`` clears them. ``GET /down`` makes it answer every POST with 503 (still
+counted: an attempt), ``GET /up`` with 204 again. Usage: ``python benchmarks/sink.py PORT``."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ class State:
 
     count = 0
     latencies: list[float] = []
+    down = False
 
 
 def _figures() -> bytes:
@@ -52,6 +54,12 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 State.count = 0
                 State.latencies = []
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            elif head.startswith((b"GET /down", b"GET /up")):
+                State.down = head.startswith(b"GET /down")
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            elif State.down:
+                State.count += 1
+                writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
             else:
                 State.count += 1
                 if sent is not None:

@@ -227,6 +227,7 @@ def build_components(
         settings,
         store,
         storage.deliveries,
+        storage.circuits,
         validator=registry.validator,
         clock=clock,
         realize=lambda body: realize(body, rules=rules, subscription_id="draft"),

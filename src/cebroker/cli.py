@@ -62,6 +62,26 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(**{option.name: getattr(args, option.name) for option in SERVE_OPTIONS})
 
 
+def raise_open_files_limit() -> int:
+    """Raise this process's soft limit of open files to its hard limit; returns the new soft limit.
+
+    Every delivery in flight holds a connection, up to each subscription's concurrency, and
+    the HTTP sender has no shared cap that sinks which hang could exhaust: the descriptors are
+    the one resource left that every subscription shares, and a soft limit of 1,024 (a common
+    default) would let a few hanging sinks starve the others of sockets.
+    """
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            return soft
+        return hard
+    return soft
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
     from ceprotocols.errors import SettingsError
@@ -101,10 +121,11 @@ def _serve(args: argparse.Namespace) -> int:
     config = logging_config(settings.log_level, settings.log_format)
     logging.config.dictConfig(config)
     logging.getLogger("cebroker").info(
-        "serving on %s with event loop %s and HTTP parser %s",
+        "serving on %s with event loop %s and HTTP parser %s (open files: up to %d)",
         settings.public_url,
         chosen["--loop"],
         chosen["--http"],
+        raise_open_files_limit(),
     )
     if settings.authenticated and not settings.loopback_only and settings.tls_cert is None:
         logging.getLogger("cebroker").warning(

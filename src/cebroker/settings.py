@@ -153,6 +153,12 @@ class Settings:
     max_backlog: int = setting(
         1_000_000, Integer(minimum=1), "pending deliveries above which ingress answers 503 with Retry-After"
     )
+    #: A subscription's ``config.probemaxdelay`` overrides it.
+    probe_max_delay: float = setting(
+        10.0,
+        Duration(positive=True),
+        "longest wait between two probes of a sink whose circuit is open (its Retry-After may ask longer)",
+    )
     webhook_validation: bool = setting(
         True, Boolean(), "CloudEvents webhook validation handshake before HTTP delivery"
     )

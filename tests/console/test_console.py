@@ -117,6 +117,27 @@ def test_a_dead_letter_is_redriven(console: Console) -> None:
     expect(page.locator('[data-status="delivered"]')).to_have_text("2")
 
 
+def test_a_sink_that_is_down_shows_its_circuit(console: Console) -> None:
+    console.sink.default["/down"] = Reply(status=503)
+    sub = console.http.post(
+        "/subscriptions", json={"protocol": "HTTP", "sink": f"{console.sink.url}/down"}
+    ).json()
+    for n in range(8):
+        console.send(n)
+    console.open("#/subscriptions")
+    cell = console.page.locator('td[data-col="circuit"]')
+    expect(cell).to_have_attribute("data-circuit", re.compile(r"^(open|probing)$"))
+    expect(cell).to_have_text(re.compile(r"^down since "))
+    expect(cell).to_have_attribute("title", re.compile(r"sink answered 503$"))
+    console.open(f"#/subscriptions/{sub['id']}")
+    fact = console.page.locator("span[data-circuit]")
+    expect(fact).to_contain_text("the backlog waits")
+    expect(fact).to_contain_text("Last error: sink answered 503")
+    console.sink.default["/down"] = Reply(status=200)  # the next probe closes it
+    expect(fact).to_have_text("up: deliveries flow")
+    expect(console.page.locator('[data-status="delivered"]')).to_have_text("8")
+
+
 def test_live_tail_shows_matched_events(console: Console) -> None:
     sub = console.http.post(
         "/subscriptions",

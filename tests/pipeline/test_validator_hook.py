@@ -35,7 +35,9 @@ def _app(tmp_path: Path, mode: str) -> tuple[Any, PipelineComponent]:
     settings = Settings(db=tmp_path / "b.db", event_validation=mode, webhook_validation=False)
     storage = create_storage(settings.db)
     store = storage.subscriptions
-    pipeline = PipelineComponent(settings, store, storage.deliveries, validator=AmountValidator())
+    pipeline = PipelineComponent(
+        settings, store, storage.deliveries, storage.circuits, validator=AmountValidator()
+    )
     parts: list[Component] = [
         StorageComponent(storage),
         SubscriptionsComponent(store, settings, validation_rules()),
@@ -74,7 +76,9 @@ async def test_ingest_contract_for_other_parts(tmp_path: Path) -> None:
     """``Ingestor.ingest``: all-or-nothing validation with ``/<index>/<attribute>`` pointers."""
     storage = create_storage(tmp_path / "b.db")
     await storage.open()
-    component = PipelineComponent(Settings(db=tmp_path / "b.db"), storage.subscriptions, storage.deliveries)
+    component = PipelineComponent(
+        Settings(db=tmp_path / "b.db"), storage.subscriptions, storage.deliveries, storage.circuits
+    )
     assert isinstance(component.pipeline, Ingestor)
     await component.start()
     try:

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 import pytest
+from pipeline.clocks import ManualClock
 
 from cebroker.storage import DeliveryLog, Incoming, Limits, Pending, Storage
 from storage.support import STORAGES, opened
@@ -151,6 +152,41 @@ async def test_dead_letters_page_and_redrive_picks(storage: Storage) -> None:
     assert (status["deadlettered"], status["deadletteredTotal"], status["pending"]) == (2, 4, 2)
 
 
+async def test_expire_dead_letters_the_oldest_in_batches_with_their_attempts(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> None:
+    """The time-to-live sweep of a subscription whose sink is down: oldest first, a batch at a
+    time, the attempts each had, the reason given, no status; and when the next one runs out."""
+    clock = ManualClock()
+    async with opened(STORAGES[backend](request, tmp_path, clock=clock)) as storage:
+        log = storage.deliveries
+        await log.append([incoming(n, "a") for n in range(3)])
+        clock.advance(10)
+        await log.append([incoming(n, "a", "b") for n in range(3, 5)])
+        start = clock.now() - 10
+        (row, *_), _ = await log.due("a", 1)
+        await log.reschedule(row, 2, clock.now(), "503")
+        clock.advance(100)
+        letters, oldest = await log.expire("a", start + 5, "unavailable since then", 2)
+        assert [(d.event["id"], d.attempts) for d in letters] == [("0", 2), ("1", 0)]
+        assert {(d.status, d.body, d.last_error, d.first_at) for d in letters} == {
+            (None, None, "unavailable since then", start)
+        }
+        assert oldest == start
+        letters, oldest = await log.expire("a", start + 5, "unavailable since then", 2)
+        assert [d.event["id"] for d in letters] == ["2"]
+        assert oldest == start + 10
+        assert await log.expire("a", start + 5, "unavailable since then", 2) == ([], start + 10)
+        stored = await log.dead_letters("a", 0, 10)
+        assert [d.event["id"] for d in stored] == ["0", "1", "2"]
+        status = await log.status("a")
+        assert (status["pending"], status["deadlettered"], status["deadletteredTotal"]) == (2, 3, 3)
+        letters, oldest = await log.expire("a", clock.now(), "later", 10)
+        assert ([d.event["id"] for d in letters], oldest) == (["3", "4"], None)
+        assert ids((await log.due("b", 10))[0]) == ["3", "4"]  # another subscription's are untouched
+        assert await log.backlog() == {"b": (2, start + 10)}
+
+
 async def test_status_of_an_unknown_subscription_is_zero(storage: Storage) -> None:
     assert await storage.deliveries.status("nobody") == {
         "delivered": 0,
@@ -286,3 +322,19 @@ async def test_due_keeps_within_the_limits_on_a_shared_log(storage: Storage) -> 
     assert second == []
     assert later is not None
     assert later - time.time() <= 0.3
+
+
+async def test_release_gives_back_claims_untouched(storage: Storage) -> None:
+    """Deliveries let go unattempted (their sink's circuit opened) go back as they were: free to
+    claim again, their attempts and due order unchanged, nothing counted."""
+    log = storage.deliveries
+    await log.append([incoming(n, "a") for n in range(4)])
+    rows, _ = await log.due("a", 2, Limits(concurrency=2))
+    assert ids(rows) == ["0", "1"]
+    await log.release(rows)
+    again, _ = await log.due("a", 4, Limits(concurrency=4))
+    assert ids(again)[:2] == ["0", "1"]
+    assert [r.attempts for r in again] == [0] * len(again)
+    status = await log.status("a")
+    assert (status["failed"], status["pending"], status["lastError"]) == (0, 4, None)
+    await log.release([])

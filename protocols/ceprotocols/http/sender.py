@@ -57,9 +57,9 @@ class HttpSender:
     Args:
         validate_webhooks: run the abuse-protection handshake before the first delivery to an origin.
         webhook_origin: the ``WebHook-Request-Origin`` this broker announces (its DNS name).
-        max_connections: connections open at once, all sinks together.
-        max_per_host: connections open at once to one sink origin (deliveries beyond it wait
-            for a free connection, within their timeout).
+        max_connections: connections open at once, all sinks together (0: no cap).
+        max_per_host: connections open at once to one sink origin (0: no cap). Deliveries
+            beyond a cap wait for a free connection, within their timeout.
         policy: the addresses sinks, token endpoints and handshakes may reach; a refused one is
             a final :class:`~ceprotocols.errors.DestinationRefused`. ``None`` means
             :meth:`NetworkPolicy.unrestricted` (tests, trusted embeddings): pass the real one.

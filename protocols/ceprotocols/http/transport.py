@@ -98,9 +98,11 @@ class HttpTransport:
     """Sends requests over a pooled aiohttp session, created on first use (it needs the loop).
 
     Args:
-        max_connections: connections open at once, all origins together.
-        max_per_host: connections open at once to one origin. A request beyond it waits for a
-            free connection, and that wait counts against its deadline.
+        max_connections: connections open at once, all origins together (0: no cap).
+        max_per_host: connections open at once to one origin (0: no cap). A request beyond
+            either cap waits for a free connection, and that wait counts against its deadline:
+            a cap shared by several callers lets the ones whose servers hang take every
+            connection from the others, so a caller that bounds its own requests may want none.
         guard: checks every host connected to against a network policy; ``None`` (or an
             unrestricted guard) checks nothing.
     """

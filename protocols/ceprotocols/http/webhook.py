@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from ceprotocols.errors import DeliveryRejected
+from ceprotocols.errors import DeliveryRejected, DeliveryTimeout
 from ceprotocols.http.transport import HttpTransport, HttpTransportError, delivery_error
 
 #: Seconds a refusal is remembered before the sink is asked again.
@@ -86,15 +86,25 @@ class WebhookGate:
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def admit(self, url: str, wait: float) -> None:
-        """Return once a delivery to ``url`` may be sent; raise DeliveryRejected if refused."""
+        """Return once a delivery to ``url`` may be sent; raise DeliveryRejected if refused.
+
+        A handshake, and the wait for another delivery's handshake to the same origin, end
+        within ``wait`` seconds (:class:`DeliveryTimeout` otherwise): deliveries queued behind
+        the handshake of a sink that hangs must not wait one timeout each in turn.
+        """
         key = origin_of(url)
         grant = self._grants.get(key)
         if grant is None or (not grant.allowed and time.monotonic() - grant.checked_at > REFUSAL_TTL):
-            async with self._locks.setdefault(key, asyncio.Lock()):
-                grant = self._grants.get(key)
-                if grant is None or (not grant.allowed and time.monotonic() - grant.checked_at > REFUSAL_TTL):
-                    grant = await self._handshake(url, key, wait)
-                    self._grants[key] = grant
+            try:
+                async with asyncio.timeout(wait), self._locks.setdefault(key, asyncio.Lock()):
+                    grant = self._grants.get(key)
+                    if grant is None or (
+                        not grant.allowed and time.monotonic() - grant.checked_at > REFUSAL_TTL
+                    ):
+                        grant = await self._handshake(url, key, wait)
+                        self._grants[key] = grant
+            except TimeoutError as exc:
+                raise DeliveryTimeout(f"webhook validation: no answer from {url} within {wait}s") from exc
         if not grant.allowed:
             raise DeliveryRejected(
                 f"sink did not grant webhook delivery: {grant.reason}", retryable=False, status="refused"

@@ -33,6 +33,7 @@ from cebroker.pipeline.routes.tail import TailApi
 from cebroker.pipeline.senders import SenderPool
 from cebroker.pipeline.tail import TailHub
 from cebroker.settings import Settings
+from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange, SubscriptionStore
 from cebroker.tenant_policies import TenantPolicies, load_tenant_policies
@@ -60,6 +61,7 @@ class PipelineComponent:
         settings: Settings,
         store: SubscriptionStore,
         journal: DeliveryLog,
+        circuits: CircuitStore,
         *,
         validator: EventValidator | None = None,
         clock: Clock = SYSTEM_CLOCK,
@@ -85,7 +87,15 @@ class PipelineComponent:
             policy=policy if policy is not None else sink_policy(settings),
             resolver=resolver,
         )
-        self.dispatcher = Dispatcher(self.log, self.matcher, self.senders, self.metrics, clock=clock)
+        self.dispatcher = Dispatcher(
+            self.log,
+            self.matcher,
+            self.senders,
+            self.metrics,
+            circuits=circuits,
+            clock=clock,
+            probe_max_delay=settings.probe_max_delay,
+        )
         self.tail = TailHub()
         self.pipeline = Pipeline(
             self.log,
@@ -107,9 +117,9 @@ class PipelineComponent:
                 policies=tenant_policies,
             ),
             MetricsApi(self.metrics),
-            DeliveriesApi(store, self.log, self.dispatcher),
+            DeliveriesApi(store, self.log, circuits, self.dispatcher),
             TailApi(self.tail, self._store.get),
-            OverviewApi(self.metrics, self.log, self.matcher, self.dispatcher),
+            OverviewApi(self.metrics, self.log, circuits, self.matcher, self.dispatcher),
         ]
         if realize is not None:  # drafts are validated by the Subscriptions API's rules
             self._apis.append(
@@ -157,6 +167,8 @@ class PipelineComponent:
         if change.kind is ChangeKind.DELETED:
             self.tail.end(change.subscription.id)
             self._keep(self.dispatcher.forget(change.subscription.id))
+        elif change.kind is ChangeKind.UPDATED:
+            self.dispatcher.replaced(change.subscription)
 
     def _keep(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.create_task(coro)

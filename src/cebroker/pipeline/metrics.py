@@ -39,6 +39,18 @@ class PipelineMetrics:
         self.dead_letters = Counter("cebroker_dead_letters", "Dead letters", ["subscription"], registry=r)
         self.backlog = Gauge("cebroker_delivery_backlog", "Deliveries pending in the durable log", registry=r)
         self.queued = Gauge("cebroker_delivery_queue_depth", "Deliveries held in memory queues", registry=r)
+        self.circuit_open = Gauge(
+            "cebroker_circuit_open",
+            "Whether the subscription's sink circuit is open (1) or closed (0); _other: how many are open",
+            ["subscription"],
+            registry=r,
+        )
+        self.probes = Counter(
+            "cebroker_circuit_probes",
+            "Probes sent to sinks whose circuit is open",
+            ["subscription"],
+            registry=r,
+        )
         self.latency = Histogram(
             "cebroker_delivery_latency_seconds",
             "From acceptance of the event to the sink's confirmation",

@@ -73,6 +73,27 @@ SCHEMAS: dict[str, Schema] = {
         },
         "additionalProperties": False,
     },
+    "Circuit": {
+        "type": "object",
+        "description": (
+            "The sink's circuit. It opens after consecutive failures that say the sink is down "
+            "(unreachable, no answer within the timeout, 5xx, 408, 429); while it is open the backlog "
+            "waits and one probe at a time goes to the sink; the first answer closes it."
+        ),
+        "required": ["state", "openedAt", "nextProbeAt", "failedProbes", "lastError"],
+        "properties": {
+            "state": {
+                "type": "string",
+                "enum": ["closed", "open", "probing"],
+                "description": "`probing`: open, with a probe on its way to the sink.",
+            },
+            "openedAt": {**_TIMESTAMP, "description": "Since when the sink has been unavailable."},
+            "nextProbeAt": {**_TIMESTAMP, "description": "When the next probe may go."},
+            "failedProbes": {"type": "integer", "minimum": 0, "description": "Since it opened."},
+            "lastError": {**_OPTIONAL_TEXT, "description": "Why the sink is considered down."},
+        },
+        "additionalProperties": False,
+    },
     "DeliveryStatus": {
         "type": "object",
         "required": [
@@ -84,6 +105,7 @@ SCHEMAS: dict[str, Schema] = {
             "deadletteredTotal",
             "lastError",
             "lastErrorAt",
+            "circuit",
         ],
         "properties": {
             "id": {"type": "string"},
@@ -94,6 +116,7 @@ SCHEMAS: dict[str, Schema] = {
             "deadletteredTotal": {"type": "integer", "minimum": 0},
             "lastError": _OPTIONAL_TEXT,
             "lastErrorAt": _TIMESTAMP,
+            "circuit": _ref("Circuit"),
         },
         "additionalProperties": False,
     },
@@ -212,6 +235,7 @@ SCHEMAS: dict[str, Schema] = {
             "lastError",
             "lastErrorAt",
             "lastDeliveredAt",
+            "circuit",
         ],
         "properties": {
             "id": {"type": "string"},
@@ -226,6 +250,7 @@ SCHEMAS: dict[str, Schema] = {
             "lastError": _OPTIONAL_TEXT,
             "lastErrorAt": _TIMESTAMP,
             "lastDeliveredAt": _TIMESTAMP,
+            "circuit": _ref("Circuit"),
         },
         "additionalProperties": False,
     },

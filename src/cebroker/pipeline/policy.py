@@ -13,9 +13,12 @@ key                default      meaning
 ``ttl``            ``86400``    give up this many seconds after the event was accepted
 ``retryaftermax``  ``300``      cap on a sink's ``Retry-After``, seconds
 ``timeout``        ``10``       seconds to wait for the sink's answer per attempt
-``concurrency``    ``8``        deliveries in flight at once for this subscription
+``concurrency``    ``8``        deliveries in flight at once for this subscription (at most
+                                :data:`MAX_CONCURRENCY`)
 ``ratelimit``      none         deliveries per second for this subscription
 ``deadlettersink`` none         HTTP URL that receives a copy of every dead-lettered event
+``probemaxdelay``  the broker's longest wait between two probes of a sink whose circuit is open,
+                   setting      seconds (``--probe-max-delay``, 10 s by default)
 =================  ===========  ===============================================================
 """
 
@@ -29,6 +32,9 @@ from typing import Any
 from cebroker.errors import FieldProblem, ValidationError
 
 BACKOFFS = ("exponential", "linear")
+#: The largest ``concurrency``: each delivery in flight holds a connection (or a sender slot)
+#: of its own, and a subscription's sink may hang every one of them until its ``timeout``.
+MAX_CONCURRENCY = 256
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +51,8 @@ class DeliveryPolicy:
     concurrency: int = 8
     ratelimit: float | None = None
     deadlettersink: str | None = None
+    #: None: the broker's ``--probe-max-delay``.
+    probemaxdelay: float | None = None
 
     def delay(
         self,
@@ -74,7 +82,7 @@ class DeliveryPolicy:
         return next_at > first_at + self.ttl
 
 
-_FLOATS = ("initialdelay", "maxdelay", "ttl", "retryaftermax", "timeout", "ratelimit")
+_FLOATS = ("initialdelay", "maxdelay", "ttl", "retryaftermax", "timeout", "ratelimit", "probemaxdelay")
 _INTS = ("maxattempts", "concurrency")
 #: Every ``config`` key the policy reads.
 POLICY_KEYS = (*_FLOATS, *_INTS, "backoff", "deadlettersink")
@@ -90,6 +98,9 @@ def _number(key: str, value: Any, problems: list[FieldProblem], kind: type[int] 
         return None
     if number < 0 or (number == 0 and key not in ("maxattempts",)):
         problems.append(FieldProblem(f"/config/{key}", "must be positive"))
+        return None
+    if key == "concurrency" and number > MAX_CONCURRENCY:
+        problems.append(FieldProblem("/config/concurrency", f"must be at most {MAX_CONCURRENCY}"))
         return None
     return number
 

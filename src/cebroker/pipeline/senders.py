@@ -5,7 +5,8 @@ allows, checked on the address it connects to (sinks of every protocol; for HTTP
 token endpoints, the webhook handshake and the dead-letter sinks, which go through the HTTP
 sender): a refused address is a final ``DestinationRefused``, so the delivery becomes a dead
 letter naming the reason and no request is made. HTTP is built here with the broker's settings
-(webhook origin, validation switch); every other protocol comes from
+(webhook origin, validation switch) and no shared connection cap (see
+:meth:`SenderPool._create`); every other protocol comes from
 ``ceprotocols.registry.create_sender``.
 """
 
@@ -94,6 +95,9 @@ class SenderPool:
 
     def _create(self, protocol: str) -> Sender:
         if protocol == "HTTP":
+            # No shared connection cap: each subscription's lane bounds its own deliveries in
+            # flight (its concurrency, at most MAX_CONCURRENCY), so one connection each; a cap
+            # shared by every subscription would let sinks that hang take all of it.
             buckets = self._buckets
             return HttpSender(
                 webhook_origin=self._webhook_origin,
@@ -101,6 +105,8 @@ class SenderPool:
                 rate_caps=(lambda origin, rate: SharedCap(buckets, origin, rate)) if buckets else None,
                 policy=self._policy,
                 resolver=self._resolver,
+                max_connections=0,
+                max_per_host=0,
             )
         try:
             return create_sender(protocol, policy=self._policy, resolver=self._resolver)

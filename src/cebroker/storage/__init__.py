@@ -1,8 +1,9 @@
-"""The storage layer: every table the broker keeps, behind three contracts.
+"""The storage layer: every table the broker keeps, behind four contracts.
 
 * :class:`SubscriptionStore` (subscriptions and their change feed),
 * :class:`DeliveryLog` (events, deliveries, dead letters, counts, de-duplication keys),
 * :class:`RegistryStore` (the xRegistry's entities, as synchronous row access in a transaction),
+* :class:`CircuitStore` (the open circuits of subscriptions whose sinks are down),
 
 bundled by a :class:`Storage` that one backend provides and :func:`create_storage` picks from
 :data:`~cebroker.storage.backends.BACKENDS`. Components depend on these contracts only; the
@@ -11,6 +12,7 @@ embedded backend is :mod:`cebroker.storage.sqlite`.
 
 from cebroker.storage.backends import BACKENDS, create_storage
 from cebroker.storage.base import Storage, StorageOptions
+from cebroker.storage.circuits import Circuit, CircuitStore
 from cebroker.storage.deliveries import (
     Appended,
     DeadLetter,
@@ -37,6 +39,8 @@ __all__ = [
     "BACKENDS",
     "Appended",
     "ChangeFeed",
+    "Circuit",
+    "CircuitStore",
     "ChangeKind",
     "DeadLetter",
     "DeliveryLog",

@@ -1,4 +1,4 @@
-"""The storage bundle: one backend's three stores, opened and closed together."""
+"""The storage bundle: one backend's stores, opened and closed together."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
+from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.health import StorageHealth
 from cebroker.storage.registry import RegistryStore
@@ -34,7 +35,7 @@ class StorageOptions:
 
 @runtime_checkable
 class Storage(Protocol):
-    """Everything the broker keeps, behind the three contracts, from one backend.
+    """Everything the broker keeps, behind the contracts, from one backend.
 
     Lifecycle: ``prepare()`` (synchronous, before the server starts: exclusive ownership where
     the backend needs it, schema migrations), then ``open()`` on the event loop, then
@@ -54,6 +55,11 @@ class Storage(Protocol):
     @property
     def deliveries(self) -> DeliveryLog:
         """The delivery log."""
+        ...
+
+    @property
+    def circuits(self) -> CircuitStore:
+        """The open circuits of subscriptions whose sinks are down."""
         ...
 
     @property

@@ -96,7 +96,7 @@ class DeliveryLog(Protocol):
 
     Durability: ``append``, ``redrive`` and ``forget`` (whose success a client or upstream is
     told) survive power loss once they return. The dispatcher's bookkeeping (``complete``,
-    ``drop``, ``reschedule``, ``dead_letter``, ``purge_seen``) may be lost to a power cut, not
+    ``drop``, ``reschedule``, ``dead_letter``, ``expire``, ``purge_seen``) may be lost to a power cut, not
     to a process crash: losing it only repeats work (a confirmed delivery is delivered again).
 
     Errors: any call may raise :class:`cebroker.storage.errors.StorageUnavailable`; a write that
@@ -133,6 +133,12 @@ class DeliveryLog(Protocol):
         instances, and returns nothing already claimed; when the limits hold deliveries back
         the next time is when a claim may succeed. An unshared log returns rows in memory too
         (the dispatcher skips those) and leaves ``limits`` to the dispatcher."""
+        ...
+
+    async def release(self, items: Sequence[Pending]) -> None:
+        """Give back the claims of ``items``, which were not attempted (their sink's circuit
+        opened): they are left as they were, for any instance to claim later. Nothing to do for
+        an unshared log."""
         ...
 
     def holds(self, item: Pending) -> bool:
@@ -178,6 +184,16 @@ class DeliveryLog(Protocol):
         self, item: Pending, event: bytes, attempts: int, error: str, status: str | None, body: str | None
     ) -> None:
         """Move a delivery to the dead letters, keeping the event and the reason."""
+        ...
+
+    async def expire(
+        self, subscription: str, accepted_before: float, reason: str, limit: int
+    ) -> tuple[list[DeadLetter], float | None]:
+        """Move up to ``limit`` of the subscription's deliveries accepted before
+        ``accepted_before`` to the dead letters, oldest first, each with ``reason``, no status
+        and the attempts it had; returns those dead letters and when the oldest delivery still
+        pending was accepted (None if none is). For deliveries that are not being attempted
+        (their sink's circuit is open): the caller must not hold any of them in flight."""
         ...
 
     async def dead_letters(self, subscription: str, after: int, limit: int) -> list[DeadLetter]:

@@ -1,5 +1,7 @@
 """One delivery attempt: the subscription's current sink and settings, its rate limit, the
 protocol's sender, and the outcome handed on (confirmed, failed, or the subscription is gone).
+A delivery whose sink's circuit is open (and that is not its probe) is let go unsent: it stays
+in the log as it was.
 
 An attempt never raises. If recording its outcome fails (the log is unwritable?) the row is
 still in the log: the attempt frees its slot and has the loader pick it up again a little later.
@@ -13,6 +15,7 @@ from collections.abc import Mapping
 from ceprotocols.errors import DeliveryError
 
 from cebroker.clock import Clock
+from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.completions import Completions, Release
 from cebroker.pipeline.dispatch.failures import Failures, Schedule
 from cebroker.pipeline.dispatch.lane import Item, Lane
@@ -41,11 +44,13 @@ class Attempts:
         clock: Clock,
         completions: Completions,
         failures: Failures,
+        circuits: Circuits,
         release: Release,
         schedule: Schedule,
     ) -> None:
         self._log = journal
         self._senders = senders
+        self._circuits = circuits
         self._subscriptions = subscriptions
         self._metrics = metrics
         self._clock = clock
@@ -74,6 +79,14 @@ class Attempts:
             self._release(lane, item.row.id)
             self._schedule(lane.id, self._clock.now() + RELOAD_DELAY)
             return
+        if not self._circuits.admits(lane.id, item.row.id):
+            # Let go unsent: the row stays in the log as it was (a shared log's claim is given
+            # back), and the loader takes it again once the circuit closes.
+            if self._log.shared:
+                await self._log.release([item.row])
+            self._schedule(lane.id, 0.0)
+            self._release(lane, item.row.id)
+            return
         policy, destination = lane.configure(subscription)
         if lane.limiter is not None:
             await lane.limiter.acquire()
@@ -90,3 +103,4 @@ class Attempts:
             self._metrics.last_delivered[lane.id] = self._clock.now()
             self._metrics.latency.labels(label).observe(max(0.0, self._clock.now() - item.row.first_at))
             self._completions.delivered(lane, item)
+            await self._circuits.answered(lane.id)

@@ -3,6 +3,7 @@
 * :class:`~.lanes.Lanes`: per-subscription lanes and their workers;
 * :class:`~.attempts.Attempts`: one delivery attempt through the protocol's sender;
 * :class:`~.failures.Failures` with :func:`~.retry.decide`: retry later or dead-letter;
+* :class:`~.circuits.Circuits`: a circuit per sink, its probes and time-to-live sweeps;
 * :class:`~.deadletters.DeadLetterForwarder`: copies to the dead-letter sink;
 * :class:`~.completions.Completions`: confirmed and dropped deliveries written in batches;
 * :class:`~.loader.Loader`: due deliveries loaded from the log;
@@ -18,6 +19,7 @@ from typing import Any
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, Attempts
 from cebroker.pipeline.dispatch.backlog import Backlog
+from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.completions import Completions
 from cebroker.pipeline.dispatch.deadletters import DeadLetterForwarder
 from cebroker.pipeline.dispatch.failures import Failures
@@ -29,8 +31,10 @@ from cebroker.pipeline.dispatch.tasks import Tasks
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.senders import SenderPool
+from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import Appended, DeliveryLog, Pending
 from cebroker.storage.errors import StorageUnavailable
+from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -43,7 +47,9 @@ BACKLOG_EVERY = 1.0
 class Dispatcher:
     """Delivers pending deliveries through each subscription's lane, with retries and dead letters.
 
-    ``clock`` is the time every part reads and sleeps on (the log must use the same one).
+    ``clock`` is the time every part reads and sleeps on (the log must use the same one);
+    ``circuits`` is the store of open circuits and ``probe_max_delay`` the broker's longest
+    wait between two probes of a sink whose circuit is open.
     """
 
     def __init__(
@@ -53,8 +59,10 @@ class Dispatcher:
         senders: SenderPool,
         metrics: PipelineMetrics,
         *,
+        circuits: CircuitStore,
         clock: Clock = SYSTEM_CLOCK,
         lane_capacity: int = 256,
+        probe_max_delay: float = 10.0,
     ) -> None:
         self._log = journal
         self._clock = clock
@@ -63,6 +71,25 @@ class Dispatcher:
         self._last_delivered = metrics.last_delivered
         self._completions = Completions(journal, self.backlog, self._release, clock)
         self._forwarder = DeadLetterForwarder(senders)
+        self._lanes = Lanes(
+            capacity=lane_capacity,
+            clock=clock,
+            subscriptions=self._subscriptions,
+            attempt=self._attempt,
+            local_limits=not journal.shared,
+        )
+        self.circuits = Circuits(
+            store=circuits,
+            journal=journal,
+            lanes=self._lanes,
+            subscriptions=self._subscriptions,
+            metrics=metrics,
+            clock=clock,
+            backlog=self.backlog,
+            forwarder=self._forwarder,
+            schedule=self._schedule,
+            probe_max_delay=probe_max_delay,
+        )
         failures = Failures(
             journal=journal,
             subscriptions=self._subscriptions,
@@ -71,10 +98,11 @@ class Dispatcher:
             backlog=self.backlog,
             completions=self._completions,
             forwarder=self._forwarder,
+            circuits=self.circuits,
             release=self._release,
             schedule=self._schedule,
         )
-        attempts = Attempts(
+        self._attempts = Attempts(
             journal=journal,
             senders=senders,
             subscriptions=self._subscriptions,
@@ -82,15 +110,9 @@ class Dispatcher:
             clock=clock,
             completions=self._completions,
             failures=failures,
+            circuits=self.circuits,
             release=self._release,
             schedule=self._schedule,
-        )
-        self._lanes = Lanes(
-            capacity=lane_capacity,
-            clock=clock,
-            subscriptions=self._subscriptions,
-            attempt=attempts.run,
-            local_limits=not journal.shared,
         )
         self._loader = Loader(
             journal,
@@ -99,6 +121,7 @@ class Dispatcher:
             metrics=metrics,
             clock=clock,
             deleted=self._deleted,
+            closed=self.circuits.closed,
         )
         self._loops = Tasks()
         self._cleanups = Tasks()
@@ -111,6 +134,7 @@ class Dispatcher:
 
     async def start(self) -> None:
         """Resume every pending delivery found in the log and start the background loops."""
+        await self.circuits.restore()  # first: a sink that was down gets a probe, not the backlog
         for subscription, (count, due_at) in (await self._log.backlog()).items():
             if subscription in self._subscriptions:
                 self._loader.schedule(subscription, due_at)
@@ -119,10 +143,12 @@ class Dispatcher:
                 await self._log.forget(subscription)
         self._loops.spawn(self._loader.run(), name="cebroker-loader")
         self._loops.spawn(self._completions.run(), name="cebroker-completions")
+        self._loops.spawn(self.circuits.run(), name="cebroker-circuits")
         if self._log.shared:
             self._unwatch = self._log.watch(self._loader.heard)
             self._loops.spawn(self._loader.rescan(RESCAN_EVERY), name="cebroker-rescan")
             self._loops.spawn(self._follow_backlog(), name="cebroker-backlog")
+            self._loops.spawn(self.circuits.follow(RESCAN_EVERY), name="cebroker-circuits-follow")
 
     async def _follow_backlog(self) -> None:
         """With a shared log the backlog is every instance's: read it from the log, briefly cached."""
@@ -154,9 +180,12 @@ class Dispatcher:
                 if not appended.held:  # a shared log: this instance claims it like any other
                     self._loader.schedule(subscription, 0.0)
                     continue
-                lane = self._lanes.get(subscription)
-                if self._loader.waiting(subscription) or lane.free <= 0:
-                    self._loader.schedule(subscription, 0.0)  # it waits in the log; keep the lane's order
+                # It waits in the log while older ones do (the lane's order), the lane is full
+                # or the sink's circuit is open.
+                waits = self._loader.waiting(subscription) or not self.circuits.closed(subscription)
+                lane = None if waits else self._lanes.get(subscription)
+                if lane is None or lane.free <= 0:
+                    self._loader.schedule(subscription, 0.0)
                     continue
                 lane.push(Item(Pending(delivery_id, appended.seq, subscription, 0, appended.at, None), event))
                 self._lanes.start_workers(lane)
@@ -167,11 +196,17 @@ class Dispatcher:
         self.backlog.added(count)
         self._loader.schedule(subscription, 0.0)
 
+    def replaced(self, subscription: Subscription) -> None:
+        """A subscription was replaced: a circuit open for its former sink closes."""
+        self._cleanups.spawn(self.circuits.replaced(subscription))
+
     async def forget(self, subscription: str) -> None:
         """A subscription was deleted: drop its lane and everything the log keeps for it."""
         self._loader.forget(subscription)
         self._lanes.drop(subscription)
         self._last_delivered.pop(subscription, None)
+        self.circuits.forget(subscription)
+        await self.circuits.discard_stored(subscription)
         try:
             removed = await self._log.forget(subscription)
         except StorageUnavailable as exc:
@@ -184,12 +219,16 @@ class Dispatcher:
     # The three callbacks below are handed to parts built before the loader and the lanes they
     # reach (which need those parts in turn), so they are methods rather than bound references.
 
+    async def _attempt(self, lane: Lane, item: Item) -> None:
+        await self._attempts.run(lane, item)
+
     def _schedule(self, subscription: str, at: float) -> None:
         self._loader.schedule(subscription, at)
 
     def _release(self, lane: Lane, delivery_id: int) -> None:
         """A delivery's outcome is recorded: free its slot in the lane."""
         lane.inflight.discard(delivery_id)
+        self.circuits.released(lane.id, delivery_id)
         if self._loader.waiting(lane.id):
             self._loader.wake()  # more of the subscription's deliveries wait in the log
         else:

@@ -1,7 +1,8 @@
 """Acting on a failed attempt: the :func:`~.retry.decide` outcome made durable.
 
-A retry is written to the log with its due time and handed to the loader; a delivery given up
-on becomes a dead letter with its reason (and a copy goes to the dead-letter sink, if any).
+The failure is counted toward the sink's circuit first (:mod:`~.circuits`). A retry is written to
+the log with its due time and handed to the loader; a delivery given up on becomes a dead letter
+with its reason (and a copy goes to the dead-letter sink, if any).
 Either way the delivery's lane slot is freed only after the log write has committed.
 """
 
@@ -15,6 +16,7 @@ from ceprotocols.errors import DeliveryError
 
 from cebroker.clock import Clock
 from cebroker.pipeline.dispatch.backlog import Backlog
+from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.completions import Completions, Release
 from cebroker.pipeline.dispatch.deadletters import DeadLetterForwarder
 from cebroker.pipeline.dispatch.lane import Item, Lane
@@ -41,6 +43,7 @@ class Failures:
         backlog: Backlog,
         completions: Completions,
         forwarder: DeadLetterForwarder,
+        circuits: Circuits,
         release: Release,
         schedule: Schedule,
         uniform: Callable[[float, float], float] = random.uniform,
@@ -52,6 +55,7 @@ class Failures:
         self._backlog = backlog
         self._completions = completions
         self._forwarder = forwarder
+        self._circuits = circuits
         self._release = release
         self._schedule = schedule
         self._uniform = uniform
@@ -62,8 +66,15 @@ class Failures:
             self._completions.dropped(lane, item)
             return
         row = item.row
+        circuit_open = await self._circuits.failed(lane.id, row.id, policy, error)
         outcome = decide(
-            policy, row.attempts, error, first_at=row.first_at, now=self._clock.now(), uniform=self._uniform
+            policy,
+            row.attempts,
+            error,
+            first_at=row.first_at,
+            now=self._clock.now(),
+            uniform=self._uniform,
+            circuit_open=circuit_open,
         )
         label = self._metrics.label(lane.id)
         if isinstance(outcome, Retry):

@@ -50,6 +50,10 @@ class Lanes:
             )
         return lane
 
+    def find(self, subscription: str) -> Lane | None:
+        """The lane of ``subscription`` if it has one now."""
+        return self._lanes.get(subscription)
+
     def drop(self, subscription: str) -> None:
         """Forget the lane of a deleted subscription (its running workers find it gone)."""
         self._lanes.pop(subscription, None)

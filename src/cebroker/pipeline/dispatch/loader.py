@@ -32,7 +32,10 @@ class Loader:
     """The subscriptions with deliveries waiting in the log, and the loop that loads them.
 
     ``deleted`` is called for a subscription found deleted while rows of it wait in the log
-    (an ingest that matched it committed just after the deletion's clean-up).
+    (an ingest that matched it committed just after the deletion's clean-up). ``closed`` says
+    whether a subscription's circuit lets its deliveries be attempted: while it does not, its
+    deliveries stay in the log (the circuit's probes read their own, and closing the circuit
+    schedules the subscription again).
     """
 
     def __init__(
@@ -44,6 +47,7 @@ class Loader:
         metrics: PipelineMetrics,
         clock: Clock,
         deleted: Callable[[str], None],
+        closed: Callable[[str], bool],
     ) -> None:
         self._log = journal
         self._lanes = lanes
@@ -51,6 +55,7 @@ class Loader:
         self._metrics = metrics
         self._clock = clock
         self._deleted = deleted
+        self._closed = closed
         #: Subscription -> when its earliest delivery waiting in the log falls due.
         self._due: dict[str, float] = {}
         self._wake = asyncio.Event()
@@ -116,6 +121,8 @@ class Loader:
             self._due.pop(subscription, None)
             self._deleted(subscription)
             return
+        if not self._closed(subscription):
+            return  # its sink's circuit is open
         lane = self._lanes.get(subscription)
         room = lane.room(current)
         if room <= 0:

@@ -43,8 +43,14 @@ def decide(
     first_at: float,
     now: float,
     uniform: Callable[[float, float], float] = random.uniform,
+    circuit_open: bool = False,
 ) -> Retry | GiveUp:
     """The outcome of a failed attempt.
+
+    While the subscription's circuit is open (or this failure opened it) a retryable failure
+    is about the sink, not the event: the delivery is due again at once, without a backoff of
+    its own, and the circuit decides when the sink is tried (see
+    :mod:`~cebroker.pipeline.dispatch.circuits`). ``maxattempts`` and ``ttl`` apply as ever.
 
     Args:
         policy: the subscription's delivery policy.
@@ -53,11 +59,12 @@ def decide(
         first_at: when the event was accepted (``policy.ttl`` counts from there).
         now: when this attempt failed.
         uniform: the random draw of the backoff's jitter (``random.uniform`` by default).
+        circuit_open: the sink's circuit is open, as said above.
     """
     made = attempts + 1
     message = redact_userinfo(str(error))
     if error.retryable:
-        next_at = now + policy.delay(made, error.retry_after, uniform)
+        next_at = now if circuit_open else now + policy.delay(made, error.retry_after, uniform)
         if not policy.gives_up(made, next_at, first_at):
             return Retry(made, next_at, message)
         message = f"gave up after {made} attempts: {message}"

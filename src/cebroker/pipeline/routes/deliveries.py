@@ -1,7 +1,7 @@
 """Per-subscription delivery state: status, dead letters and their re-drive.
 
 * ``GET /subscriptions/{id}/status``: delivered, failed (attempts), pending and dead-lettered
-  counts and the last error.
+  counts, the last error and the sink's circuit.
 * ``GET /subscriptions/{id}/deadletters?limit=&after=``: dead letters oldest first, each with the
   event and the reason; ``next`` is the ``after`` value of the following page.
 * ``POST /subscriptions/{id}/deadletters/redrive``: deliver dead letters again through the same
@@ -20,6 +20,8 @@ from starlette.routing import BaseRoute, Route
 
 from cebroker.errors import FieldProblem, NotFound, ValidationError
 from cebroker.pipeline.dispatch import Dispatcher
+from cebroker.pipeline.routes.circuit import circuit_document
+from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.subscriptions import SubscriptionStore
 from cebroker.web.access import principal_of
@@ -50,9 +52,12 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
 class DeliveriesApi:
     """Status and dead-letter routes of subscriptions."""
 
-    def __init__(self, store: SubscriptionStore, journal: DeliveryLog, dispatcher: Dispatcher) -> None:
+    def __init__(
+        self, store: SubscriptionStore, journal: DeliveryLog, circuits: CircuitStore, dispatcher: Dispatcher
+    ) -> None:
         self._store = store
         self._log = journal
+        self._circuits = circuits
         self._dispatcher = dispatcher
 
     def routes(self) -> Sequence[BaseRoute]:
@@ -72,10 +77,11 @@ class DeliveriesApi:
         return subscription_id
 
     async def status(self, request: Request) -> Response:
-        """Delivery counts and the last error."""
+        """Delivery counts, the last error and the circuit."""
         subscription_id = await self._subscription(request)
         doc = await self._log.status(subscription_id)
         doc["lastErrorAt"] = _timestamp(doc["lastErrorAt"])
+        doc["circuit"] = circuit_document((await self._circuits.circuits()).get(subscription_id))
         return JSONResponse({"id": subscription_id, **doc})
 
     async def dead_letters(self, request: Request) -> Response:

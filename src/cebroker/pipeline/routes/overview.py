@@ -3,7 +3,8 @@
 * ``GET /status``: events in, deliveries by outcome, the durable backlog and the dead letters
   stored, since the broker started (counters) or now (backlog, dead letters).
 * ``GET /status/subscriptions``: every subscription with its delivery health: delivered,
-  failed attempts, pending, dead-lettered, the last error and the last confirmed delivery.
+  failed attempts, pending, dead-lettered, the last error, the last confirmed delivery and the
+  sink's circuit.
 
 Counters restart from zero with the broker, like the Prometheus metrics they are read from;
 per-subscription counts come from the durable log and survive restarts, except the time of the
@@ -25,6 +26,8 @@ from starlette.routing import BaseRoute, Route
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.routes.circuit import circuit_document
+from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.web.access import principal_of
 
@@ -51,10 +54,16 @@ class OverviewApi:
     """Broker-wide and per-subscription delivery health."""
 
     def __init__(
-        self, metrics: PipelineMetrics, journal: DeliveryLog, matcher: Matcher, dispatcher: Dispatcher
+        self,
+        metrics: PipelineMetrics,
+        journal: DeliveryLog,
+        circuits: CircuitStore,
+        matcher: Matcher,
+        dispatcher: Dispatcher,
     ) -> None:
         self._metrics = metrics
         self._log = journal
+        self._circuits = circuits
         self._matcher = matcher
         self._dispatcher = dispatcher
         self._started = time.time()
@@ -98,6 +107,7 @@ class OverviewApi:
         delivery health, in creation order."""
         principal = principal_of(request)
         statuses = await self._log.statuses()
+        circuits = await self._circuits.circuits()
         last = self._metrics.last_delivered
         items = []
         for sub in self._matcher.subscriptions.values():
@@ -118,6 +128,7 @@ class OverviewApi:
                     "lastError": status.get("lastError"),
                     "lastErrorAt": timestamp(status.get("lastErrorAt")),
                     "lastDeliveredAt": timestamp(last.get(sub.id)),
+                    "circuit": circuit_document(circuits.get(sub.id)),
                 }
             )
         return JSONResponse({"items": items}, headers={"Cache-Control": "no-store"})

@@ -8,6 +8,7 @@ import contextlib
 from cebroker.storage.base import StorageOptions
 from cebroker.storage.errors import StorageUnavailable
 from cebroker.storage.health import StorageHealth
+from cebroker.storage.postgres.circuits import PostgresCircuitStore
 from cebroker.storage.postgres.database import CONNECT_TIMEOUT, Database
 from cebroker.storage.postgres.deliveries import PostgresDeliveryLog
 from cebroker.storage.postgres.instances import Membership
@@ -32,6 +33,7 @@ class PostgresStorage:
         self.deliveries = PostgresDeliveryLog(
             self._db, self._listener, self._membership, dedup_window=chosen.dedup_window, clock=chosen.clock
         )
+        self.circuits = PostgresCircuitStore(self._db)
         self.registry = PostgresRegistryStore(self._db)
         self._open = False
 

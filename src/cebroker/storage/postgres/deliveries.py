@@ -289,6 +289,23 @@ class PostgresDeliveryLog:
             return items, float(next_due)
         return items, now + (wait if wait > 0 else HELD_BACK)
 
+    async def release(self, items: Sequence[Pending]) -> None:
+        """Give back the claims of deliveries that were not attempted; the others hear of them."""
+        mine = [item.id for item in items if item.owner]
+        if not mine:
+            return
+        owner = items[0].owner
+
+        async def job(conn: AsyncConn) -> None:
+            cur = await conn.execute(
+                "UPDATE pipeline_deliveries SET owner = NULL WHERE id = ANY(%s::bigint[]) AND owner = %s"
+                " RETURNING subscription",
+                (mine, owner),
+            )
+            await notify_due(conn, {str(r[0]) for r in await cur.fetchall()})
+
+        await self._db.run(job, durable=False)
+
     async def backlog(self) -> dict[str, tuple[int, float]]:
         """Per subscription with pending deliveries: their count and the earliest due time."""
 
@@ -412,6 +429,50 @@ class PostgresDeliveryLog:
                 await conn.execute(FAILED, (item.subscription, error, now))
 
         await self._db.run(job, durable=False)
+
+    async def expire(
+        self, subscription: str, accepted_before: float, reason: str, limit: int
+    ) -> tuple[list[DeadLetter], float | None]:
+        """Dead-letter up to ``limit`` unclaimed deliveries accepted before ``accepted_before``,
+        oldest first (one statement); the dead letters made and the oldest acceptance time still
+        pending. Claimed ones are being attempted by an instance and left to it."""
+        now = self._clock.now()
+
+        async def job(conn: AsyncConn) -> tuple[list[tuple[Any, ...]], float | None]:
+            cur = await conn.execute(
+                "WITH gone AS (DELETE FROM pipeline_deliveries WHERE id IN ("
+                " SELECT id FROM pipeline_deliveries WHERE subscription = %s AND owner IS NULL"
+                " AND first_at < %s ORDER BY first_at, id LIMIT %s FOR UPDATE SKIP LOCKED)"
+                " RETURNING id, event_seq, attempts, first_at),"
+                " made AS (INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts,"
+                " last_error, first_at, failed_at)"
+                " SELECT %s, e.body, NULL, NULL, g.attempts, %s, g.first_at, %s"
+                " FROM gone g JOIN pipeline_events e ON e.seq = g.event_seq ORDER BY g.first_at, g.id"
+                " RETURNING id, event, attempts, first_at)"
+                " SELECT m.id, m.event, m.attempts, m.first_at,"
+                " (SELECT array_agg(DISTINCT g.event_seq) FROM gone g) FROM made m",
+                (subscription, accepted_before, limit, subscription, reason, now),
+            )
+            made = await cur.fetchall()
+            if made:
+                async with conn.pipeline():
+                    await conn.execute(GC_EVENTS, (list(made[0][4]),))
+                    await conn.execute(COUNT, (-len(made),))
+                    await conn.execute(BUMP.format(col="deadlettered").encode(), (subscription, len(made)))
+            cur = await conn.execute(
+                "SELECT min(first_at) FROM pipeline_deliveries WHERE subscription = %s", (subscription,)
+            )
+            row = await cur.fetchone()
+            return made, None if row is None or row[0] is None else float(row[0])
+
+        made, oldest = await self._db.run(job, durable=False)
+        letters = [
+            DeadLetter(
+                int(r[0]), subscription, orjson.loads(r[1]), None, None, int(r[2]), reason, float(r[3]), now
+            )
+            for r in made
+        ]
+        return sorted(letters, key=lambda d: (d.first_at, d.id)), oldest
 
     # -- dead letters, status, housekeeping --------------------------------------------------
 

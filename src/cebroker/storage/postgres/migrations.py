@@ -163,6 +163,15 @@ BEGIN
 END $$;
 """
 
+# Open circuits of subscriptions whose sinks are down (cebroker.storage.circuits): one row each,
+# written per transition and per probe, never per waiting delivery.
+_DELIVERIES_V2 = """
+CREATE TABLE pipeline_circuits (
+    subscription text PRIMARY KEY, opened_at double precision NOT NULL,
+    next_probe_at double precision NOT NULL, failed_probes int NOT NULL DEFAULT 0,
+    last_error text NOT NULL, probe_until double precision);
+"""
+
 # xid sorts bytewise ("C"): the subtree of x is the range [x/, x0), '/' sorting right before '0'.
 _REGISTRY_V1 = """
 CREATE TABLE xreg_entity (
@@ -184,7 +193,7 @@ CREATE INDEX xreg_entity_kind ON xreg_entity (kind, coll, seq);
 MIGRATIONS: dict[str, tuple[str, ...]] = {
     "storage": (_STORAGE_V1,),
     "subscriptions": (_SUBSCRIPTIONS_V1, _SUBSCRIPTIONS_V2),
-    "deliveries": (_DELIVERIES_V1,),
+    "deliveries": (_DELIVERIES_V1, _DELIVERIES_V2),
     "registry": (_REGISTRY_V1,),
 }
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cebroker.storage.base import StorageOptions
 from cebroker.storage.health import StorageHealth
+from cebroker.storage.sqlite.circuits import SqliteCircuitStore
 from cebroker.storage.sqlite.database import Database
 from cebroker.storage.sqlite.deliveries import SqliteDeliveryLog
 from cebroker.storage.sqlite.registry import SqliteRegistryStore
@@ -33,6 +34,7 @@ class SqliteStorage:
         self._db = Database(path, chosen, self.health, connection_factory=connection_factory)
         self.subscriptions = SqliteSubscriptionStore(self._db)
         self.deliveries = SqliteDeliveryLog(self._db, dedup_window=chosen.dedup_window, clock=chosen.clock)
+        self.circuits = SqliteCircuitStore(self._db)
         self.registry = SqliteRegistryStore(self._db)
 
     @property

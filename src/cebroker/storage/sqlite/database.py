@@ -5,10 +5,11 @@ Connections (each on a thread of its own, so sqlite3 never blocks the event loop
 * the **writer** (:mod:`cebroker.storage.sqlite.writer`) runs every write, of every store, with
   group commit;
 * the **reader** runs the reads the API answers from (subscription queries, registry reads,
-  delivery status and dead letters), each in one read transaction; in WAL mode readers never
+  delivery status and dead letters), each in one read transaction that ends with the call (a
+  read transaction left open would keep the WAL from being reset); in WAL mode readers never
   block the writer nor wait for it, so API reads do not queue behind ingest commits;
 * the **checkpointer** (:mod:`cebroker.storage.sqlite.checkpoint`) copies the WAL into the
-  database file off the commit path.
+  database file off the commit path and truncates it when it has grown.
 
 Durability policy: every write whose success is reported to a client or upstream (an event
 answered 202 or acknowledged to its protocol source, a subscription or registry write, a
@@ -37,7 +38,7 @@ from typing import TypeVar
 from cebroker.storage.base import StorageOptions
 from cebroker.storage.errors import StorageUnavailable
 from cebroker.storage.health import StorageHealth
-from cebroker.storage.sqlite.checkpoint import Checkpointer
+from cebroker.storage.sqlite.checkpoint import TRUNCATE_AT, Checkpointer
 from cebroker.storage.sqlite.errors import translate
 from cebroker.storage.sqlite.lock import DatabaseLock
 from cebroker.storage.sqlite.migrations import migrate
@@ -45,8 +46,9 @@ from cebroker.storage.sqlite.writer import Job, SqliteWriter
 
 T = TypeVar("T")
 
-#: The WAL is cut back to this size when it restarts after a burst (bytes).
-JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+#: The WAL is cut back to this size when it restarts after a burst (bytes): the bound at which
+#: the checkpointer truncates it anyway.
+JOURNAL_SIZE_LIMIT = TRUNCATE_AT
 
 
 class Database:
@@ -73,7 +75,10 @@ class Database:
         self.writer = SqliteWriter(self._connect_writer)
         self.writer.on_written = health.succeeded
         self.writer.on_failed = health.failed
-        self._checkpointer = Checkpointer(self._connect)
+        self._checkpointer = Checkpointer(
+            self._connect, path.with_name(path.name + "-wal"), truncate_at=JOURNAL_SIZE_LIMIT
+        )
+        self.writer.between = self._checkpointer.between_writes
         self._reader: ThreadPoolExecutor | None = None
         self._read_conn: sqlite3.Connection | None = None
 

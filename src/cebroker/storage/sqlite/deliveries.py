@@ -340,6 +340,59 @@ class SqliteDeliveryLog:
 
         await self._db.write(job, durable=False)
 
+    async def release(self, items: Sequence[Pending]) -> None:
+        """Nothing to give back: this log hands out no claims."""
+        return None
+
+    async def expire(
+        self, subscription: str, accepted_before: float, reason: str, limit: int
+    ) -> tuple[list[DeadLetter], float | None]:
+        """Dead-letter up to ``limit`` deliveries accepted before ``accepted_before``, oldest
+        first; the dead letters made and the oldest acceptance time still pending.
+
+        One scan of the subscription's rows per call: the caller sweeps when the oldest
+        delivery runs out of time, not on a timer, so an outage costs a scan per batch expired.
+        """
+        now = self._clock.now()
+
+        def job(conn: sqlite3.Connection) -> tuple[list[DeadLetter], float | None]:
+            rows = conn.execute(
+                "SELECT d.id, d.event_seq, d.attempts, d.first_at, e.body FROM pipeline_deliveries d "
+                "JOIN pipeline_events e ON e.seq = d.event_seq "
+                "WHERE d.subscription = ? AND d.first_at < ? ORDER BY d.first_at, d.id LIMIT ?",
+                (subscription, accepted_before, limit),
+            ).fetchall()
+            letters: list[DeadLetter] = []
+            for delivery_id, seq, attempts, first_at, body in rows:
+                (letter_id,) = conn.execute(
+                    "INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts, "
+                    "last_error, first_at, failed_at) VALUES (?, ?, NULL, NULL, ?, ?, ?, ?) RETURNING id",
+                    (subscription, body, attempts, reason, first_at, now),
+                ).fetchone()
+                conn.execute("DELETE FROM pipeline_deliveries WHERE id = ?", (delivery_id,))
+                conn.execute(GC_EVENT, (seq,))
+                letters.append(
+                    DeadLetter(
+                        letter_id,
+                        subscription,
+                        orjson.loads(body),
+                        None,
+                        None,
+                        attempts,
+                        reason,
+                        first_at,
+                        now,
+                    )
+                )
+            if letters:
+                conn.execute(BUMP.format(col="deadlettered"), (subscription, len(letters)))
+            (oldest,) = conn.execute(
+                "SELECT MIN(first_at) FROM pipeline_deliveries WHERE subscription = ?", (subscription,)
+            ).fetchone()
+            return letters, oldest
+
+        return await self._db.write(job, durable=False)
+
     def _failed(self, conn: sqlite3.Connection, subscription: str, error: str) -> None:
         conn.execute(BUMP.format(col="failed"), (subscription, 1))
         conn.execute(

@@ -68,6 +68,13 @@ CREATE TABLE IF NOT EXISTS pipeline_stats (
     deadlettered INTEGER NOT NULL DEFAULT 0, last_error TEXT, last_error_at REAL) WITHOUT ROWID;
 """
 
+# Open circuits of subscriptions whose sinks are down (cebroker.storage.circuits).
+_DELIVERIES_V2 = """
+CREATE TABLE IF NOT EXISTS pipeline_circuits (
+    subscription TEXT PRIMARY KEY, opened_at REAL NOT NULL, next_probe_at REAL NOT NULL,
+    failed_probes INTEGER NOT NULL DEFAULT 0, last_error TEXT NOT NULL, probe_until REAL) WITHOUT ROWID;
+"""
+
 _REGISTRY_V1 = """
 CREATE TABLE IF NOT EXISTS xreg_entity (
     xid    TEXT PRIMARY KEY,
@@ -87,7 +94,7 @@ CREATE INDEX IF NOT EXISTS xreg_entity_children ON xreg_entity (parent, coll, se
 MIGRATIONS: dict[str, tuple[str, ...]] = {
     "storage": (_STORAGE_V1,),
     "subscriptions": (_SUBSCRIPTIONS_V1, _SUBSCRIPTIONS_V2),
-    "deliveries": (_DELIVERIES_V1,),
+    "deliveries": (_DELIVERIES_V1, _DELIVERIES_V2),
     "registry": (_REGISTRY_V1,),
 }
 

@@ -96,6 +96,9 @@ class SqliteWriter:
         #: transaction that failed.
         self.on_written: Callable[[], None] | None = None
         self.on_failed: Callable[[StorageUnavailable], None] | None = None
+        #: Called in the thread after each group's callers are answered, with no transaction
+        #: open (maintenance that needs the write lock: the WAL's truncation).
+        self.between: Callable[[sqlite3.Connection], None] | None = None
 
     @property
     def running(self) -> bool:
@@ -199,6 +202,8 @@ class SqliteWriter:
                     break
                 group.append(item)
             self._commit(conn, group)
+            if self.between is not None:
+                self.between(conn)
         conn.close()
 
     def _commit(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:

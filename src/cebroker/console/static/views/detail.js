@@ -77,6 +77,7 @@ export async function detail(main, id) {
         ["Dead letters now", h("span", { "data-status": "deadlettered" }, count(state.deadlettered))],
         ["Dead letters ever", count(state.deadletteredTotal)],
         ["Last error", state.lastError ? h("span", { class: "error-text" }, `${when(state.lastErrorAt)}: ${state.lastError}`) : "none"],
+        ["Sink", circuitFact(state.circuit)],
       ]),
     );
     renderDeadLetters(deadletters, path, page.items, selected, refresh);
@@ -86,6 +87,18 @@ export async function detail(main, id) {
     stop();
     controller.abort();
   };
+}
+
+// The sink's circuit: while it is open the backlog waits and one probe at a time goes out.
+function circuitFact(circuit) {
+  if (circuit.state === "closed") return h("span", { "data-circuit": "closed" }, "up: deliveries flow");
+  const next = circuit.state === "probing" ? "a probe is on its way" : `next probe ${when(circuit.nextProbeAt)}`;
+  return h(
+    "span",
+    { class: "error-text", "data-circuit": circuit.state },
+    `down since ${when(circuit.openedAt)}; the backlog waits. ${next}, ${circuit.failedProbes} failed probes. ` +
+      `Last error: ${circuit.lastError}`,
+  );
 }
 
 async function remove(path) {

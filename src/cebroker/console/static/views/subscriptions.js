@@ -13,6 +13,7 @@ const COLUMNS = [
   { key: "failed", label: "Failed", number: true },
   { key: "pending", label: "Pending", number: true },
   { key: "deadlettered", label: "Dead-lettered", number: true },
+  { key: "circuitOrder", label: "Sink" },
   { key: "lastError", label: "Last error" },
   { key: "lastDeliveredAt", label: "Last success" },
 ];
@@ -84,6 +85,7 @@ export function subscriptions(main) {
           h("td", { class: "num", "data-col": "failed" }, count(item.failed)),
           h("td", { class: "num", "data-col": "pending" }, count(item.pending)),
           h("td", { class: item.deadlettered ? "num bad" : "num", "data-col": "deadlettered" }, count(item.deadlettered)),
+          circuitCell(item.circuit),
           h("td", { class: item.lastError ? "error-text" : null, title: item.lastError || null }, item.lastError ? `${when(item.lastErrorAt)}: ${item.lastError}` : "—"),
           h("td", {}, when(item.lastDeliveredAt)),
         ),
@@ -93,9 +95,30 @@ export function subscriptions(main) {
 
   headers();
   return every(POLL_MS, async () => {
-    items = (await api("GET", "/status/subscriptions")).items;
+    // Sorting by the sink's state puts the ones that are down first (descending) or last.
+    items = (await api("GET", "/status/subscriptions")).items.map((item) => ({
+      ...item,
+      circuitOrder: item.circuit.state === "closed" ? "" : `down ${item.circuit.openedAt}`,
+    }));
     rows();
   });
+}
+
+// The sink's circuit: "up" while closed; "down since ..." while open, with the next probe in
+// the cell's title.
+function circuitCell(circuit) {
+  if (circuit.state === "closed") return h("td", { "data-col": "circuit", "data-circuit": "closed" }, "up");
+  const probing = circuit.state === "probing" ? "probing now" : `next probe ${when(circuit.nextProbeAt)}`;
+  return h(
+    "td",
+    {
+      class: "error-text",
+      "data-col": "circuit",
+      "data-circuit": circuit.state,
+      title: `${probing}; ${circuit.failedProbes} failed probes; ${circuit.lastError}`,
+    },
+    `down since ${when(circuit.openedAt)}`,
+  );
 }
 
 function compare(a, b, number) {

@@ -1,0 +1,128 @@
+"""The WAL stays bounded: a writer that never pauses (a busy ingest, or rows rewritten again and
+again) starves passive checkpoints, so the file grows for as long as it writes; the
+checkpointer truncates it once it passes its bound, readers notwithstanding, and cuts back a
+WAL that is fully copied once the writer is quiet."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from cebroker.storage.sqlite.checkpoint import Checkpointer
+
+MIB = 1024 * 1024
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
+    conn.execute("PRAGMA wal_autocheckpoint=0")  # as the broker's writer: checkpoints are ours
+    return conn
+
+
+def wal_size(path: Path) -> int:
+    wal = path.with_name(path.name + "-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def sample(path: Path, seconds: float) -> list[int]:
+    """The WAL's size every 10 ms for ``seconds``."""
+    sizes: list[int] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        sizes.append(wal_size(path))
+        time.sleep(0.01)
+    return sizes
+
+
+@contextmanager
+def busy(path: Path, checkpointer: Checkpointer) -> Iterator[None]:
+    """A writer rewriting rows without a pause (a retry storm rescheduling deliveries) and a
+    reader reading in short transactions, as the broker's API reader does. Between two
+    transactions the writer gives ``checkpointer`` its turn, as the broker's writer does."""
+    setup = connect(path)
+    setup.execute("PRAGMA journal_mode=WAL")
+    setup.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, next_at REAL, body TEXT)")
+    setup.execute("CREATE INDEX rows_due ON rows (next_at)")
+    setup.execute("BEGIN")
+    setup.executemany("INSERT INTO rows VALUES (?, 0, ?)", [(n, "x" * 200) for n in range(20_000)])
+    setup.execute("COMMIT")
+    setup.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    setup.close()
+    stop = threading.Event()
+
+    def write() -> None:
+        conn = connect(path)
+        n = 0
+        while not stop.is_set():
+            conn.execute("BEGIN IMMEDIATE")
+            for _ in range(50):
+                n += 1
+                conn.execute("UPDATE rows SET next_at = ? WHERE id = ?", (n, n % 20_000))
+            conn.execute("COMMIT")
+            checkpointer.between_writes(conn)
+        conn.close()
+
+    def read() -> None:
+        conn = connect(path)
+        while not stop.is_set():
+            conn.execute("BEGIN")
+            conn.execute("SELECT COUNT(*) FROM rows WHERE next_at > 0").fetchone()
+            conn.execute("COMMIT")
+            time.sleep(0.005)
+        conn.close()
+
+    threads = [threading.Thread(target=write), threading.Thread(target=read)]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+
+
+@contextmanager
+def checkpoints(path: Path, truncate_at: int) -> Iterator[Checkpointer]:
+    """The broker's checkpointer on ``path``, a round every 50 ms."""
+    checkpointer = Checkpointer(lambda: connect(path), path.with_name(path.name + "-wal"), 0.05, truncate_at)
+    checkpointer.start()
+    try:
+        yield checkpointer
+    finally:
+        checkpointer.stop()
+
+
+def test_passive_checkpoints_alone_let_a_busy_writer_grow_the_wal(tmp_path: Path) -> None:
+    """Why the checkpointer truncates: passive checkpoints (and truncations that wait for nobody)
+    let the WAL of a writer that hardly pauses grow far past the bound the other test keeps."""
+    path = tmp_path / "passive.db"
+    with checkpoints(path, truncate_at=1 << 40) as checkpointer, busy(path, checkpointer):
+        sizes = sample(path, 3.0)
+    assert max(sizes) > 16 * MIB
+
+
+def test_the_wal_is_truncated_at_its_bound_under_a_busy_writer_and_reader(tmp_path: Path) -> None:
+    path = tmp_path / "bounded.db"
+    with checkpoints(path, truncate_at=2 * MIB) as checkpointer, busy(path, checkpointer):
+        sizes = sample(path, 3.0)
+        assert checkpointer.truncations > 0
+    # The bound, plus what the writer adds before the writer's next turn.
+    assert max(sizes) < 8 * MIB
+
+
+def test_a_quiet_wal_is_cut_back_to_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "quiet.db"
+    with checkpoints(path, truncate_at=1 << 40) as checkpointer:
+        with busy(path, checkpointer):
+            time.sleep(0.5)
+        assert wal_size(path) > 0
+        deadline = time.monotonic() + 10
+        while (wal_size(path) > 0 or not checkpointer.truncations) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert wal_size(path) == 0
+        assert checkpointer.truncations > 0
