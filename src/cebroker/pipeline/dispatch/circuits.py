@@ -107,10 +107,6 @@ class Circuits:
         sink = self._sinks.get(subscription)
         return sink is None or sink.open is None or sink.probe == delivery_id
 
-    def open_circuits(self) -> dict[str, Circuit]:
-        """The open circuits as this instance knows them."""
-        return {sub: sink.open for sub, sink in self._sinks.items() if sink.open is not None}
-
     # -- outcomes -----------------------------------------------------------------------------------
 
     async def answered(self, subscription: str) -> None:
