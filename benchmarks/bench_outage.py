@@ -15,8 +15,13 @@ Baselines measured in the same run:
 * the same outage with the circuit held closed (the broker started with its circuits' opening
   threshold out of reach, so every delivery follows its own retry backoff, as before circuits
   existed): attempts per second and database growth;
+* the same again with passive WAL checkpoints only (the truncation bound out of reach too): the
+  previous release's behaviour;
 * the healthy delivery rate: the same number of pending deliveries drained by the broker's
   pipeline from its log to the same sink while it answers 204 (as ``bench_delivery.py`` does).
+
+Each window starts once the ingest's WAL has been checkpointed and cut back (or after 20 s), so
+that its growth is the outage's own.
 
 The load average (``/proc/loadavg``) is printed before and after: run it on a quiet machine.
 Usage: ``python benchmarks/bench_outage.py [--sizes 1000,10000,100000] [--window 60]``.
@@ -41,10 +46,12 @@ from cebroker.subscription import Subscription
 
 BATCH = {"content-type": "application/cloudevents-batch+json"}
 #: The broker with its circuits held closed: the baseline of per-delivery retries only.
-HELD_CLOSED = (
-    "import sys; import cebroker.pipeline.dispatch.circuits as circuits; "
-    "circuits.OPEN_AFTER = 10**12; from cebroker.cli import main; sys.exit(main(sys.argv[1:]))"
-)
+HELD_CLOSED = "import cebroker.pipeline.dispatch.circuits as circuits; circuits.OPEN_AFTER = 10**12; "
+#: ... and with passive checkpoints only, as the previous release had them.
+PASSIVE_ONLY = "import cebroker.storage.sqlite.database as database; database.JOURNAL_SIZE_LIMIT = 1 << 40; "
+RUN = "import sys; from cebroker.cli import main; sys.exit(main(sys.argv[1:]))"
+#: How the broker is started for each kind of run.
+MODES = {"circuit": None, "held": HELD_CLOSED + RUN, "before": HELD_CLOSED + PASSIVE_ONLY + RUN}
 
 
 def _event(n: int) -> dict[str, object]:
@@ -68,20 +75,17 @@ def disk(db: Path) -> int:
     return db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
-def serve(db: Path, *, held_closed: bool) -> Child:
+def wal(db: Path) -> int:
+    path = db.with_name(db.name + "-wal")
+    return path.stat().st_size if path.exists() else 0
+
+
+def serve(db: Path, mode: str) -> Child:
     port = free_port()
-    flags = [
-        "serve",
-        "--port",
-        str(port),
-        "--db",
-        str(db),
-        "--log-level",
-        "warning",
-        "--webhook-validation",
-        "off",
-    ]
-    args = ["-c", HELD_CLOSED, *flags] if held_closed else ["-m", "cebroker", *flags]
+    flags = ["serve", "--port", str(port), "--db", str(db), "--log-level", "warning"]
+    flags += ["--webhook-validation", "off"]
+    code = MODES[mode]
+    args = ["-m", "cebroker", *flags] if code is None else ["-c", code, *flags]
     return Child(args, port, "/readyz")
 
 
@@ -93,12 +97,12 @@ class Outage:
     drain: float | None = None
 
 
-def outage(size: int, window: float, *, held_closed: bool) -> Outage:
+def outage(size: int, window: float, mode: str) -> Outage:
     target = sink()
     httpx.get(target.url + "/down")
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "outage.db"
-        broker = serve(db, held_closed=held_closed)
+        broker = serve(db, mode)
         try:
             client = httpx.Client(base_url=broker.url, timeout=120)
             sub = client.post(
@@ -108,10 +112,13 @@ def outage(size: int, window: float, *, held_closed: bool) -> Outage:
             for first in range(0, size, 1000):
                 batch = [_event(n) for n in range(first, min(size, first + 1000))]
                 assert client.post("/events", content=orjson.dumps(batch), headers=BATCH).status_code == 202
-            if not held_closed:
+            if mode == "circuit":
                 while client.get(status).json()["circuit"]["state"] == "closed":
                     time.sleep(0.05)
-            time.sleep(2.0)  # the attempts in flight end and the ingest's WAL is checkpointed
+            settled = time.monotonic() + 20
+            time.sleep(1.0)  # the attempts in flight end
+            while wal(db) > 1024 * 1024 and time.monotonic() < settled:
+                time.sleep(0.1)
             attempts, start, started = sink_stats(target.url)["count"], disk(db), time.monotonic()
             peak = start
             while time.monotonic() - started < window:
@@ -123,7 +130,7 @@ def outage(size: int, window: float, *, held_closed: bool) -> Outage:
                 (disk(db) - start) / elapsed * 60,
                 peak - start,
             )
-            if not held_closed:
+            if mode == "circuit":
                 next_probe = client.get(status).json()["circuit"]["nextProbeAt"]
                 httpx.get(target.url + "/up")
                 probe_at = max(time.time(), datetime.fromisoformat(next_probe).timestamp())
@@ -160,19 +167,24 @@ def main() -> None:
     parser.add_argument("--baseline-window", type=float, default=30.0, help="the same, circuit held closed")
     args = parser.parse_args()
     print(f"load average before: {load_average()}")
-    print(
-        f"{'pending':>8} | {'attempts/s':>10} {'MiB/min':>8} {'peak MiB':>8} | held closed: "
-        f"{'attempts/s':>10} {'MiB/min':>8} {'peak MiB':>8} | {'drain s':>7} {'healthy s':>9} {'rate/s':>7}"
-    )
     mib = 1024 * 1024
+    print("attempts/s and MiB/min over the window, peak MiB above its start")
+    print(
+        f"{'pending':>8} | {'circuit':^26} | {'circuit held closed':^26} | {'held closed, passive WAL':^26}"
+        f" | {'drain s':>7} {'healthy s':>9} {'rate/s':>7}"
+    )
     for size in (int(text) for text in args.sizes.split(",")):
-        down = outage(size, args.window, held_closed=False)
-        held = outage(size, args.baseline_window, held_closed=True)
+        runs = {
+            mode: outage(size, args.window if mode == "circuit" else args.baseline_window, mode)
+            for mode in MODES
+        }
         rate = healthy_rate(size)
-        circuit = f"{down.attempts_per_s:>10.2f} {down.growth_per_min / mib:>8.2f} {down.peak / mib:>8.2f}"
-        closed = f"{held.attempts_per_s:>10.1f} {held.growth_per_min / mib:>8.1f} {held.peak / mib:>8.1f}"
-        drain = f"{down.drain or 0.0:>7.2f} {size / rate:>9.2f} {rate:>7.0f}"
-        print(f"{size:>8} | {circuit} | {'':>13}{closed} | {drain}", flush=True)
+        cells = " | ".join(
+            f"{r.attempts_per_s:>8.2f} {r.growth_per_min / mib:>8.2f} {r.peak / mib:>8.2f}"
+            for r in runs.values()
+        )
+        drain = runs["circuit"].drain or 0.0
+        print(f"{size:>8} | {cells} | {drain:>7.2f} {size / rate:>9.2f} {rate:>7.0f}", flush=True)
     print(f"load average after: {load_average()}")
 
 
