@@ -137,8 +137,9 @@ class Child:
                 self.proc.kill()
 
 
-def broker(db: Path, **flags: str) -> Child:
-    """``cebroker serve`` on a free port with ``db``; flags as ``--name value``."""
+def broker(db: Path | str, **flags: str) -> Child:
+    """``cebroker serve`` on a free port with ``db`` (a file or a database URL); flags as
+    ``--name value``."""
     port = free_port()
     args = ["-m", "cebroker", "serve", "--port", str(port), "--db", str(db), "--log-level", "warning"]
     for name, value in flags.items():

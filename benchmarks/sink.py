@@ -1,8 +1,9 @@
 """A minimal counting HTTP sink for the benchmarks: answers every POST with 204, counts them,
 and, when an event carries the ``benchsent`` extension (ns since the epoch, as ``ce-benchsent``
 or in a structured body), records the ingress-to-sink latency. ``GET /count`` returns JSON
-figures; ``GET /reset`` clears them. ``GET /down`` makes it answer every POST with 503 (still
-counted: an attempt), ``GET /up`` with 204 again. Usage: ``python benchmarks/sink.py PORT``."""
+figures (count, latency quantiles, arrival times of the first and the last delivery); ``GET
+/reset`` clears them. ``GET /down`` makes it answer every POST with 503 (still counted: an
+attempt), ``GET /up`` with 204 again. Usage: ``python benchmarks/sink.py PORT``."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ class State:
     count = 0
     latencies: list[float] = []
     down = False
+    #: Arrival times (seconds since the epoch) of the first and the last delivery.
+    first = 0.0
+    last = 0.0
 
 
 def _figures() -> bytes:
@@ -26,7 +30,9 @@ def _figures() -> bytes:
     def q(p: float) -> float:
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else -1.0
 
-    return json.dumps({"count": State.count, "p50": q(0.5), "p99": q(0.99), "max": q(1.0)}).encode()
+    figures = {"count": State.count, "p50": q(0.5), "p99": q(0.99), "max": q(1.0)}
+    figures.update(first=State.first, last=State.last)
+    return json.dumps(figures).encode()
 
 
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -53,6 +59,7 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             elif head.startswith(b"GET /reset"):
                 State.count = 0
                 State.latencies = []
+                State.first = State.last = 0.0
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
             elif head.startswith((b"GET /down", b"GET /up")):
                 State.down = head.startswith(b"GET /down")
@@ -62,6 +69,9 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
             else:
                 State.count += 1
+                State.last = time.time()
+                if State.count == 1:
+                    State.first = State.last
                 if sent is not None:
                     State.latencies.append((time.time_ns() - sent) / 1e9)
                 writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")

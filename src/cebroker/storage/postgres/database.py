@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -156,6 +156,19 @@ class Database:
         if write:
             self.health.succeeded()
         return result
+
+    async def call(self, sql: str, params: Sequence[Any], *, durable: bool = True) -> list[tuple[Any, ...]]:
+        """Run one statement in a transaction of its own and return its rows, in one round trip:
+        ``BEGIN``, the statement and ``COMMIT`` go to the server together (pipeline mode).
+        ``durable`` as for :meth:`run`; it always counts as a write."""
+        async with self.connection() as conn:
+            async with conn.pipeline(), conn.transaction():
+                if not durable:
+                    await conn.execute("SET LOCAL synchronous_commit = off")
+                cur = await conn.execute(sql.encode(), params)
+            rows = await cur.fetchall()
+        self.health.succeeded()
+        return rows
 
     async def run_sync(self, fn: Callable[[SyncConn], T], *, write: bool, snapshot: bool = False) -> T:
         """Run ``fn`` in one transaction of a sync connection in a worker thread.

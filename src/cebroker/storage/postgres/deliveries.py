@@ -262,15 +262,12 @@ class PostgresDeliveryLog:
         concurrency = limits.concurrency if limits is not None else None
         rate = limits.rate if limits is not None else None
 
-        async def claim(conn: AsyncConn) -> list[tuple[Any, ...]]:
-            cur = await conn.execute(
+        try:
+            rows = await self._db.call(
                 "SELECT * FROM cebroker_claim(%s, %s, %s, %s, %s, %s)",
                 (subscription, owner, now, limit, concurrency, rate),
+                durable=False,
             )
-            return await cur.fetchall()
-
-        try:
-            rows = await self._db.run(claim, durable=False)
         except StorageUnavailable:
             self._membership.suspect()  # it may have committed: never leave a claim unused
             raise
@@ -341,28 +338,8 @@ class PostgresDeliveryLog:
         return await self._db.run(job, durable=False)
 
     async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
-        """Remove confirmed deliveries and count them (whoever claims them now)."""
-        ids = [d[0] for d in done]
-
-        async def job(conn: AsyncConn) -> None:
-            cur = await conn.execute(
-                "DELETE FROM pipeline_deliveries WHERE id = ANY(%s::bigint[])"
-                " RETURNING event_seq, subscription",
-                (ids,),
-            )
-            gone = await cur.fetchall()
-            if not gone:
-                return
-            counts: dict[str, int] = {}
-            for _, sub in gone:
-                counts[str(sub)] = counts.get(str(sub), 0) + 1
-            async with conn.pipeline():
-                await conn.execute(GC_EVENTS, (list({int(r[0]) for r in gone}),))
-                for sub, count in counts.items():
-                    await conn.execute(BUMP.format(col="delivered").encode(), (sub, count))
-                await conn.execute(COUNT, (-len(gone),))
-
-        await self._db.run(job, durable=False)
+        """Remove confirmed deliveries and count them (whoever claims them now), in one statement."""
+        await self._db.call("SELECT cebroker_complete(%s::bigint[])", ([d[0] for d in done],), durable=False)
 
     async def drop(self, done: Sequence[tuple[int, int]]) -> int:
         """Remove deliveries of deleted subscriptions; returns how many were still there."""
@@ -602,6 +579,7 @@ class PostgresDeliveryLog:
                 await conn.execute(
                     "DELETE FROM pipeline_buckets WHERE key = %s", (f"subscription {subscription}",)
                 )
+                await conn.execute("DELETE FROM pipeline_claims WHERE subscription = %s", (subscription,))
             return len(gone)
 
         return await self._db.run(job)

@@ -162,14 +162,20 @@ class Membership:
 
         async def reap(conn: AsyncConn) -> int:
             cur = await conn.execute(
-                "WITH dead AS (DELETE FROM broker_instances"
-                " WHERE heartbeat < clock_timestamp() - make_interval(secs => %s) RETURNING id)"
-                " UPDATE pipeline_deliveries SET owner = NULL WHERE owner IN (SELECT id FROM dead)"
-                " RETURNING subscription",
+                "DELETE FROM broker_instances"
+                " WHERE heartbeat < clock_timestamp() - make_interval(secs => %s) RETURNING id",
                 (lease,),
             )
-            freed = {str(r[0]) for r in await cur.fetchall()}
-            await notify_due(conn, freed)
+            dead = [str(r[0]) for r in await cur.fetchall()]
+            freed: set[str] = set()
+            if dead:  # no index on owner (claims stay HOT updates): this scan is a take-over's cost
+                cur = await conn.execute(
+                    "UPDATE pipeline_deliveries SET owner = NULL WHERE owner = ANY(%s::text[])"
+                    " RETURNING subscription",
+                    (dead,),
+                )
+                freed = {str(r[0]) for r in await cur.fetchall()}
+                await notify_due(conn, freed)
             if time.monotonic() - self._last_purge > PURGE_EVERY:
                 await conn.execute(
                     f"DELETE FROM subscription_changes WHERE at < now() - interval '{CHANGES_KEPT}'"

@@ -163,9 +163,137 @@ BEGIN
 END $$;
 """
 
+# Claims without scans, completions in one statement. pipeline_claims counts each subscription's
+# claimed deliveries; triggers on pipeline_deliveries keep it, whichever statement claims, frees or
+# removes one, so the claim reads the count from the row it locks instead of counting rows (a
+# count that walked past every delivery removed since the last vacuum). No index mentions owner
+# any more, so a claim (owner set) is a HOT update that touches no index, and the table keeps room
+# on its pages for that and is vacuumed often: it is a queue, most of its rows are short-lived.
+# A dead instance's claims are found by a scan, which only a take-over pays.
+_DELIVERIES_V2 = """
+DROP INDEX pipeline_deliveries_claimed;
+DROP INDEX pipeline_deliveries_owner;
+ALTER TABLE pipeline_deliveries SET (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_vacuum_threshold = 1000, autovacuum_analyze_scale_factor = 0.05,
+    autovacuum_vacuum_insert_scale_factor = 0.05);
+ALTER TABLE pipeline_events SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000);
+CREATE TABLE pipeline_claims (subscription text PRIMARY KEY, held int NOT NULL);
+INSERT INTO pipeline_claims
+    SELECT subscription, count(*) FROM pipeline_deliveries WHERE owner IS NOT NULL GROUP BY 1;
+CREATE FUNCTION cebroker_count_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    -- rows of the counts in subscription order, so that concurrent statements never deadlock
+    FOR r IN
+        SELECT c.subscription, sum(c.delta)::int AS delta FROM (
+            SELECT o.subscription, -1 AS delta FROM old_rows o WHERE o.owner IS NOT NULL
+            UNION ALL
+            SELECT n.subscription, 1 FROM new_rows n WHERE n.owner IS NOT NULL
+        ) c GROUP BY c.subscription HAVING sum(c.delta) <> 0 ORDER BY c.subscription
+    LOOP
+        INSERT INTO pipeline_claims AS p (subscription, held) VALUES (r.subscription, greatest(0, r.delta))
+        ON CONFLICT (subscription) DO UPDATE SET held = greatest(0, p.held + r.delta);
+    END LOOP;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION cebroker_count_claims_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT o.subscription, count(*)::int AS n FROM old_rows o WHERE o.owner IS NOT NULL
+        GROUP BY o.subscription ORDER BY o.subscription
+    LOOP
+        UPDATE pipeline_claims SET held = greatest(0, held - r.n) WHERE subscription = r.subscription;
+    END LOOP;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER pipeline_deliveries_claims_updated AFTER UPDATE ON pipeline_deliveries
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION cebroker_count_claims();
+CREATE TRIGGER pipeline_deliveries_claims_deleted AFTER DELETE ON pipeline_deliveries
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION cebroker_count_claims_deleted();
+CREATE OR REPLACE FUNCTION cebroker_claim(p_sub text, p_owner text, p_now double precision, p_limit int,
+        p_concurrency int, p_rate double precision)
+    RETURNS TABLE (id bigint, event_seq bigint, attempts int, first_at double precision, body text,
+                   next_due double precision, wait double precision)
+    LANGUAGE plpgsql SET enable_bitmapscan = off AS $$
+#variable_conflict use_column
+DECLARE
+    v_n int := p_limit;
+    v_held int;
+    v_tokens double precision;
+    v_got int := 0;
+    v_wait double precision := 0.0;
+BEGIN
+    -- The subscription's claims row is locked until commit: claims of one subscription, from
+    -- every instance, take turns, so the count it holds stays true while this one decides.
+    SELECT c.held INTO v_held FROM pipeline_claims c WHERE c.subscription = p_sub FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO pipeline_claims VALUES (p_sub, 0) ON CONFLICT DO NOTHING;
+        SELECT c.held INTO v_held FROM pipeline_claims c WHERE c.subscription = p_sub FOR UPDATE;
+    END IF;
+    IF p_concurrency IS NOT NULL THEN
+        v_n := least(v_n, p_concurrency - v_held);
+    END IF;
+    IF p_rate IS NOT NULL THEN
+        v_tokens := cebroker_refill('subscription ' || p_sub, p_rate, p_now);
+        v_n := least(v_n, floor(v_tokens)::int);
+        IF v_tokens < 1.0 THEN
+            v_wait := (1.0 - v_tokens) / p_rate;
+        END IF;
+    END IF;
+    -- Plans below must walk the due index in order (a bitmap scan would read every due row,
+    -- and the table's statistics are rarely current: it is a queue).
+    IF v_n > 0 THEN
+        RETURN QUERY
+        WITH picked AS (
+            SELECT d.id FROM pipeline_deliveries d
+            WHERE d.subscription = p_sub AND d.owner IS NULL AND d.next_at <= p_now
+            ORDER BY d.next_at, d.id LIMIT v_n FOR UPDATE SKIP LOCKED),
+        claimed AS (
+            UPDATE pipeline_deliveries d SET owner = p_owner FROM picked WHERE d.id = picked.id
+            RETURNING d.id, d.event_seq, d.attempts, d.first_at, d.next_at)
+        SELECT c.id, c.event_seq, c.attempts, c.first_at, e.body,
+            NULL::double precision, 0.0::double precision
+        FROM claimed c JOIN pipeline_events e ON e.seq = c.event_seq ORDER BY c.next_at, c.id;
+        GET DIAGNOSTICS v_got = ROW_COUNT;
+    END IF;
+    IF p_rate IS NOT NULL AND v_got > 0 THEN
+        UPDATE pipeline_buckets SET tokens = v_tokens - v_got WHERE key = 'subscription ' || p_sub;
+    END IF;
+    RETURN QUERY SELECT NULL::bigint, NULL::bigint, NULL::int, NULL::double precision, NULL::text,
+        (SELECT d.next_at FROM pipeline_deliveries d WHERE d.subscription = p_sub AND d.owner IS NULL
+            ORDER BY d.next_at LIMIT 1),
+        v_wait;
+END $$;
+CREATE FUNCTION cebroker_complete(p_ids bigint[]) RETURNS int
+    LANGUAGE plpgsql SET enable_bitmapscan = off AS $$
+DECLARE
+    v_seqs bigint[];
+    v_subs text[];
+BEGIN
+    WITH gone AS (DELETE FROM pipeline_deliveries d WHERE d.id = ANY(p_ids)
+                  RETURNING d.event_seq, d.subscription)
+    SELECT array_agg(event_seq), array_agg(subscription) INTO v_seqs, v_subs FROM gone;
+    IF v_seqs IS NULL THEN
+        RETURN 0;
+    END IF;
+    DELETE FROM pipeline_events e WHERE e.seq = ANY(v_seqs)
+        AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries d WHERE d.event_seq = e.seq);
+    INSERT INTO pipeline_stats AS s (subscription, delivered)
+        SELECT t.sub, count(*) FROM unnest(v_subs) AS t (sub) GROUP BY t.sub ORDER BY t.sub
+        ON CONFLICT (subscription) DO UPDATE SET delivered = s.delivered + excluded.delivered;
+    UPDATE pipeline_backlog SET pending = pending - cardinality(v_seqs) WHERE shard = pg_backend_pid() % 64;
+    RETURN cardinality(v_seqs);
+END $$;
+"""
+
 # Open circuits of subscriptions whose sinks are down (cebroker.storage.circuits): one row each,
 # written per transition and per probe, never per waiting delivery.
-_DELIVERIES_V2 = """
+_DELIVERIES_V3 = """
 CREATE TABLE pipeline_circuits (
     subscription text PRIMARY KEY, opened_at double precision NOT NULL,
     next_probe_at double precision NOT NULL, failed_probes int NOT NULL DEFAULT 0,
@@ -193,7 +321,7 @@ CREATE INDEX xreg_entity_kind ON xreg_entity (kind, coll, seq);
 MIGRATIONS: dict[str, tuple[str, ...]] = {
     "storage": (_STORAGE_V1,),
     "subscriptions": (_SUBSCRIPTIONS_V1, _SUBSCRIPTIONS_V2),
-    "deliveries": (_DELIVERIES_V1, _DELIVERIES_V2),
+    "deliveries": (_DELIVERIES_V1, _DELIVERIES_V2, _DELIVERIES_V3),
     "registry": (_REGISTRY_V1,),
 }
 
