@@ -6,7 +6,9 @@ behind no balancer but the test's round robin, delivering to real HTTP sinks.
   (duplicates only from the killed instance's claims in flight; the count is reported);
 * deleting a subscription on one instance stops deliveries from all;
 * concurrency and rate limit hold for the subscription over all instances;
-* PostgreSQL stopped and restarted under load: no 500, nothing accepted lost, recovery by itself.
+* PostgreSQL stopped and restarted under load: no 500, nothing accepted lost, recovery by itself;
+* a message definition written on one instance is enforced (``--event-validation``) by the others;
+* an instance away longer than the change log is kept catches up by comparing every subscription.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import signal
 import threading
 import time
 from collections.abc import Callable
 
 import httpx
+import psycopg
 import pytest
 from servers.postgres import PostgresServer
 from support.broker import BrokerProcess, BrokerProcesses
@@ -29,6 +33,7 @@ from support.waiting import wait_until
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 BATCH = {"content-type": "application/cloudevents-batch+json"}
+STRUCTURED = {"content-type": "application/cloudevents+json"}
 
 
 @pytest.fixture
@@ -192,3 +197,59 @@ def test_a_database_restart_under_load_loses_nothing_and_heals(
     for instance in (a, b):
         instance.ready(timeout=30)
     wait_until(lambda: set(accepted) <= set(sink.ids("/restart")), timeout=60)
+
+
+def test_a_definition_written_on_one_instance_is_enforced_by_the_others(
+    postgres_url: str, start: Callable[..., BrokerProcess]
+) -> None:
+    a = start(postgres_url, "--event-validation", "enforce")
+    b = start(postgres_url, "--event-validation", "enforce")
+    numbers = itertools.count()
+
+    def post(instance: BrokerProcess, source: str) -> int:
+        ping = event(next(numbers), type="com.example.ping", source=source)
+        answer = httpx.post(f"{instance.url}/events", json=ping, headers=STRUCTURED)
+        return answer.status_code
+
+    assert post(b, "/ping") == 202  # no definition yet
+    definition = {
+        "envelope": "CloudEvents/1.0",
+        "envelopemetadata": {"source": {"type": "uritemplate", "value": "/pong/{x}"}},
+    }
+    written = httpx.put(f"{a.url}/messagegroups/g/messages/com.example.ping", json=definition)
+    assert written.status_code in (200, 201), written.text
+    # b follows a's write: such an event is refused there too (after the notification's delay)
+    wait_until(lambda: post(b, "/ping") == 400)
+    assert post(b, "/pong/1") == 202
+    # and a deletion on b lifts the definition on a
+    assert httpx.delete(f"{b.url}/messagegroups/g").status_code in (200, 204)
+    wait_until(lambda: post(a, "/ping") == 202)
+
+
+def test_an_instance_away_longer_than_the_change_log_compares_every_subscription(
+    postgres_url: str, start: Callable[..., BrokerProcess], sink: Sink
+) -> None:
+    a, b = start(postgres_url), start(postgres_url)
+    changed = subscribe(a.url, f"{sink.url}/changed", types=["t.before"])
+    deleted = subscribe(a.url, f"{sink.url}/deleted", types=["t.away"])
+    b.proc.send_signal(signal.SIGSTOP)  # b is away: it hears of nothing
+    try:
+        replaced = httpx.put(
+            f"{a.url}/subscriptions/{changed}",
+            json={"protocol": "HTTP", "sink": f"{sink.url}/changed", "types": ["t.away"]},
+        )
+        assert replaced.status_code == 200, replaced.text
+        assert httpx.delete(f"{a.url}/subscriptions/{deleted}").status_code == 200
+        subscribe(a.url, f"{sink.url}/added", types=["t.away"])
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            # what the hourly purge does to changes older than an hour
+            assert conn.execute("DELETE FROM subscription_changes").rowcount == 3 + 2
+    finally:
+        b.proc.send_signal(signal.SIGCONT)
+    # The first event b takes after its return is matched against every change made meanwhile:
+    # the versions it finds cannot be read as changes any more, so it compares every subscription.
+    sent = httpx.post(f"{b.url}/events", json={**event(1), "type": "t.away"}, headers=STRUCTURED)
+    assert sent.status_code == 202
+    sink.wait("/changed", 1)
+    sink.wait("/added", 1)
+    assert sink.at("/deleted") == []

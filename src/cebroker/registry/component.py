@@ -3,12 +3,15 @@
 Every read and write runs in the storage's registry store (its threads, its transactions).
 After a write commits, the definition index behind :attr:`RegistryComponent.validator` is
 rebuilt in one read and the write's change events go to the broker's :class:`Ingestor`. The
-write has already committed by then, so a failed ingest is logged, not undone.
+write has already committed by then, so a failed ingest is logged, not undone. When another
+broker instance writes to a shared store, the store says so (``watch``) and the index is
+rebuilt too (the change events are that instance's to send).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,9 +30,14 @@ from cebroker.registry.routes import RegistryRoutes
 from cebroker.registry.service import RawDocument, ReadOptions, RegistryCore, WriteResult
 from cebroker.registry.validation import DefinitionIndex, RegistryValidator
 from cebroker.registry.writes import Writer
+from cebroker.storage.errors import StorageUnavailable
 from cebroker.storage.registry import RegistryStore
 
 log = logging.getLogger("cebroker.registry")
+
+#: Seconds before a failed rebuild of the definition index (after another instance's write) is
+#: tried again.
+REBUILD_RETRY = 1.0
 
 
 class RegistryComponent:
@@ -53,6 +61,9 @@ class RegistryComponent:
         self._routes = RegistryRoutes(self)
         #: change events that could not be ingested (logged), for operators and tests
         self.emit_failures = 0
+        self._unwatch: Callable[[], None] | None = None
+        self._stale = asyncio.Event()
+        self._follower: asyncio.Task[None] | None = None
 
     def routes(self) -> Sequence[BaseRoute]:
         """The registry's routes (only its own paths; see :mod:`cebroker.registry.routes`)."""
@@ -65,13 +76,40 @@ class RegistryComponent:
         return openapi.PATHS, openapi.SCHEMAS
 
     async def start(self) -> None:
-        """Create the registry root, advertise the broker, build the validation index."""
+        """Create the registry root, advertise the broker, build the validation index, and
+        follow the other instances' writes."""
+        # Followed first, so that no write of another instance falls between the build and it.
+        self._unwatch = self.store.watch(self._stale.set)
+        self._follower = asyncio.create_task(self._follow(), name="cebroker-registry-follow")
         result = await self.store.write(lambda rows: self.core.write(rows, lambda w: None))
         self.validator.index = await self.store.read(lambda rows: DefinitionIndex.build(rows, self.base))
         await self._after_commit(result.changes, reindexed=True)
 
     async def stop(self) -> None:
-        """Nothing to release: the storage is closed by its owner."""
+        """Stop following other instances' writes (the storage is closed by its owner)."""
+        if self._unwatch is not None:
+            self._unwatch()
+        follower, self._follower = self._follower, None
+        if follower is not None:
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
+
+    async def _follow(self) -> None:
+        """Rebuild the validation index after other instances' writes, one rebuild for all the
+        writes heard meanwhile; a rebuild that fails is tried again a second later."""
+        while True:
+            await self._stale.wait()
+            self._stale.clear()
+            try:
+                self.validator.index = await self._rebuilt(self.validator.index)
+            except StorageUnavailable as exc:
+                log.warning("definition index not rebuilt after another instance's write: %s", exc)
+                await asyncio.sleep(REBUILD_RETRY)
+                self._stale.set()
+
+    async def _rebuilt(self, previous: DefinitionIndex | None) -> DefinitionIndex:
+        return await self.store.read(lambda rows: DefinitionIndex.build(rows, self.base, previous))
 
     # ---- the Backend the routes use -----------------------------------------------------
 

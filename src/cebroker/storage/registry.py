@@ -108,3 +108,10 @@ class RegistryStore(Protocol):
     async def write(self, fn: Callable[[RegistryRows], T]) -> T:
         """Run ``fn`` in one transaction, committed durably before this returns."""
         ...
+
+    def watch(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` (on the event loop, without arguments) after a write that another
+        broker instance committed on a shared store, so that what this instance derives from
+        the rows can be rebuilt; returns a function that stops it. A store only this process
+        writes never calls it."""
+        ...

@@ -34,7 +34,7 @@ class PostgresStorage:
             self._db, self._listener, self._membership, dedup_window=chosen.dedup_window, clock=chosen.clock
         )
         self.circuits = PostgresCircuitStore(self._db)
-        self.registry = PostgresRegistryStore(self._db)
+        self.registry = PostgresRegistryStore(self._db, self._listener)
         self._open = False
 
     @property

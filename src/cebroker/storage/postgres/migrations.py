@@ -317,12 +317,20 @@ CREATE INDEX xreg_entity_children ON xreg_entity (parent, coll, seq);
 CREATE INDEX xreg_entity_kind ON xreg_entity (kind, coll, seq);
 """
 
+# Every registry write takes the next registry version and announces it (NOTIFY
+# cebroker_registry), so that every instance rebuilds what it derives from the registry (the
+# definition index of --event-validation) when another instance writes.
+_REGISTRY_V2 = """
+CREATE TABLE xreg_version (one int PRIMARY KEY CHECK (one = 1), version bigint NOT NULL);
+INSERT INTO xreg_version VALUES (1, 0);
+"""
+
 #: component -> its migration steps, oldest first (version n = after step n).
 MIGRATIONS: dict[str, tuple[str, ...]] = {
     "storage": (_STORAGE_V1,),
     "subscriptions": (_SUBSCRIPTIONS_V1, _SUBSCRIPTIONS_V2),
     "deliveries": (_DELIVERIES_V1, _DELIVERIES_V2, _DELIVERIES_V3),
-    "registry": (_REGISTRY_V1,),
+    "registry": (_REGISTRY_V1, _REGISTRY_V2),
 }
 
 

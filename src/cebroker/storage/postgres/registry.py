@@ -4,6 +4,11 @@ The registry's core is synchronous, so each read or write runs in a worker threa
 connection of the sync pool, in one transaction: a read in a read-only REPEATABLE READ
 transaction (one snapshot), a write under a transaction-level advisory lock, so that writes of
 several instances take turns (the next ``seq`` and the id checks below see every earlier write).
+
+Each write also takes the next registry version (``xreg_version``) and announces it with
+``NOTIFY cebroker_registry``; :meth:`PostgresRegistryStore.watch` tells this instance's
+listeners of the versions it did not write itself, so that what an instance derives from the
+registry follows the other instances' writes.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from cebroker.storage.postgres.database import Database, SyncConn
+from cebroker.storage.postgres.listener import REGISTRY, Listener
 from cebroker.storage.registry import EntityClash, Kind, RegistryReader, RegistryRows, Row
 
 T = TypeVar("T")
@@ -117,8 +123,13 @@ class PostgresRegistryRows:
 class PostgresRegistryStore:
     """:class:`~cebroker.storage.registry.RegistryStore` on a PostgreSQL :class:`Database`."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, listener: Listener) -> None:
         self._db = db
+        #: The latest registry version this instance wrote or was told of.
+        self._version = 0
+        self._watchers: list[Callable[[], None]] = []
+        listener.on(REGISTRY, self._heard)
+        listener.on_connect(self._tell)  # notifications may have been missed meanwhile
 
     async def read(self, fn: Callable[[RegistryReader], T]) -> T:
         """Run ``fn`` over one snapshot."""
@@ -127,10 +138,33 @@ class PostgresRegistryStore:
         )
 
     async def write(self, fn: Callable[[RegistryRows], T]) -> T:
-        """Run ``fn`` in one durable write transaction, after the other instances' writes."""
+        """Run ``fn`` in one durable write transaction, after the other instances' writes, and
+        announce the write to them."""
 
-        def job(conn: SyncConn) -> T:
+        def job(conn: SyncConn) -> tuple[T, int]:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (REGISTRY_LOCK,))
-            return fn(PostgresRegistryRows(conn))
+            result = fn(PostgresRegistryRows(conn))
+            row = conn.execute("UPDATE xreg_version SET version = version + 1 RETURNING version").fetchone()
+            version = int(row[0]) if row else 0
+            conn.execute("SELECT pg_notify(%s, %s)", (REGISTRY, str(version)))
+            return result, version
 
-        return await self._db.run_sync(job, write=True)
+        result, version = await self._db.run_sync(job, write=True)
+        self._version = max(self._version, version)
+        return result
+
+    def watch(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` (on the event loop) after another instance's write."""
+        self._watchers.append(listener)
+        return lambda: self._watchers.remove(listener) if listener in self._watchers else None
+
+    def _heard(self, payload: str) -> None:
+        if payload.isdigit() and int(payload) <= self._version:
+            return  # this instance's own write, or one it was told of already
+        if payload.isdigit():
+            self._version = int(payload)
+        self._tell()
+
+    def _tell(self) -> None:
+        for listener in list(self._watchers):
+            listener()

@@ -120,3 +120,7 @@ class SqliteRegistryStore:
     async def write(self, fn: Callable[[RegistryRows], T]) -> T:
         """Run ``fn`` in one durable write transaction, on the writer."""
         return await self._db.write(lambda conn: fn(SqliteRegistryRows(conn)))
+
+    def watch(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Nobody else writes to this file: ``listener`` is never called."""
+        return lambda: None
