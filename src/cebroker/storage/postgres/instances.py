@@ -1,12 +1,14 @@
 """Broker instances on one database: heartbeats, leases and the take-over of a dead one's claims.
 
 Each instance has a row in ``broker_instances`` whose ``heartbeat`` (the server's clock) it
-renews every quarter of the lease. Every instance also reaps: an instance whose heartbeat is
-older than the lease is deleted and the deliveries it had claimed are freed for the others,
-who hear of them through ``NOTIFY cebroker_due``. An instance that has not renewed its own
-heartbeat within three quarters of the lease (measured from when the renewal was *sent*, so
-the server's view is never older) stops starting attempts of what it claimed (``live`` is
-false): by the time the others may take its claims over it no longer touches them.
+renews every quarter of the lease. Every instance also reaps, at least every quarter of the
+lease and just after the oldest heartbeat of the others turns older than the lease: an instance
+whose heartbeat is older than the lease is deleted and the deliveries it had claimed are freed
+for the others, who hear of them through ``NOTIFY cebroker_due`` at once. An instance that has
+not renewed its own heartbeat within three quarters of the lease (measured from when the
+renewal was *sent*, so the server's view is never older) stops starting attempts of what it
+claimed (``live`` is false): by the time the others may take its claims over it no longer
+touches them.
 
 An instance that lost its claims (declared dead while cut off) or may hold claims it no longer
 knows of (a claim whose answer was lost with the connection) takes a new id: its old claims
@@ -33,6 +35,10 @@ log = logging.getLogger("cebroker.storage")
 #: Of the lease: how often the heartbeat is renewed, and how long claims are used after one.
 RENEW_FRACTION = 0.25
 HOLD_FRACTION = 0.75
+#: Seconds after another instance's lease expires at which the reaper looks (the server's clock
+#: and this one's may differ a little), and the shortest pause between two looks.
+REAP_MARGIN = 0.02
+REAP_SOONEST = 0.05
 #: Seconds between purges of old subscription changes, and how long those are kept.
 PURGE_EVERY = 60.0
 CHANGES_KEPT = "1 hour"
@@ -62,7 +68,7 @@ class Membership:
         self.id: str | None = None
         self._renewed_at = -float("inf")
         self._suspect = False
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._lost: list[Callable[[], None]] = []
         self._last_purge = 0.0
 
@@ -81,15 +87,19 @@ class Membership:
         self._suspect = True
 
     async def start(self) -> None:
-        """Register (or keep trying in the background) and start the heartbeat."""
+        """Register (or keep trying in the background), start the heartbeat and the reaper."""
         with contextlib.suppress(StorageUnavailable):
             await self._beat()
-        self._task = asyncio.create_task(self._run(), name="cebroker-postgres-heartbeat")
+        self._tasks = [
+            asyncio.create_task(self._run(), name="cebroker-postgres-heartbeat"),
+            asyncio.create_task(self._reaper(), name="cebroker-postgres-reaper"),
+        ]
 
     async def stop_heartbeat(self) -> None:
-        """Stop renewing (what a killed process does): the claims stay until the lease expires."""
-        task, self._task = self._task, None
-        if task is not None:
+        """Stop renewing and reaping (what a killed process does): the claims stay until the
+        lease expires."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -107,9 +117,23 @@ class Membership:
             await asyncio.sleep(self.lease * RENEW_FRACTION)
             try:
                 await self._beat()
-                await self._reap()
             except StorageUnavailable as exc:
                 log.debug("heartbeat failed: %s", exc)
+
+    async def _reaper(self) -> None:
+        """Reap at least every quarter of the lease, and when the oldest heartbeat of another
+        instance will be older than the lease, just after: a dead instance's claims are taken
+        over as its lease expires, not up to a quarter of a lease later."""
+        while True:
+            wait = self.lease * RENEW_FRACTION
+            try:
+                expires_in = await self._reap()
+            except StorageUnavailable as exc:
+                log.debug("reaping failed: %s", exc)
+            else:
+                if expires_in is not None:
+                    wait = min(wait, max(REAP_SOONEST, expires_in + REAP_MARGIN))
+            await asyncio.sleep(wait)
 
     async def _beat(self) -> None:
         sent = time.monotonic()
@@ -156,11 +180,14 @@ class Membership:
         await notify_due(conn, {str(r[0]) for r in await cur.fetchall()})
         await conn.execute("DELETE FROM broker_instances WHERE id = %s", (instance,))
 
-    async def _reap(self) -> None:
-        """Free the claims of instances whose heartbeat is older than the lease."""
+    async def _reap(self) -> float | None:
+        """Free the claims of instances whose heartbeat is older than the lease; returns the
+        seconds until the next lease of another instance expires (None: there is none)."""
         lease = self.lease
+        me = self.id
+        purge = time.monotonic() - self._last_purge > PURGE_EVERY
 
-        async def reap(conn: AsyncConn) -> int:
+        async def reap(conn: AsyncConn) -> tuple[int, float | None]:
             cur = await conn.execute(
                 "DELETE FROM broker_instances"
                 " WHERE heartbeat < clock_timestamp() - make_interval(secs => %s) RETURNING id",
@@ -176,13 +203,21 @@ class Membership:
                 )
                 freed = {str(r[0]) for r in await cur.fetchall()}
                 await notify_due(conn, freed)
-            if time.monotonic() - self._last_purge > PURGE_EVERY:
+            cur = await conn.execute(
+                "SELECT extract(epoch FROM min(heartbeat) + make_interval(secs => %s) - clock_timestamp())"
+                " FROM broker_instances WHERE id IS DISTINCT FROM %s",
+                (lease, me),
+            )
+            row = await cur.fetchone()
+            if purge:
                 await conn.execute(
                     f"DELETE FROM subscription_changes WHERE at < now() - interval '{CHANGES_KEPT}'"
                 )
-            return len(freed)
+            return len(freed), (float(row[0]) if row and row[0] is not None else None)
 
-        if await self._db.run(reap, durable=False):
+        freed, expires_in = await self._db.run(reap, durable=False)
+        if freed:
             log.info("took over the deliveries claimed by instances whose lease expired")
-        if time.monotonic() - self._last_purge > PURGE_EVERY:
+        if purge:
             self._last_purge = time.monotonic()
+        return expires_in
