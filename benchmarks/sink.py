@@ -3,7 +3,9 @@ and, when an event carries the ``benchsent`` extension (ns since the epoch, as `
 or in a structured body), records the ingress-to-sink latency. ``GET /count`` returns JSON
 figures (count, latency quantiles, arrival times of the first and the last delivery); ``GET
 /reset`` clears them. ``GET /down`` makes it answer every POST with 503 (still counted: an
-attempt), ``GET /up`` with 204 again. Usage: ``python benchmarks/sink.py PORT``."""
+attempt), ``GET /up`` with 204 again. A POST to a path under ``/slow/`` is answered after
+200 ms, and the arrival times of every event under ``/track/`` are kept by its ``ce-id`` (``GET
+/arrivals`` returns them). Usage: ``python benchmarks/sink.py PORT``."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ class State:
     #: Arrival times (seconds since the epoch) of the first and the last delivery.
     first = 0.0
     last = 0.0
+    #: ce-id -> arrival times of its deliveries, for paths under /track/
+    arrivals: dict[str, list[float]] = {}
 
 
 def _figures() -> bytes:
@@ -41,6 +45,7 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             head = await reader.readuntil(b"\r\n\r\n")
             length = 0
             sent = None
+            event_id = None
             for line in head.split(b"\r\n")[1:]:
                 name, _, value = line.partition(b":")
                 lname = name.strip().lower()
@@ -48,6 +53,8 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                     length = int(value)
                 elif lname == b"ce-benchsent":
                     sent = int(value)
+                elif lname == b"ce-id":
+                    event_id = value.strip().decode()
             if length:
                 await reader.readexactly(length)
             if head.startswith(b"GET /count"):
@@ -56,10 +63,14 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                     % (len(body), body)
                 )
+            elif head.startswith(b"GET /arrivals"):
+                body = json.dumps(State.arrivals).encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
             elif head.startswith(b"GET /reset"):
                 State.count = 0
                 State.latencies = []
                 State.first = State.last = 0.0
+                State.arrivals = {}
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
             elif head.startswith((b"GET /down", b"GET /up")):
                 State.down = head.startswith(b"GET /down")
@@ -74,6 +85,11 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                     State.first = State.last
                 if sent is not None:
                     State.latencies.append((time.time_ns() - sent) / 1e9)
+                target = head.split(b" ", 2)[1]
+                if event_id is not None and b"/track/" in target:
+                    State.arrivals.setdefault(event_id, []).append(State.last)
+                if b"/slow/" in target:
+                    await asyncio.sleep(0.2)
                 writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):

@@ -106,11 +106,17 @@ class Loader:
         while True:
             now = self._clock.now()
             wake_at = now + RECHECK
+            ready: list[tuple[str, float]] = []
             for subscription, due_at in list(self._due.items()):
                 if due_at > now:
                     wake_at = min(wake_at, due_at)
-                    continue
-                await self._load(subscription, due_at)
+                else:
+                    ready.append((subscription, due_at))
+            if self._log.shared:  # claims of every subscription at once: the log sends them together
+                await asyncio.gather(*(self._load(subscription, due_at) for subscription, due_at in ready))
+            else:
+                for subscription, due_at in ready:
+                    await self._load(subscription, due_at)
             self._metrics.queued.set(self._lanes.queued)
             self._wake.clear()
             await wait_or_sleep(self._wake, max(0.0, wake_at - self._clock.now()), self._clock)

@@ -86,6 +86,38 @@ class _Call:
     error: BaseException | None = None
 
 
+@dataclass(slots=True)
+class _Claim:
+    """One ``due`` waiting for a claim."""
+
+    subscription: str
+    limit: int
+    limits: Limits | None
+    future: asyncio.Future[tuple[list[Pending], float | None]]
+
+
+def _claimed(
+    claim: _Claim, rows: list[tuple[Any, ...]], owner: str, now: float
+) -> tuple[list[Pending], float | None]:
+    """``due``'s answer from the rows ``cebroker_claim`` returned for one subscription: the
+    claimed deliveries, then one row with the next due time and the rate limit's wait."""
+    items = [
+        Pending(int(r[1]), int(r[2]), claim.subscription, int(r[3]), float(r[4]), r[5], owner)
+        for r in rows
+        if r[1] is not None
+    ]
+    if not rows:
+        return items, now + HELD_BACK
+    next_due, wait = rows[-1][6], float(rows[-1][7] or 0.0)
+    if len(items) >= claim.limit:
+        return items, now
+    if next_due is None:
+        return items, None
+    if float(next_due) > now:
+        return items, float(next_due)
+    return items, now + (wait if wait > 0 else HELD_BACK)
+
+
 def _body(event: Mapping[str, Any] | bytes | str) -> str:
     """The event's JSON text (TypeError if it cannot be serialized)."""
     if isinstance(event, str):
@@ -114,6 +146,8 @@ class PostgresDeliveryLog:
         self._clock = clock
         self._waiting: deque[_Call] = deque()
         self._groups = 0
+        self._claims: list[_Claim] = []
+        self._claiming = False
         self._listeners: list[DueListener] = []
         listener.on(DUE, self._heard)
         listener.on_connect(lambda: self._tell(None))
@@ -254,37 +288,71 @@ class PostgresDeliveryLog:
     async def due(
         self, subscription: str, limit: int, limits: Limits | None = None
     ) -> tuple[list[Pending], float | None]:
-        """Claim up to ``limit`` due deliveries of ``subscription`` within ``limits``."""
+        """Claim up to ``limit`` due deliveries of ``subscription`` within ``limits``. The calls
+        made while a claim is being written go together into the next one (one statement, one
+        round trip for every subscription)."""
+        now = self._clock.now()
+        if self._membership.id is None or not self._membership.live or limit <= 0:
+            return [], now + HELD_BACK
+        claim = _Claim(subscription, limit, limits, asyncio.get_running_loop().create_future())
+        self._claims.append(claim)
+        if not self._claiming:
+            self._claiming = True
+            asyncio.create_task(self._claim_all())  # runs after the other calls of this moment
+        return await claim.future
+
+    async def _claim_all(self) -> None:
+        try:
+            while self._claims:
+                batch: dict[str, _Claim] = {}
+                again: list[_Claim] = []
+                for claim in self._claims:  # a subscription asked for twice waits for the next
+                    if claim.subscription in batch:
+                        again.append(claim)
+                    else:
+                        batch[claim.subscription] = claim
+                self._claims = again
+                await self._claim(list(batch.values()))
+        finally:
+            self._claiming = False
+
+    async def _claim(self, batch: list[_Claim]) -> None:
         now = self._clock.now()
         owner = self._membership.id
-        if owner is None or not self._membership.live or limit <= 0:
-            return [], now + HELD_BACK
-        concurrency = limits.concurrency if limits is not None else None
-        rate = limits.rate if limits is not None else None
-
+        if owner is None or not self._membership.live:
+            for claim in batch:
+                if not claim.future.done():
+                    claim.future.set_result(([], now + HELD_BACK))
+            return
         try:
             rows = await self._db.call(
-                "SELECT * FROM cebroker_claim(%s, %s, %s, %s, %s, %s)",
-                (subscription, owner, now, limit, concurrency, rate),
+                "SELECT * FROM cebroker_claim_many(%s, %s, %s, %s::int[], %s::int[], %s::float8[])",
+                (
+                    [c.subscription for c in batch],
+                    owner,
+                    now,
+                    [c.limit for c in batch],
+                    [c.limits.concurrency if c.limits is not None else None for c in batch],
+                    [c.limits.rate if c.limits is not None else None for c in batch],
+                ),
                 durable=False,
             )
-        except StorageUnavailable:
-            self._membership.suspect()  # it may have committed: never leave a claim unused
-            raise
-        items = [
-            Pending(int(r[0]), int(r[1]), subscription, int(r[2]), float(r[3]), r[4], owner)
-            for r in rows
-            if r[0] is not None
-        ]
-        info = rows[-1]
-        next_due, wait = info[5], float(info[6])
-        if len(items) >= limit:
-            return items, now
-        if next_due is None:
-            return items, None
-        if float(next_due) > now:
-            return items, float(next_due)
-        return items, now + (wait if wait > 0 else HELD_BACK)
+        except BaseException as exc:
+            if isinstance(exc, StorageUnavailable):
+                self._membership.suspect()  # it may have committed: never leave a claim unused
+            for claim in batch:
+                if not claim.future.done():
+                    claim.future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        found: dict[str, list[tuple[Any, ...]]] = {}
+        for row in rows:
+            found.setdefault(str(row[0]), []).append(row)
+        for claim in batch:
+            result = _claimed(claim, found.get(claim.subscription, []), owner, now)
+            if not claim.future.done():
+                claim.future.set_result(result)
 
     async def release(self, items: Sequence[Pending]) -> None:
         """Give back the claims of deliveries that were not attempted; the others hear of them."""

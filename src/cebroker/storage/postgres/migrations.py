@@ -163,13 +163,14 @@ BEGIN
 END $$;
 """
 
-# Claims without scans, completions in one statement. pipeline_claims counts each subscription's
-# claimed deliveries; triggers on pipeline_deliveries keep it, whichever statement claims, frees or
-# removes one, so the claim reads the count from the row it locks instead of counting rows (a
-# count that walked past every delivery removed since the last vacuum). No index mentions owner
-# any more, so a claim (owner set) is a HOT update that touches no index, and the table keeps room
-# on its pages for that and is vacuumed often: it is a queue, most of its rows are short-lived.
-# A dead instance's claims are found by a scan, which only a take-over pays.
+# Claims without scans, of many subscriptions in one statement; completions in one statement.
+# pipeline_claims counts each subscription's claimed deliveries; triggers on pipeline_deliveries
+# keep it, whichever statement claims, frees or removes one, so that a claim reads the count
+# from the row it locks instead of counting rows (a count that walked past every delivery
+# removed since the last vacuum). No index mentions owner any more, so a claim (owner set) is a
+# HOT update that touches no index, and the table keeps room on its pages for that and is
+# vacuumed often: it is a queue, most of its rows are short-lived. A dead instance's claims are
+# found by a scan, which only a take-over pays.
 _DELIVERIES_V2 = """
 DROP INDEX pipeline_deliveries_claimed;
 DROP INDEX pipeline_deliveries_owner;
@@ -268,6 +269,20 @@ BEGIN
         (SELECT d.next_at FROM pipeline_deliveries d WHERE d.subscription = p_sub AND d.owner IS NULL
             ORDER BY d.next_at LIMIT 1),
         v_wait;
+END $$;
+CREATE FUNCTION cebroker_claim_many(p_subs text[], p_owner text, p_now double precision, p_limits int[],
+        p_concurrency int[], p_rates double precision[])
+    RETURNS TABLE (subscription text, id bigint, event_seq bigint, attempts int, first_at double precision,
+                   body text, next_due double precision, wait double precision)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    i int;
+BEGIN
+    -- in subscription order, as every statement that locks claims rows: no deadlock
+    FOR i IN SELECT g FROM generate_subscripts(p_subs, 1) AS g ORDER BY p_subs[g] LOOP
+        RETURN QUERY SELECT p_subs[i], c.* FROM cebroker_claim(p_subs[i], p_owner, p_now, p_limits[i],
+            p_concurrency[i], p_rates[i]) AS c;
+    END LOOP;
 END $$;
 CREATE FUNCTION cebroker_complete(p_ids bigint[]) RETURNS int
     LANGUAGE plpgsql SET enable_bitmapscan = off AS $$
