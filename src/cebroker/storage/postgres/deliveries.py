@@ -2,20 +2,23 @@
 
 **Ingest** (``append``) commits events, their de-duplication keys and their delivery rows in one
 transaction with **group commit**: the calls that arrive while a transaction is being written
-wait together and go into the next one (at most :data:`MAX_GROUPS` transactions at once), as
-rows sent in bulk (``unnest`` of arrays) in pipeline mode. Inside the transaction it reads the
+wait together and go into the next one (at most :data:`MAX_GROUPS` transactions at once). A
+group is one statement, ``cebroker_append``, its rows sent as arrays, and one round trip
+(``BEGIN``, the statement and ``COMMIT`` pipelined). Inside the transaction it reads the
 subscription version (a call matched against an older one gets
-:class:`~cebroker.storage.errors.IndexBehind`), and a key is fresh only if ``INSERT ... ON
-CONFLICT DO UPDATE ... WHERE expired`` wrote it, which holds against concurrent instances too:
-the second writer of a key waits for the first to commit, then finds it. The commit sends
-``NOTIFY cebroker_due`` naming the subscriptions that got deliveries.
+:class:`~cebroker.storage.errors.IndexBehind` and nothing of it is written), and a key is fresh
+only if ``INSERT ... ON CONFLICT DO UPDATE ... WHERE expired`` wrote it, which holds against
+concurrent instances too: the second writer of a key waits for the first to commit, then finds
+it. The commit sends ``NOTIFY cebroker_due`` naming the subscriptions that got deliveries.
 
-**Claims** (``due``): the ``cebroker_claim`` function locks the subscription's bucket row, so
-that claims of one subscription take turns over every instance; counts the deliveries already
-claimed against the concurrency; takes tokens of the rate limit; and claims due, unclaimed rows
-with ``FOR UPDATE SKIP LOCKED``. A claim belongs to the instance's current id (see
-:mod:`.instances`): a retry or dead letter is written only by the claim's owner, while a
-confirmed delivery is removed whoever claims it now.
+**Claims** (``due``): the calls made at one moment (the loader asks for every due subscription
+at once) go into one ``cebroker_claim_many``, which for each subscription, in subscription
+order, locks its ``pipeline_claims`` row, so that claims of one subscription take turns over
+every instance; reads from it the count of its claimed deliveries (kept by triggers) against
+the concurrency; takes tokens of the rate limit; and claims due, unclaimed rows with ``FOR
+UPDATE SKIP LOCKED``. A claim belongs to the instance's current id (see :mod:`.instances`): a
+retry or dead letter is written only by the claim's owner, while a confirmed delivery is removed
+whoever claims it now (``cebroker_complete``: one statement for a batch of completions).
 
 The backlog is counted in ``pipeline_backlog``, one shard per connection, by every write that
 adds or removes deliveries.
@@ -43,11 +46,6 @@ MAX_GROUPS = 2
 #: Seconds before a claim held back by another instance's claims (or locks) is tried again.
 HELD_BACK = 0.25
 
-SEEN = (
-    "INSERT INTO pipeline_seen AS s (source, id, at)"
-    " SELECT k.source, k.id, %s FROM unnest(%s::text[], %s::text[]) AS k (source, id) ORDER BY 1, 2"
-    " ON CONFLICT (source, id) DO UPDATE SET at = excluded.at WHERE s.at < %s RETURNING s.source, s.id"
-)
 NEXT_IDS = "SELECT array(SELECT nextval(%s::regclass) FROM generate_series(1, %s))"
 EVENTS = (
     "INSERT INTO pipeline_events (seq, body, received)"
@@ -195,7 +193,7 @@ class PostgresDeliveryLog:
 
     async def _commit(self, calls: list[_Call]) -> None:
         try:
-            await self._db.run(lambda conn: self._write(conn, calls))
+            await self._write(calls)
         except BaseException as exc:  # the transaction did not commit: nobody's events are in
             for call in calls:
                 if not call.future.done():
@@ -214,70 +212,50 @@ class PostgresDeliveryLog:
             self._groups -= 1
             self._start_group()
 
-    async def _write(self, conn: AsyncConn, calls: list[_Call]) -> None:
+    async def _write(self, calls: list[_Call]) -> None:
+        """One transaction, one statement, one round trip (``cebroker_append``) for the group."""
         now = self._clock.now()
-        if any(call.version is not None for call in calls):
-            cur = await conn.execute("SELECT version FROM subscription_version")
-            (latest,) = await cur.fetchone() or (0,)
+        versions: list[int | None] = []
+        sources: list[str] = []
+        ids: list[str] = []
+        bodies: list[str] = []
+        d_items: list[int] = []
+        d_subs: list[str] = []
+        for call in calls:
+            for item, body in zip(call.items, call.bodies, strict=True):
+                versions.append(call.version)
+                sources.append(item.source)
+                ids.append(item.id)
+                bodies.append(body)
+                for sub in item.subscriptions:
+                    d_items.append(len(sources))  # 1-based, as SQL arrays
+                    d_subs.append(sub)
+        if not sources:
             for call in calls:
-                if call.version is not None and call.version < latest:
-                    call.error = IndexBehind(int(latest))
-        live = [call for call in calls if call.error is None]
-        keys: dict[tuple[str, str], None] = {}
-        wanted_events = wanted_deliveries = 0
-        for call in live:
-            for item in call.items:
-                keys.setdefault((item.source, item.id))
-                if item.subscriptions:
-                    wanted_events += 1
-                    wanted_deliveries += len(item.subscriptions)
-        if not keys:
-            for call in live:
                 call.result = []
             return
-        async with conn.pipeline():
-            seen = await conn.execute(
-                SEEN, (now, [k[0] for k in keys], [k[1] for k in keys], now - self.dedup_window)
-            )
-            seqs_cur = await conn.execute(NEXT_IDS, ("pipeline_events_seq", wanted_events))
-            ids_cur = await conn.execute(NEXT_IDS, ("pipeline_deliveries_seq", wanted_deliveries))
-            fresh = {(str(s), str(i)) for s, i in await seen.fetchall()}
-            seqs = iter(((await seqs_cur.fetchone()) or ([],))[0])
-            dids = iter(((await ids_cur.fetchone()) or ([],))[0])
-        ev_seqs: list[int] = []
-        ev_bodies: list[str] = []
-        d_ids: list[int] = []
-        d_seqs: list[int] = []
-        d_subs: list[str] = []
-        for call in live:
+        rows = await self._db.call(
+            "SELECT * FROM cebroker_append(%s, %s, %s::bigint[], %s::text[], %s::text[], %s::text[],"
+            " %s::int[], %s::text[])",
+            (now, now - self.dedup_window, versions, sources, ids, bodies, d_items, d_subs),
+        )
+        latest = int(rows[0][4])
+        written: dict[int, tuple[int, list[tuple[int, str]]]] = {}
+        for item, seq, delivery, sub, _ in rows[1:]:
+            seqs, pairs = written.setdefault(int(item), (int(seq or 0), []))
+            if delivery is not None:
+                pairs.append((int(delivery), str(sub)))
+        position = 0
+        for call in calls:
+            first, position = position, position + len(call.items)
+            if call.version is not None and call.version < latest:
+                call.error = IndexBehind(latest)  # nothing of it was written
+                continue
             out: list[Appended | None] = []
-            for item, body in zip(call.items, call.bodies, strict=True):
-                key = (item.source, item.id)
-                if key not in fresh:
-                    out.append(None)
-                    continue
-                fresh.discard(key)  # a later item with the same key is a duplicate
-                if not item.subscriptions:
-                    out.append(Appended(0, now, [], held=False))
-                    continue
-                seq = int(next(seqs))
-                ev_seqs.append(seq)
-                ev_bodies.append(body)
-                pairs: list[tuple[int, str]] = []
-                for sub in item.subscriptions:
-                    did = int(next(dids))
-                    d_ids.append(did)
-                    d_seqs.append(seq)
-                    d_subs.append(sub)
-                    pairs.append((did, sub))
-                out.append(Appended(seq, now, pairs, held=False))
+            for number in range(first + 1, position + 1):
+                found = written.get(number)
+                out.append(None if found is None else Appended(found[0], now, found[1], held=False))
             call.result = out
-        if ev_seqs:
-            async with conn.pipeline():
-                await conn.execute(EVENTS, (now, ev_seqs, ev_bodies))
-                await conn.execute(DELIVERIES, (now, now, d_ids, d_seqs, d_subs))
-                await conn.execute(COUNT, (len(d_ids),))
-                await notify_due(conn, set(d_subs))
 
     # -- dispatch ----------------------------------------------------------------------------
 

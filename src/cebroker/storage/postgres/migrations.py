@@ -284,6 +284,69 @@ BEGIN
             p_concurrency[i], p_rates[i]) AS c;
     END LOOP;
 END $$;
+CREATE FUNCTION cebroker_append(p_now double precision, p_horizon double precision, p_versions bigint[],
+        p_sources text[], p_ids text[], p_bodies text[], p_items int[], p_subs text[])
+    RETURNS TABLE (item int, seq bigint, delivery bigint, subscription text, latest bigint)
+    -- planned for each call's arrays: a plan made for arrays of unknown length joins a large
+    -- batch's rows by nested loops
+    LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
+#variable_conflict use_column
+DECLARE
+    v_latest bigint;
+    v_items int[];
+    v_seqs bigint[];
+    v_dids bigint[];
+    v_dsubs text[];
+    v_payload text;
+BEGIN
+    -- Items matched against an older subscription version are left out (the caller matches
+    -- them again); of the others, the first of each (source, id) is fresh if this statement
+    -- wrote its key (also against another instance: the second writer waits, then finds it).
+    SELECT version INTO v_latest FROM subscription_version;
+    WITH items AS MATERIALIZED (
+        SELECT u.item::int, u.source, u.id, u.body
+        FROM unnest(p_versions, p_sources, p_ids, p_bodies) WITH ORDINALITY
+            AS u (version, source, id, body, item)
+        WHERE u.version IS NULL OR u.version >= v_latest),
+    firsts AS MATERIALIZED (
+        SELECT DISTINCT ON (i.source, i.id) i.item, i.source, i.id FROM items i
+        ORDER BY i.source, i.id, i.item),
+    fresh AS (
+        INSERT INTO pipeline_seen AS s (source, id, at)
+        SELECT f.source, f.id, p_now FROM firsts f ORDER BY f.source, f.id
+        ON CONFLICT (source, id) DO UPDATE SET at = excluded.at WHERE s.at < p_horizon
+        RETURNING s.source, s.id),
+    kept AS MATERIALIZED (
+        SELECT f.item FROM firsts f JOIN fresh k ON k.source = f.source AND k.id = f.id),
+    wanted AS MATERIALIZED (
+        SELECT d.item, d.sub FROM unnest(p_items, p_subs) AS d (item, sub) JOIN kept k ON k.item = d.item),
+    numbered AS MATERIALIZED (
+        SELECT i.item, i.body, nextval('pipeline_events_seq') AS seq FROM items i
+        WHERE i.item IN (SELECT w.item FROM wanted w) ORDER BY i.item),
+    events AS (
+        INSERT INTO pipeline_events (seq, body, received) SELECT n.seq, n.body, p_now FROM numbered n),
+    deliveries AS MATERIALIZED (
+        SELECT w.item, n.seq, w.sub, nextval('pipeline_deliveries_seq') AS id
+        FROM wanted w JOIN numbered n ON n.item = w.item ORDER BY w.item),
+    inserted AS (
+        INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at)
+        SELECT d.id, d.seq, d.sub, 0, p_now, p_now FROM deliveries d)
+    SELECT array_agg(k.item ORDER BY k.item, d.id), array_agg(d.seq ORDER BY k.item, d.id),
+        array_agg(d.id ORDER BY k.item, d.id), array_agg(d.sub ORDER BY k.item, d.id)
+    INTO v_items, v_seqs, v_dids, v_dsubs
+    FROM kept k LEFT JOIN deliveries d ON d.item = k.item;
+    SELECT string_agg(DISTINCT t.sub, ' ' ORDER BY t.sub) INTO v_payload
+        FROM unnest(v_dsubs) AS t (sub) WHERE t.sub IS NOT NULL;
+    IF v_payload IS NOT NULL THEN
+        UPDATE pipeline_backlog
+            SET pending = pending + (SELECT count(*) FROM unnest(v_dids) AS x WHERE x IS NOT NULL)
+            WHERE shard = pg_backend_pid() % 64;
+        PERFORM pg_notify('cebroker_due', CASE WHEN length(v_payload) <= 7000 THEN v_payload ELSE '*' END);
+    END IF;
+    RETURN QUERY SELECT 0, NULL::bigint, NULL::bigint, NULL::text, v_latest
+        UNION ALL SELECT t.item, t.seq, t.delivery, t.sub, NULL::bigint
+        FROM unnest(v_items, v_seqs, v_dids, v_dsubs) AS t (item, seq, delivery, sub);
+END $$;
 CREATE FUNCTION cebroker_complete(p_ids bigint[]) RETURNS int
     LANGUAGE plpgsql SET enable_bitmapscan = off AS $$
 DECLARE
