@@ -153,9 +153,14 @@ def sink() -> Child:
     return Child([str(ROOT / "benchmarks" / "sink.py"), str(port)], port, "/count")
 
 
+_polls: dict[str, httpx.Client] = {}
+
+
 def sink_stats(url: str) -> dict[str, float]:
-    """Count and latency figures the sink has gathered."""
-    return dict(json.loads(httpx.get(url + "/count").text))
+    """Count and latency figures the sink has gathered (one kept-alive client per sink, so that
+    polling costs the benchmark process little CPU)."""
+    client = _polls.setdefault(url, httpx.Client(base_url=url))
+    return dict(json.loads(client.get("/count").text))
 
 
 async def pipeline_drain(

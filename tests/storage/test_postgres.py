@@ -133,3 +133,65 @@ async def test_a_dead_instances_claims_are_taken_over_after_the_lease(postgres_u
         taken, _ = await alive.deliveries.due("s", 10)
         assert sorted(r.id for r in taken) == sorted(r.id for r in claimed)
         assert not dead.deliveries.holds(claimed[0])
+
+
+def _held(url: str) -> dict[str, tuple[int, int]]:
+    """Per subscription: the claims count kept in pipeline_claims, and the claimed rows."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        kept = dict(conn.execute("SELECT subscription, held FROM pipeline_claims").fetchall())
+        rows = dict(
+            conn.execute(
+                "SELECT subscription, count(*) FROM pipeline_deliveries WHERE owner IS NOT NULL GROUP BY 1"
+            ).fetchall()
+        )
+    return {sub: (int(kept.get(sub, 0)), int(rows.get(sub, 0))) for sub in {*kept, *rows}}
+
+
+async def test_the_count_of_claims_follows_every_claim_release_and_removal(postgres_url: str) -> None:
+    from cebroker.storage import Limits, StorageOptions
+
+    options = StorageOptions(lease=1.0)
+    async with opened(PostgresStorage(postgres_url, options)) as one:
+        two = PostgresStorage(postgres_url, options)
+        await two.open()
+        log = one.deliveries
+        await log.append([Incoming({"id": str(n)}, "/s", str(n), ("a", "b")) for n in range(12)])
+        a, _ = await log.due("a", 5, Limits(5))
+        b, _ = await two.deliveries.due("b", 12, Limits(8))
+        assert (len(a), len(b)) == (5, 8)  # b: held back by its concurrency
+        assert _held(postgres_url) == {"a": (5, 5), "b": (8, 8)}
+        # a full subscription gets nothing more, whoever asks
+        assert (await log.due("a", 5, Limits(5)))[0] == []
+        await log.complete([(d.id, d.event_seq, "a") for d in a[:2]])
+        await log.reschedule(a[2], 1, 0.0, "boom")
+        await log.dead_letter(a[3], b"{}", 1, "gone", None, None)
+        assert _held(postgres_url) == {"a": (1, 1), "b": (8, 8)}
+        more, _ = await log.due("a", 5, Limits(5))
+        assert len(more) == 4  # the slots the removals and the retry freed
+        # an instance that dies: its claims are freed, and counted out, by the reaper
+        await two._membership.stop_heartbeat()
+        deadline = time.monotonic() + 10
+        while _held(postgres_url)["b"] != (0, 0):
+            assert time.monotonic() < deadline, _held(postgres_url)
+            await asyncio.sleep(0.05)
+        assert _held(postgres_url)["a"] == (5, 5)
+        await log.forget("a")
+        assert "a" not in _held(postgres_url)
+        await two.close()
+
+
+def test_claims_made_before_the_claims_count_are_counted_by_the_migration(postgres_url: str) -> None:
+    from cebroker.storage.postgres.migrations import MIGRATIONS
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # the first release's schema
+        for step in (MIGRATIONS["deliveries"][0], MIGRATIONS["storage"][0]):
+            conn.execute(step.encode())
+        conn.execute("CREATE TABLE schema_versions (component text PRIMARY KEY, version int NOT NULL)")
+        conn.execute("INSERT INTO schema_versions VALUES ('deliveries', 1), ('storage', 1)")
+        conn.execute(
+            "INSERT INTO pipeline_deliveries"
+            " (id, event_seq, subscription, attempts, next_at, first_at, owner) VALUES"
+            " (1, 1, 'a', 0, 0, 0, 'gone'), (2, 2, 'a', 0, 0, 0, NULL), (3, 3, 'b', 0, 0, 0, 'x')"
+        )
+    PostgresStorage(postgres_url).prepare()
+    assert _held(postgres_url) == {"a": (1, 1), "b": (1, 1)}

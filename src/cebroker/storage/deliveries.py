@@ -110,6 +110,13 @@ class DeliveryLog(Protocol):
         """Whether other broker instances use this log too (see the module docstring)."""
         ...
 
+    @property
+    def instances(self) -> int:
+        """How many broker instances use the log now, this one included (1 for an unshared
+        log): each claims at most its share of a subscription's concurrency, so that one
+        instance does not hold every slot while the others wait for one."""
+        ...
+
     async def append(self, items: Sequence[Incoming], *, version: int | None = None) -> list[Appended | None]:
         """Commit events and their deliveries, all or nothing; per event what was written, or
         None for a duplicate: an event whose ``(source, id)`` was appended within the

@@ -90,14 +90,17 @@ class Lane:
         """How many more deliveries this lane may take into memory."""
         return self.capacity - len(self.inflight)
 
-    def room(self, subscription: Subscription) -> int:
+    def room(self, subscription: Subscription, instances: int = 1) -> int:
         """How many more deliveries to ask the log for: the free places, and with limits
-        enforced by a shared log no more than the concurrency leaves (the claims of this lane
-        count against it until their outcome is written)."""
+        enforced by a shared log no more than this instance's share of the concurrency leaves
+        (the concurrency over the ``instances`` using the log, rounded up; the claims of this
+        lane count against it until their outcome is written). Shares keep one instance from
+        holding every slot of a subscription while the others can only wait for one."""
         if self.local_limits:
             return self.free
         policy = self.configure(subscription)[0]
-        return min(self.free, policy.concurrency - len(self.inflight))
+        share = -(-policy.concurrency // max(1, instances))
+        return min(self.free, share - len(self.inflight))
 
     def push(self, item: Item) -> None:
         """Queue a delivery."""

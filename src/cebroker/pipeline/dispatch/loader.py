@@ -130,7 +130,7 @@ class Loader:
         if not self._closed(subscription):
             return  # its sink's circuit is open
         lane = self._lanes.get(subscription)
-        room = lane.room(current)
+        room = lane.room(current, self._log.instances)
         if room <= 0:
             return  # the lane wakes the loader when it makes room
         try:

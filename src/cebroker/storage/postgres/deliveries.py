@@ -156,6 +156,11 @@ class PostgresDeliveryLog:
         """True: every instance on the database uses this log."""
         return True
 
+    @property
+    def instances(self) -> int:
+        """The live instances on the database, this one included (as of the last reaping)."""
+        return self._membership.instances
+
     # -- wake-ups ----------------------------------------------------------------------------
 
     def watch(self, listener: DueListener) -> Callable[[], None]:

@@ -71,6 +71,8 @@ class Membership:
         self._tasks: list[asyncio.Task[None]] = []
         self._lost: list[Callable[[], None]] = []
         self._last_purge = 0.0
+        #: Live instances on the database, this one included, as of the last reaping.
+        self.instances = 1
 
     def on_lost(self, handler: Callable[[], None]) -> None:
         """Call ``handler`` when this instance took a new id (its old claims were freed)."""
@@ -204,11 +206,12 @@ class Membership:
                 freed = {str(r[0]) for r in await cur.fetchall()}
                 await notify_due(conn, freed)
             cur = await conn.execute(
-                "SELECT extract(epoch FROM min(heartbeat) + make_interval(secs => %s) - clock_timestamp())"
-                " FROM broker_instances WHERE id IS DISTINCT FROM %s",
-                (lease, me),
+                "SELECT extract(epoch FROM min(heartbeat) FILTER (WHERE id IS DISTINCT FROM %s)"
+                " + make_interval(secs => %s) - clock_timestamp()), count(*) FROM broker_instances",
+                (me, lease),
             )
             row = await cur.fetchone()
+            self.instances = max(1, int(row[1])) if row else 1
             if purge:
                 await conn.execute(
                     f"DELETE FROM subscription_changes WHERE at < now() - interval '{CHANGES_KEPT}'"

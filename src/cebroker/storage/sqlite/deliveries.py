@@ -100,6 +100,11 @@ class SqliteDeliveryLog:
         """False: one broker process per file."""
         return False
 
+    @property
+    def instances(self) -> int:
+        """1: this process alone."""
+        return 1
+
     def holds(self, item: Pending) -> bool:
         """Always: nobody else delivers from this file."""
         return True
