@@ -157,15 +157,12 @@ class Database:
             self.health.succeeded()
         return result
 
-    async def call(self, sql: str, params: Sequence[Any], *, durable: bool = True) -> list[tuple[Any, ...]]:
-        """Run one statement in a transaction of its own and return its rows, in one round trip:
-        ``BEGIN``, the statement and ``COMMIT`` go to the server together (pipeline mode).
-        ``durable`` as for :meth:`run`; it always counts as a write."""
+    async def call(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Run one statement as a transaction of its own (autocommit) and return its rows: one
+        round trip. The broker's functions that only keep books turn ``synchronous_commit``
+        off for their own transaction. It counts as a write."""
         async with self.connection() as conn:
-            async with conn.pipeline(), conn.transaction():
-                if not durable:
-                    await conn.execute("SET LOCAL synchronous_commit = off")
-                cur = await conn.execute(sql.encode(), params)
+            cur = await conn.execute(sql.encode(), params)
             rows = await cur.fetchall()
         self.health.succeeded()
         return rows

@@ -3,8 +3,8 @@
 **Ingest** (``append``) commits events, their de-duplication keys and their delivery rows in one
 transaction with **group commit**: the calls that arrive while a transaction is being written
 wait together and go into the next one (at most :data:`MAX_GROUPS` transactions at once). A
-group is one statement, ``cebroker_append``, its rows sent as arrays, and one round trip
-(``BEGIN``, the statement and ``COMMIT`` pipelined). Inside the transaction it reads the
+group is one statement, ``cebroker_append``, its rows sent as arrays: one transaction, one
+round trip. Inside the transaction it reads the
 subscription version (a call matched against an older one gets
 :class:`~cebroker.storage.errors.IndexBehind` and nothing of it is written), and a key is fresh
 only if ``INSERT ... ON CONFLICT DO UPDATE ... WHERE expired`` wrote it, which holds against
@@ -318,7 +318,6 @@ class PostgresDeliveryLog:
                     [c.limits.concurrency if c.limits is not None else None for c in batch],
                     [c.limits.rate if c.limits is not None else None for c in batch],
                 ),
-                durable=False,
             )
         except BaseException as exc:
             if isinstance(exc, StorageUnavailable):
@@ -390,7 +389,7 @@ class PostgresDeliveryLog:
 
     async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
         """Remove confirmed deliveries and count them (whoever claims them now), in one statement."""
-        await self._db.call("SELECT cebroker_complete(%s::bigint[])", ([d[0] for d in done],), durable=False)
+        await self._db.call("SELECT cebroker_complete(%s::bigint[])", ([d[0] for d in done],))
 
     async def drop(self, done: Sequence[tuple[int, int]]) -> int:
         """Remove deliveries of deleted subscriptions; returns how many were still there."""

@@ -278,6 +278,8 @@ CREATE FUNCTION cebroker_claim_many(p_subs text[], p_owner text, p_now double pr
 DECLARE
     i int;
 BEGIN
+    -- bookkeeping, whose loss can only repeat work: its commit does not wait for the flush
+    PERFORM set_config('synchronous_commit', 'off', true);
     -- in subscription order, as every statement that locks claims rows: no deadlock
     FOR i IN SELECT g FROM generate_subscripts(p_subs, 1) AS g ORDER BY p_subs[g] LOOP
         RETURN QUERY SELECT p_subs[i], c.* FROM cebroker_claim(p_subs[i], p_owner, p_now, p_limits[i],
@@ -353,6 +355,7 @@ DECLARE
     v_seqs bigint[];
     v_subs text[];
 BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);  -- bookkeeping, as claims
     WITH gone AS (DELETE FROM pipeline_deliveries d WHERE d.id = ANY(p_ids)
                   RETURNING d.event_seq, d.subscription)
     SELECT array_agg(event_seq), array_agg(subscription) INTO v_seqs, v_subs FROM gone;
