@@ -159,8 +159,9 @@ _polls: dict[str, httpx.Client] = {}
 def sink_stats(url: str) -> dict[str, float]:
     """Count and latency figures the sink has gathered (one kept-alive client per sink, so that
     polling costs the benchmark process little CPU)."""
-    client = _polls.setdefault(url, httpx.Client(base_url=url))
-    return dict(json.loads(client.get("/count").text))
+    if url not in _polls:
+        _polls[url] = httpx.Client(base_url=url)
+    return dict(json.loads(_polls[url].get("/count").text))
 
 
 async def pipeline_drain(
