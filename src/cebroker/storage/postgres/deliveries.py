@@ -9,7 +9,8 @@ subscription version (a call matched against an older one gets
 :class:`~cebroker.storage.errors.IndexBehind` and nothing of it is written), and a key is fresh
 only if ``INSERT ... ON CONFLICT DO UPDATE ... WHERE expired`` wrote it, which holds against
 concurrent instances too: the second writer of a key waits for the first to commit, then finds
-it. The commit sends ``NOTIFY cebroker_due`` naming the subscriptions that got deliveries.
+it. Once it has committed, ``NOTIFY cebroker_due`` names the subscriptions that got
+deliveries, in a transaction of its own (see :meth:`PostgresDeliveryLog._announce`).
 
 **Claims** (``due``): the calls made at one moment (the loader asks for every due subscription
 at once) go into one ``cebroker_claim_many``, which for each subscription, in subscription
@@ -27,6 +28,7 @@ adds or removes deliveries.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,8 +40,10 @@ from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.storage.deliveries import Appended, DeadLetter, DueListener, Incoming, Limits, Pending
 from cebroker.storage.errors import IndexBehind, StorageUnavailable
 from cebroker.storage.postgres.database import AsyncConn, Database
-from cebroker.storage.postgres.instances import Membership, notify_due
+from cebroker.storage.postgres.instances import Membership, due_payload, notify_due
 from cebroker.storage.postgres.listener import DUE, Listener
+
+log = logging.getLogger("cebroker.storage")
 
 #: Transactions of ingest being written at once (each one a group of concurrent calls).
 MAX_GROUPS = 2
@@ -146,6 +150,8 @@ class PostgresDeliveryLog:
         self._groups = 0
         self._claims: list[_Claim] = []
         self._claiming = False
+        self._announced: set[str] = set()
+        self._announcer: asyncio.Task[None] | None = None
         self._listeners: list[DueListener] = []
         listener.on(DUE, self._heard)
         listener.on_connect(lambda: self._tell(None))
@@ -250,6 +256,7 @@ class PostgresDeliveryLog:
             seqs, pairs = written.setdefault(int(item), (int(seq or 0), []))
             if delivery is not None:
                 pairs.append((int(delivery), str(sub)))
+        self._announce({sub for _, pairs in written.values() for _, sub in pairs})
         position = 0
         for call in calls:
             first, position = position, position + len(call.items)
@@ -261,6 +268,29 @@ class PostgresDeliveryLog:
                 found = written.get(number)
                 out.append(None if found is None else Appended(found[0], now, found[1], held=False))
             call.result = out
+
+    def _announce(self, subscriptions: set[str]) -> None:
+        """Tell every instance, once the append has committed, that deliveries of
+        ``subscriptions`` wait: in a transaction of its own that skips the flush, so that the
+        commits of ingest (which wait for theirs) never take turns on the server's notification
+        lock. A notification lost with this instance costs the others a rescan's delay."""
+        self._announced |= subscriptions
+        if self._announced and self._announcer is None:
+            self._announcer = asyncio.create_task(self._announce_all(), name="cebroker-announce")
+
+    async def _announce_all(self) -> None:
+        try:
+            while self._announced:
+                subscriptions, self._announced = self._announced, set()
+                try:
+                    await self._db.call(
+                        "SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)",
+                        (DUE, due_payload(subscriptions)),
+                    )
+                except StorageUnavailable as exc:
+                    log.debug("announcing deliveries failed: %s", exc)
+        finally:
+            self._announcer = None
 
     # -- dispatch ----------------------------------------------------------------------------
 

@@ -299,7 +299,8 @@ DECLARE
     v_seqs bigint[];
     v_dids bigint[];
     v_dsubs text[];
-    v_payload text;
+    v_count bigint;
+    v_shard int;
 BEGIN
     -- Items matched against an older subscription version are left out (the caller matches
     -- them again); of the others, the first of each (source, id) is fresh if this statement
@@ -337,13 +338,14 @@ BEGIN
         array_agg(d.id ORDER BY k.item, d.id), array_agg(d.sub ORDER BY k.item, d.id)
     INTO v_items, v_seqs, v_dids, v_dsubs
     FROM kept k LEFT JOIN deliveries d ON d.item = k.item;
-    SELECT string_agg(DISTINCT t.sub, ' ' ORDER BY t.sub) INTO v_payload
-        FROM unnest(v_dsubs) AS t (sub) WHERE t.sub IS NOT NULL;
-    IF v_payload IS NOT NULL THEN
-        UPDATE pipeline_backlog
-            SET pending = pending + (SELECT count(*) FROM unnest(v_dids) AS x WHERE x IS NOT NULL)
-            WHERE shard = pg_backend_pid() % 64;
-        PERFORM pg_notify('cebroker_due', CASE WHEN length(v_payload) <= 7000 THEN v_payload ELSE '*' END);
+    -- A shard picked at random: this transaction holds its row until its commit is flushed, and
+    -- two instances' connections may share a backend pid modulo 64. No NOTIFY here: commits of
+    -- notifying transactions take turns (the server serializes them), and this one waits for
+    -- its flush; the caller announces the deliveries once it has committed.
+    v_count := (SELECT count(*) FROM unnest(v_dids) AS x WHERE x IS NOT NULL);
+    IF v_count > 0 THEN
+        v_shard := floor(random() * 64)::int;  -- once: in the WHERE clause it is drawn per row
+        UPDATE pipeline_backlog SET pending = pending + v_count WHERE shard = v_shard;
     END IF;
     RETURN QUERY SELECT 0, NULL::bigint, NULL::bigint, NULL::text, v_latest
         UNION ALL SELECT t.item, t.seq, t.delivery, t.sub, NULL::bigint
