@@ -2,17 +2,19 @@
 one PostgreSQL database, and the ratio of each to one instance, in the same run.
 
 For each instance count, a fresh database gets the subscriptions (``--subscriptions``, each
-with ``--concurrency``; the events are spread over them round robin), the instances start
+with ``--concurrency``; the events are spread over them round robin; eight by default: one
+subscription's deliveries are bounded by its concurrency over every instance together, which
+more instances do not raise), the instances start
 (``cebroker serve`` child processes), and then ``--events`` events are committed to the
 delivery log in one transaction from this process. From that commit the instances claim and
 deliver everything to the counting sink (a separate process); the rate is the events over the
 time from the commit to the sink's last arrival. Where the time went is printed beside each
 figure, from the commit on: CPU seconds per 1,000 deliveries of the broker instances, of
 PostgreSQL, of the sink and of this process (which only polls the sink), PostgreSQL
-transactions per delivery, and (``--statements``) the
-statements that took the server's time.
+transactions per delivery, and (``--statements``) the statements that took the server's time
+and how often a backend waited on a lock (sampled every 50 ms).
 Usage: ``python benchmarks/bench_pg_delivery.py [--events 20000] [--instances 1 2 4]
-[--subscriptions 1] [--concurrency 32] [--rounds 1] [--statements]``.
+[--subscriptions 8] [--concurrency 32] [--rounds 1] [--statements]``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pg import (
     BenchPostgres,
     commits,
     cpu_seconds,
+    lock_waits,
     own_cpu,
     postgres,
     reset_statements,
@@ -114,9 +117,12 @@ def drain(server: BenchPostgres, target: Child, count: int, args: argparse.Names
         }
         xacts = commits(url)
         deadline = time.monotonic() + 600
+        waits: list[int] = []
         while (figures := sink_stats(target.url))["count"] < args.events:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"only {figures['count']:.0f} of {args.events} delivered")
+            if args.statements:
+                waits.append(lock_waits(url))
             time.sleep(0.05)
         after = {
             "brokers": cpu_seconds(broker_pids),
@@ -126,6 +132,9 @@ def drain(server: BenchPostgres, target: Child, count: int, args: argparse.Names
         }
         xacts = commits(url) - xacts
         statements = top_statements(url) if args.statements else []
+        if waits:
+            share = sum(1 for w in waits if w) / len(waits)
+            statements.insert(0, (len(waits), share * 100, "samples; % with a backend waiting on a lock"))
     finally:
         for instance in instances:
             instance.stop()
@@ -139,7 +148,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--instances", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--subscriptions", type=int, default=1)
+    parser.add_argument("--subscriptions", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--statements", action="store_true", help="print the busiest statements")

@@ -82,6 +82,16 @@ def commits(url: str) -> int:
         return int(row[0]) if row else 0
 
 
+def lock_waits(url: str) -> int:
+    """Backends of the database of ``url`` waiting on a lock right now (row locks included)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock'"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+
 def reset_statements(url: str) -> None:
     """Start counting statements afresh."""
     with psycopg.connect(url, autocommit=True) as conn:
