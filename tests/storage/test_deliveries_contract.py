@@ -278,6 +278,25 @@ async def test_pending_counts_every_delivery_in_the_log(storage: Storage) -> Non
     assert await log.pending() == 0
 
 
+async def test_waiting_names_each_subscription_with_unclaimed_deliveries_and_its_earliest(
+    storage: Storage,
+) -> None:
+    log = storage.deliveries
+    assert await log.waiting() == {}
+    await log.append([incoming(n, *(["a", "b"] if n < 3 else ["c"])) for n in range(5)])
+    rows, _ = await log.due("b", 10)
+    await log.reschedule(rows[0], 1, time.time() + 60, "later")
+    waiting = await log.waiting()
+    assert set(waiting) == {"a", "b", "c"}
+    assert waiting["a"] <= time.time()
+    # b's other two are claimed by a shared log (nobody else need look), still due on an unshared one
+    assert (waiting["b"] > time.time() + 50) is log.shared
+    await log.complete([(r.id, r.event_seq, "b") for r in rows[1:]])
+    rows, _ = await log.due("c", 10)
+    assert ("c" in await log.waiting()) is not log.shared  # claimed: nobody else need look
+    assert log.instances == 1
+
+
 async def test_what_due_hands_out_is_held_and_watch_can_be_stopped(storage: Storage) -> None:
     log = storage.deliveries
     (written,) = await log.append([incoming(1, "a")])

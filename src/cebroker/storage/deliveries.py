@@ -174,6 +174,13 @@ class DeliveryLog(Protocol):
         """Per subscription with pending deliveries: their count and the earliest due time."""
         ...
 
+    async def waiting(self) -> dict[str, float]:
+        """Per subscription with deliveries that no instance claims: the earliest due time of
+        those. A shared log's dispatchers look at it every few seconds (a safety net under
+        ``watch``), so it must cost little however long the backlog; an unshared log answers
+        from ``backlog``."""
+        ...
+
     async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
         """Remove confirmed deliveries ``(delivery id, event seq, subscription)`` and count them."""
         ...

@@ -93,11 +93,11 @@ class Loader:
             await wait_or_sleep(self._rescan, every, self._clock)
             self._rescan.clear()
             try:
-                pending = await self._log.backlog()
+                waiting = await self._log.waiting()
             except Exception:
                 log_failure("looking for pending deliveries failed")
                 continue
-            for subscription, (_, due_at) in pending.items():
+            for subscription, due_at in waiting.items():
                 if subscription in self._subscriptions:
                     self.schedule(subscription, due_at)
 

@@ -50,6 +50,16 @@ MAX_GROUPS = 2
 #: Seconds before a claim held back by another instance's claims (or locks) is tried again.
 HELD_BACK = 0.25
 
+WAITING = (
+    "WITH RECURSIVE subs (subscription) AS ("
+    " (SELECT subscription FROM pipeline_deliveries ORDER BY subscription LIMIT 1)"
+    " UNION ALL SELECT (SELECT d.subscription FROM pipeline_deliveries d"
+    " WHERE d.subscription > s.subscription ORDER BY d.subscription LIMIT 1)"
+    " FROM subs s WHERE s.subscription IS NOT NULL)"
+    " SELECT s.subscription, (SELECT d.next_at FROM pipeline_deliveries d"
+    " WHERE d.subscription = s.subscription AND d.owner IS NULL ORDER BY d.next_at LIMIT 1)"
+    " FROM subs s WHERE s.subscription IS NOT NULL"
+)
 NEXT_IDS = "SELECT array(SELECT nextval(%s::regclass) FROM generate_series(1, %s))"
 EVENTS = (
     "INSERT INTO pipeline_events (seq, body, received)"
@@ -393,6 +403,16 @@ class PostgresDeliveryLog:
             return await cur.fetchall()
 
         return {str(r[0]): (int(r[1]), float(r[2])) for r in await self._db.run(job, write=False)}
+
+    async def waiting(self) -> dict[str, float]:
+        """Per subscription with unclaimed deliveries, the earliest due time of those: a skip
+        scan of the due index (one probe per subscription), not a scan of the backlog."""
+
+        async def job(conn: AsyncConn) -> list[tuple[Any, ...]]:
+            cur = await conn.execute(WAITING)
+            return await cur.fetchall()
+
+        return {str(r[0]): float(r[1]) for r in await self._db.run(job, write=False) if r[1] is not None}
 
     async def pending(self) -> int:
         """Deliveries in the log, every instance's together."""

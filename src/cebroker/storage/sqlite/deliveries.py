@@ -289,6 +289,10 @@ class SqliteDeliveryLog:
         # On the writer, in order with the dispatcher's own writes: see the module docstring.
         return await self._db.write(job, durable=False)
 
+    async def waiting(self) -> dict[str, float]:
+        """The earliest due time per subscription with deliveries (nothing is claimed here)."""
+        return {subscription: due_at for subscription, (_, due_at) in (await self.backlog()).items()}
+
     async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
         """Remove confirmed deliveries ``(delivery id, event seq, subscription)``."""
 
