@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import os
 import signal
 import threading
 import time
@@ -232,7 +233,7 @@ def test_an_instance_away_longer_than_the_change_log_compares_every_subscription
     a, b = start(postgres_url), start(postgres_url)
     changed = subscribe(a.url, f"{sink.url}/changed", types=["t.before"])
     deleted = subscribe(a.url, f"{sink.url}/deleted", types=["t.away"])
-    b.proc.send_signal(signal.SIGSTOP)  # b is away: it hears of nothing
+    os.kill(b.pid, signal.SIGSTOP)  # b is away: it hears of nothing
     try:
         replaced = httpx.put(
             f"{a.url}/subscriptions/{changed}",
@@ -245,7 +246,7 @@ def test_an_instance_away_longer_than_the_change_log_compares_every_subscription
             # what the hourly purge does to changes older than an hour
             assert conn.execute("DELETE FROM subscription_changes").rowcount == 3 + 2
     finally:
-        b.proc.send_signal(signal.SIGCONT)
+        os.kill(b.pid, signal.SIGCONT)
     # The first event b takes after its return is matched against every change made meanwhile:
     # the versions it finds cannot be read as changes any more, so it compares every subscription.
     sent = httpx.post(f"{b.url}/events", json={**event(1), "type": "t.away"}, headers=STRUCTURED)

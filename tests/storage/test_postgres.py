@@ -138,13 +138,16 @@ async def test_a_dead_instances_claims_are_taken_over_after_the_lease(postgres_u
 def _held(url: str) -> dict[str, tuple[int, int]]:
     """Per subscription: the claims count kept in pipeline_claims, and the claimed rows."""
     with psycopg.connect(url, autocommit=True) as conn:
-        kept = dict(conn.execute("SELECT subscription, held FROM pipeline_claims").fetchall())
-        rows = dict(
-            conn.execute(
+        kept: dict[str, int] = {
+            str(s): int(n) for s, n in conn.execute("SELECT subscription, held FROM pipeline_claims")
+        }
+        rows: dict[str, int] = {
+            str(s): int(n)
+            for s, n in conn.execute(
                 "SELECT subscription, count(*) FROM pipeline_deliveries WHERE owner IS NOT NULL GROUP BY 1"
-            ).fetchall()
-        )
-    return {sub: (int(kept.get(sub, 0)), int(rows.get(sub, 0))) for sub in {*kept, *rows}}
+            )
+        }
+    return {sub: (kept.get(sub, 0), rows.get(sub, 0)) for sub in {*kept, *rows}}
 
 
 async def test_the_count_of_claims_follows_every_claim_release_and_removal(postgres_url: str) -> None:
@@ -170,10 +173,9 @@ async def test_the_count_of_claims_follows_every_claim_release_and_removal(postg
         assert len(more) == 4  # the slots the removals and the retry freed
         # an instance that dies: its claims are freed, and counted out, by the reaper
         await two._membership.stop_heartbeat()
-        deadline = time.monotonic() + 10
-        while _held(postgres_url)["b"] != (0, 0):
-            assert time.monotonic() < deadline, _held(postgres_url)
-            await asyncio.sleep(0.05)
+        await async_wait_until(
+            lambda: _held(postgres_url)["b"] == (0, 0), 10, "the dead instance's claims counted out"
+        )
         assert _held(postgres_url)["a"] == (5, 5)
         await log.forget("a")
         assert "a" not in _held(postgres_url)
