@@ -197,3 +197,13 @@ def test_claims_made_before_the_claims_count_are_counted_by_the_migration(postgr
         )
     PostgresStorage(postgres_url).prepare()
     assert _held(postgres_url) == {"a": (1, 1), "b": (1, 1)}
+
+
+async def test_deliveries_the_ingesting_instance_leaves_unclaimed_are_announced(postgres_url: str) -> None:
+    async with opened(PostgresStorage(postgres_url)) as one, opened(PostgresStorage(postgres_url)) as two:
+        heard: list[str | None] = []
+        two.deliveries.watch(heard.append)
+        await one.deliveries.append([Incoming({"id": "1"}, "/s", "1", ("s",))])
+        await async_wait_until(lambda: "s" in heard, 10, "the other instance told of s")
+        (claimed,), _ = await two.deliveries.due("s", 10)
+        assert two.deliveries.holds(claimed)

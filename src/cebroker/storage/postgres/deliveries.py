@@ -9,8 +9,9 @@ subscription version (a call matched against an older one gets
 :class:`~cebroker.storage.errors.IndexBehind` and nothing of it is written), and a key is fresh
 only if ``INSERT ... ON CONFLICT DO UPDATE ... WHERE expired`` wrote it, which holds against
 concurrent instances too: the second writer of a key waits for the first to commit, then finds
-it. Once it has committed, ``NOTIFY cebroker_due`` names the subscriptions that got
-deliveries, in a transaction of its own (see :meth:`PostgresDeliveryLog._announce`).
+it. The ingesting instance claims the fresh deliveries itself; a moment after the commit,
+``NOTIFY cebroker_due`` names the subscriptions whose deliveries it left unclaimed, in a
+transaction of its own (see :meth:`PostgresDeliveryLog._announce`).
 
 **Claims** (``due``): the calls made at one moment (the loader asks for every due subscription
 at once) go into one ``cebroker_claim_many``, which for each subscription, in subscription
@@ -40,16 +41,29 @@ from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.storage.deliveries import Appended, DeadLetter, DueListener, Incoming, Limits, Pending
 from cebroker.storage.errors import IndexBehind, StorageUnavailable
 from cebroker.storage.postgres.database import AsyncConn, Database
-from cebroker.storage.postgres.instances import Membership, due_payload, notify_due
+from cebroker.storage.postgres.instances import Membership, notify_due
 from cebroker.storage.postgres.listener import DUE, Listener
 
 log = logging.getLogger("cebroker.storage")
 
 #: Transactions of ingest being written at once (each one a group of concurrent calls).
 MAX_GROUPS = 2
+#: Seconds an ingesting instance has to claim its fresh deliveries before the others are told
+#: of those it left.
+ANNOUNCE_AFTER = 0.05
 #: Seconds before a claim held back by another instance's claims (or locks) is tried again.
 HELD_BACK = 0.25
 
+# pg_notify(cebroker_due) naming those of the subscriptions with deliveries due and unclaimed
+# (none: no notification, and the transaction writes nothing); the commit skips the flush.
+ANNOUNCE = (
+    "SELECT set_config('synchronous_commit', 'off', true),"
+    " pg_notify(%s, CASE WHEN length(w.names) <= 7000 THEN w.names ELSE '*' END)"
+    " FROM (SELECT string_agg(t.sub, ' ' ORDER BY t.sub) AS names FROM unnest(%s::text[]) AS t (sub)"
+    " WHERE EXISTS (SELECT 1 FROM pipeline_deliveries d"
+    " WHERE d.subscription = t.sub AND d.owner IS NULL AND d.next_at <= %s)) AS w"
+    " WHERE w.names IS NOT NULL"
+)
 WAITING = (
     "WITH RECURSIVE subs (subscription) AS ("
     " (SELECT subscription FROM pipeline_deliveries ORDER BY subscription LIMIT 1)"
@@ -280,10 +294,16 @@ class PostgresDeliveryLog:
             call.result = out
 
     def _announce(self, subscriptions: set[str]) -> None:
-        """Tell every instance, once the append has committed, that deliveries of
-        ``subscriptions`` wait: in a transaction of its own that skips the flush, so that the
-        commits of ingest (which wait for theirs) never take turns on the server's notification
-        lock. A notification lost with this instance costs the others a rescan's delay."""
+        """Tell the other instances, a moment after the append committed, which of
+        ``subscriptions`` still have deliveries nobody claimed.
+
+        The ingesting instance claims its fresh deliveries at once (its dispatcher is told by
+        the append's answer); only what it leaves, because its share of a subscription is
+        taken, is announced, :data:`ANNOUNCE_AFTER` later, so that instances do not all race for
+        every fresh delivery. The notification is sent in a transaction of its own that skips
+        the flush, never inside the ingest's: the server serializes the commits of notifying
+        transactions, and ingest commits wait for theirs. A notification lost with this
+        instance costs the others a rescan's delay."""
         self._announced |= subscriptions
         if self._announced and self._announcer is None:
             self._announcer = asyncio.create_task(self._announce_all(), name="cebroker-announce")
@@ -291,12 +311,10 @@ class PostgresDeliveryLog:
     async def _announce_all(self) -> None:
         try:
             while self._announced:
+                await asyncio.sleep(ANNOUNCE_AFTER)
                 subscriptions, self._announced = self._announced, set()
                 try:
-                    await self._db.call(
-                        "SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)",
-                        (DUE, due_payload(subscriptions)),
-                    )
+                    await self._db.call(ANNOUNCE, (DUE, sorted(subscriptions), self._clock.now()))
                 except StorageUnavailable as exc:
                     log.debug("announcing deliveries failed: %s", exc)
         finally:
