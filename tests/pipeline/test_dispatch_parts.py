@@ -12,9 +12,11 @@ from prometheus_client import CollectorRegistry, Gauge
 from cebroker.clock import SYSTEM_CLOCK, Clock, SystemClock, wait_or_sleep
 from cebroker.pipeline.dispatch.backlog import Backlog
 from cebroker.pipeline.dispatch.deadletters import REASON_LIMIT, dead_letter_copy
-from cebroker.pipeline.dispatch.lane import TokenBucket
+from cebroker.pipeline.dispatch.lane import Item, Lane, TokenBucket
 from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
 from cebroker.pipeline.policy import DeliveryPolicy
+from cebroker.storage.deliveries import Pending
+from cebroker.subscription import Subscription
 from pipeline.clocks import ManualClock
 
 
@@ -158,3 +160,16 @@ def test_a_dead_letter_copy_carries_the_reason(status: str | None) -> None:
     assert copy.get("deadletterstatus") == status
     assert {k: copy[k] for k in event} == event
     assert "deadletterreason" not in event  # the original is not changed
+
+
+def test_with_limits_kept_by_a_shared_log_a_lane_asks_for_its_share_of_the_concurrency() -> None:
+    sub = Subscription(id="s", protocol="HTTP", sink="http://127.0.0.1:9/", config={"concurrency": "5"})
+    lane = Lane("s", 256, SYSTEM_CLOCK, local_limits=False)
+    assert lane.room(sub) == 5
+    assert lane.room(sub, instances=2) == 3  # rounded up: the log keeps the total within 5
+    lane.push(Item(Pending(1, 1, "s", 0, 0.0, None), {}))
+    lane.push(Item(Pending(2, 2, "s", 0, 0.0, None), {}))
+    assert lane.room(sub, instances=2) == 1
+    assert lane.room(sub, instances=9) <= 0  # its share (1) is taken: nothing to ask for
+    local = Lane("s", 256, SYSTEM_CLOCK)
+    assert local.room(sub, instances=2) == 256  # an unshared log: the lane's own places
