@@ -19,6 +19,13 @@ confirmed delivery is removed whoever claims it now.
 
 The backlog is counted in ``pipeline_backlog``, one shard per connection, by every write that
 adds or removes deliveries.
+
+With a retention every event is written ``archived`` and stays until
+:class:`~cebroker.storage.postgres.archive.PostgresEventArchive` prunes it; otherwise an event
+row goes with its last delivery. Every append holds a shared advisory lock (:data:`BOUNDARY`)
+until it commits, so that a replay that must cover every event accepted before it can wait for
+the appends in flight (:meth:`~cebroker.storage.archive.EventArchive.create_replay`). Ordering
+groups: :mod:`.ordering`.
 """
 
 from __future__ import annotations
@@ -32,8 +39,9 @@ from typing import Any
 import orjson
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
-from cebroker.storage.deliveries import Appended, DeadLetter, DueListener, Incoming, Limits, Pending
+from cebroker.storage.deliveries import HELD_AT, Appended, DeadLetter, DueListener, Incoming, Limits, Pending
 from cebroker.storage.errors import IndexBehind, StorageUnavailable
+from cebroker.storage.postgres import ordering
 from cebroker.storage.postgres.database import AsyncConn, Database
 from cebroker.storage.postgres.instances import Membership, notify_due
 from cebroker.storage.postgres.listener import DUE, Listener
@@ -50,19 +58,28 @@ SEEN = (
 )
 NEXT_IDS = "SELECT array(SELECT nextval(%s::regclass) FROM generate_series(1, %s))"
 EVENTS = (
-    "INSERT INTO pipeline_events (seq, body, received)"
-    " SELECT e.seq, e.body, %s FROM unnest(%s::bigint[], %s::text[]) AS e (seq, body)"
+    "INSERT INTO pipeline_events (seq, body, received, archived)"
+    " SELECT e.seq, e.body, %s, %s FROM unnest(%s::bigint[], %s::text[]) AS e (seq, body)"
 )
 DELIVERIES = (
-    "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at)"
-    " SELECT d.id, d.seq, d.sub, 0, %s, %s"
-    " FROM unnest(%s::bigint[], %s::bigint[], %s::text[]) AS d (id, seq, sub)"
+    "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at, orderkey,"
+    " replay) SELECT d.id, d.seq, d.sub, 0, coalesce(d.due, %s), %s, d.grp, d.replay FROM unnest("
+    "%s::bigint[], %s::bigint[], %s::text[], %s::double precision[], %s::text[], %s::text[])"
+    " AS d (id, seq, sub, due, grp, replay)"
 )
 COUNT = "UPDATE pipeline_backlog SET pending = pending + %s WHERE shard = pg_backend_pid() %% 64"
+ARCHIVE_ADD = (
+    "UPDATE pipeline_archive SET events = events + %s, bytes = bytes + %s"
+    " WHERE shard = pg_backend_pid() %% 64"
+)
+# Only an event that is not kept for the retention goes with its last delivery.
 GC_EVENTS = (
-    "DELETE FROM pipeline_events e WHERE e.seq = ANY(%s::bigint[])"
+    "DELETE FROM pipeline_events e WHERE e.seq = ANY(%s::bigint[]) AND NOT e.archived"
     " AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries d WHERE d.event_seq = e.seq)"
 )
+REPLAY_BUMP = "UPDATE pipeline_replays SET {col} = {col} + %s WHERE id = %s"
+#: Held (shared) by every append until it commits; see the module docstring.
+BOUNDARY = 0x63656272_7265706C & 0x7FFF_FFFF_FFFF_FFFF
 BUMP = (
     "INSERT INTO pipeline_stats AS s (subscription, {col}) VALUES (%s, %s)"
     " ON CONFLICT (subscription) DO UPDATE SET {col} = s.{col} + excluded.{col}"
@@ -72,6 +89,56 @@ FAILED = (
     " ON CONFLICT (subscription) DO UPDATE SET failed = s.failed + 1, last_error = excluded.last_error,"
     " last_error_at = excluded.last_error_at"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class NewDelivery:
+    """A delivery row to write: its event, subscription, ordering group and replay."""
+
+    seq: int
+    subscription: str
+    group: str | None = None
+    replay: str | None = None
+
+
+#: A delivery taken out of the log: its event seq, subscription, ordering group and replay.
+Removed = tuple[int, str, str | None, str | None]
+
+
+class _Rows:
+    """Delivery rows gathered for one insert, with their due times (held or not)."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.seqs: list[int] = []
+        self.subs: list[str] = []
+        self.due: list[float | None] = []
+        self.groups: list[str | None] = []
+        self.replays: list[str | None] = []
+        self._busy: set[tuple[str, str]] = set()
+
+    def add(self, delivery_id: int, row: NewDelivery, busy: set[tuple[str, str]]) -> None:
+        """One row; ``busy``: the groups that had deliveries in the log before this insert."""
+        held = False
+        if row.group is not None:
+            group = (row.subscription, row.group)
+            held = group in busy or group in self._busy
+            self._busy.add(group)
+        self.ids.append(delivery_id)
+        self.seqs.append(row.seq)
+        self.subs.append(row.subscription)
+        self.due.append(HELD_AT if held else None)
+        self.groups.append(row.group)
+        self.replays.append(row.replay)
+
+    async def insert(self, conn: AsyncConn, now: float) -> None:
+        """Insert the rows, count them in the backlog and tell every instance (in a pipeline)."""
+        if not self.ids:
+            return
+        params = (now, now, self.ids, self.seqs, self.subs, self.due, self.groups, self.replays)
+        await conn.execute(DELIVERIES, params)
+        await conn.execute(COUNT, (len(self.ids),))
+        await notify_due(conn, set(self.subs))
 
 
 @dataclass(slots=True)
@@ -107,10 +174,12 @@ class PostgresDeliveryLog:
         *,
         dedup_window: float,
         clock: Clock = SYSTEM_CLOCK,
+        retention: float = 0.0,
     ) -> None:
         self._db = db
         self._membership = membership
         self.dedup_window = dedup_window
+        self.retention = retention
         self._clock = clock
         self._waiting: deque[_Call] = deque()
         self._groups = 0
@@ -182,6 +251,7 @@ class PostgresDeliveryLog:
 
     async def _write(self, conn: AsyncConn, calls: list[_Call]) -> None:
         now = self._clock.now()
+        keep = self.retention > 0
         if any(call.version is not None for call in calls):
             cur = await conn.execute("SELECT version FROM subscription_version")
             (latest,) = await cur.fetchone() or (0,)
@@ -190,31 +260,35 @@ class PostgresDeliveryLog:
                     call.error = IndexBehind(int(latest))
         live = [call for call in calls if call.error is None]
         keys: dict[tuple[str, str], None] = {}
+        groups: set[tuple[str, str | None]] = set()
         wanted_events = wanted_deliveries = 0
         for call in live:
             for item in call.items:
                 keys.setdefault((item.source, item.id))
-                if item.subscriptions:
+                if item.subscriptions or keep:
                     wanted_events += 1
                     wanted_deliveries += len(item.subscriptions)
+                groups.update(zip(item.subscriptions, item.groups, strict=False))
         if not keys:
             for call in live:
                 call.result = []
             return
         async with conn.pipeline():
+            await conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (BOUNDARY,))
             seen = await conn.execute(
                 SEEN, (now, [k[0] for k in keys], [k[1] for k in keys], now - self.dedup_window)
             )
+            await ordering.lock(conn, groups)  # before the ids are drawn: see .ordering
             seqs_cur = await conn.execute(NEXT_IDS, ("pipeline_events_seq", wanted_events))
             ids_cur = await conn.execute(NEXT_IDS, ("pipeline_deliveries_seq", wanted_deliveries))
             fresh = {(str(s), str(i)) for s, i in await seen.fetchall()}
             seqs = iter(((await seqs_cur.fetchone()) or ([],))[0])
             dids = iter(((await ids_cur.fetchone()) or ([],))[0])
+        busy = await ordering.busy(conn, groups)
         ev_seqs: list[int] = []
         ev_bodies: list[str] = []
-        d_ids: list[int] = []
-        d_seqs: list[int] = []
-        d_subs: list[str] = []
+        size = 0
+        rows = _Rows()
         for call in live:
             out: list[Appended | None] = []
             for item, body in zip(call.items, call.bodies, strict=True):
@@ -223,27 +297,66 @@ class PostgresDeliveryLog:
                     out.append(None)
                     continue
                 fresh.discard(key)  # a later item with the same key is a duplicate
-                if not item.subscriptions:
+                if not item.subscriptions and not keep:
                     out.append(Appended(0, now, [], held=False))
                     continue
                 seq = int(next(seqs))
                 ev_seqs.append(seq)
                 ev_bodies.append(body)
+                if keep:
+                    size += len(body.encode())
                 pairs: list[tuple[int, str]] = []
-                for sub in item.subscriptions:
+                item_groups = item.groups or (None,) * len(item.subscriptions)
+                for sub, group in zip(item.subscriptions, item_groups, strict=True):
                     did = int(next(dids))
-                    d_ids.append(did)
-                    d_seqs.append(seq)
-                    d_subs.append(sub)
+                    rows.add(did, NewDelivery(seq, sub, group), busy)
                     pairs.append((did, sub))
                 out.append(Appended(seq, now, pairs, held=False))
             call.result = out
         if ev_seqs:
             async with conn.pipeline():
-                await conn.execute(EVENTS, (now, ev_seqs, ev_bodies))
-                await conn.execute(DELIVERIES, (now, now, d_ids, d_seqs, d_subs))
-                await conn.execute(COUNT, (len(d_ids),))
-                await notify_due(conn, set(d_subs))
+                await conn.execute(EVENTS, (now, keep, ev_seqs, ev_bodies))
+                if keep:
+                    await conn.execute(ARCHIVE_ADD, (len(ev_seqs), size))
+                await rows.insert(conn, now)
+
+    async def write_deliveries(self, conn: AsyncConn, deliveries: list[NewDelivery], now: float) -> None:
+        """Insert delivery rows (ids drawn here), due ``now`` or held back behind an earlier
+        delivery of their ordering group, count them and tell the instances."""
+        if not deliveries:
+            return
+        groups = [(d.subscription, d.group) for d in deliveries]
+        await ordering.lock(conn, groups)
+        cur = await conn.execute(NEXT_IDS, ("pipeline_deliveries_seq", len(deliveries)))
+        ids = [int(i) for i in ((await cur.fetchone()) or ([],))[0]]
+        busy = await ordering.busy(conn, groups)
+        rows = _Rows()
+        for did, delivery in zip(ids, deliveries, strict=True):
+            rows.add(did, delivery, busy)
+        async with conn.pipeline():
+            await rows.insert(conn, now)
+
+    async def settle(self, conn: AsyncConn, gone: list[Removed], now: float) -> None:
+        """Deliveries ``gone`` were deleted in this transaction: remove their events if nothing
+        needs them, take them off the backlog, release the next of their ordering groups."""
+        if not gone:
+            return
+        async with conn.pipeline():
+            await conn.execute(GC_EVENTS, (sorted({g[0] for g in gone}),))
+            await conn.execute(COUNT, (-len(gone),))
+        due = await ordering.release(conn, [(g[1], g[2]) for g in gone], now)
+        await notify_due(conn, due)
+
+    @staticmethod
+    async def replay_counts(conn: AsyncConn, col: str, gone: list[Removed]) -> None:
+        """Add deliveries ``gone`` to the ``col`` count of their replays (in replay order: the
+        rows are locked in the same order by every transaction)."""
+        counts: dict[str, int] = {}
+        for _, _, _, replay in gone:
+            if replay is not None:
+                counts[replay] = counts.get(replay, 0) + 1
+        for replay, count in sorted(counts.items()):
+            await conn.execute(REPLAY_BUMP.format(col=col).encode(), (count, replay))
 
     # -- dispatch ----------------------------------------------------------------------------
 
@@ -275,12 +388,12 @@ class PostgresDeliveryLog:
             self._membership.suspect()  # it may have committed: never leave a claim unused
             raise
         items = [
-            Pending(int(r[0]), int(r[1]), subscription, int(r[2]), float(r[3]), r[4], owner)
+            Pending(int(r[0]), int(r[1]), subscription, int(r[2]), float(r[3]), r[4], owner, r[5])
             for r in rows
             if r[0] is not None
         ]
         info = rows[-1]
-        next_due, wait = info[5], float(info[6])
+        next_due, wait = info[6], float(info[7])
         if len(items) >= limit:
             return items, now
         if next_due is None:
@@ -326,42 +439,41 @@ class PostgresDeliveryLog:
     async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
         """Remove confirmed deliveries and count them (whoever claims them now)."""
         ids = [d[0] for d in done]
+        now = self._clock.now()
 
         async def job(conn: AsyncConn) -> None:
-            cur = await conn.execute(
-                "DELETE FROM pipeline_deliveries WHERE id = ANY(%s::bigint[])"
-                " RETURNING event_seq, subscription",
-                (ids,),
-            )
-            gone = await cur.fetchall()
+            gone = await self._delete(conn, "id = ANY(%s::bigint[])", (ids,))
             if not gone:
                 return
             counts: dict[str, int] = {}
-            for _, sub in gone:
-                counts[str(sub)] = counts.get(str(sub), 0) + 1
+            for _, sub, _, _ in gone:
+                counts[sub] = counts.get(sub, 0) + 1
             async with conn.pipeline():
-                await conn.execute(GC_EVENTS, (list({int(r[0]) for r in gone}),))
                 for sub, count in counts.items():
                     await conn.execute(BUMP.format(col="delivered").encode(), (sub, count))
-                await conn.execute(COUNT, (-len(gone),))
+                await self.replay_counts(conn, "delivered", gone)
+            await self.settle(conn, gone, now)
 
         await self._db.run(job, durable=False)
 
     async def drop(self, done: Sequence[tuple[int, int]]) -> int:
         """Remove deliveries of deleted subscriptions; returns how many were still there."""
         ids = [d[0] for d in done]
+        now = self._clock.now()
 
         async def job(conn: AsyncConn) -> int:
-            cur = await conn.execute(
-                "DELETE FROM pipeline_deliveries WHERE id = ANY(%s::bigint[]) RETURNING event_seq", (ids,)
-            )
-            gone = [int(r[0]) for r in await cur.fetchall()]
-            if gone:
-                await conn.execute(GC_EVENTS, (gone,))
-                await conn.execute(COUNT, (-len(gone),))
+            gone = await self._delete(conn, "id = ANY(%s::bigint[])", (ids,))
+            await self.settle(conn, gone, now)
             return len(gone)
 
         return await self._db.run(job, durable=False)
+
+    @staticmethod
+    async def _delete(conn: AsyncConn, where: str, params: tuple[Any, ...]) -> list[Removed]:
+        query = f"DELETE FROM pipeline_deliveries WHERE {where} "
+        query += " RETURNING event_seq, subscription, orderkey, replay"
+        cur = await conn.execute(query.encode(), params)
+        return [(int(r[0]), str(r[1]), r[2], r[3]) for r in await cur.fetchall()]
 
     async def reschedule(self, item: Pending, attempts: int, next_at: float, error: str) -> None:
         """Record a failed attempt and when to try again; the claim is given back."""
@@ -375,6 +487,8 @@ class PostgresDeliveryLog:
                     (attempts, next_at, error, item.id, item.owner),
                 )
                 await conn.execute(FAILED, (item.subscription, error, now))
+                if item.replay is not None:
+                    await conn.execute(REPLAY_BUMP.format(col="failed").encode(), (1, item.replay))
 
         await self._db.run(job, durable=False)
 
@@ -385,13 +499,11 @@ class PostgresDeliveryLog:
         now = self._clock.now()
 
         async def job(conn: AsyncConn) -> None:
-            cur = await conn.execute(
-                "DELETE FROM pipeline_deliveries WHERE id = %s AND (owner IS NULL OR owner = %s)"
-                " RETURNING event_seq",
-                (item.id, item.owner),
+            gone = await self._delete(
+                conn, "id = %s AND (owner IS NULL OR owner = %s)", (item.id, item.owner)
             )
             async with conn.pipeline():
-                if await cur.fetchone() is not None:
+                if gone:
                     await conn.execute(
                         "INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts,"
                         " last_error, first_at, failed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
@@ -406,10 +518,12 @@ class PostgresDeliveryLog:
                             now,
                         ),
                     )
-                    await conn.execute(GC_EVENTS, ([item.event_seq],))
-                    await conn.execute(COUNT, (-1,))
                     await conn.execute(BUMP.format(col="deadlettered").encode(), (item.subscription, 1))
+                    await self.replay_counts(conn, "deadlettered", gone)
                 await conn.execute(FAILED, (item.subscription, error, now))
+                if item.replay is not None:
+                    await conn.execute(REPLAY_BUMP.format(col="failed").encode(), (1, item.replay))
+            await self.settle(conn, gone, now)
 
         await self._db.run(job, durable=False)
 
@@ -451,9 +565,11 @@ class PostgresDeliveryLog:
             seqs = [int(s) for s in ((await cur.fetchone()) or ([],))[0]]
             cur = await conn.execute(NEXT_IDS, ("pipeline_deliveries_seq", len(rows)))
             dids = [int(s) for s in ((await cur.fetchone()) or ([],))[0]]
+            none: list[Any] = [None] * len(rows)
             async with conn.pipeline():
-                await conn.execute(EVENTS, (now, seqs, [str(r[1]) for r in rows]))
-                await conn.execute(DELIVERIES, (now, now, dids, seqs, [subscription] * len(rows)))
+                await conn.execute(EVENTS, (now, False, seqs, [str(r[1]) for r in rows]))
+                params = (now, now, dids, seqs, [subscription] * len(rows), none, none, none)
+                await conn.execute(DELIVERIES, params)
                 await conn.execute(COUNT, (len(rows),))
                 await notify_due(conn, {subscription})
             return len(rows)
@@ -538,6 +654,7 @@ class PostgresDeliveryLog:
                     "DELETE FROM pipeline_deadletters WHERE subscription = %s", (subscription,)
                 )
                 await conn.execute("DELETE FROM pipeline_stats WHERE subscription = %s", (subscription,))
+                await conn.execute("DELETE FROM pipeline_replays WHERE subscription = %s", (subscription,))
                 await conn.execute(
                     "DELETE FROM pipeline_buckets WHERE key = %s", (f"subscription {subscription}",)
                 )

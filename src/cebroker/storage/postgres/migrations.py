@@ -157,6 +157,81 @@ BEGIN
 END $$;
 """
 
+# The event archive and replays (cebroker.storage.archive) and ordered delivery: an event row
+# is ``archived`` when it is kept for the retention (else it lives as long as its deliveries);
+# a delivery may belong to a replay and to an ordering group (``orderkey``). pipeline_archive
+# keeps the archive's size in shards, as pipeline_backlog does, and the time up to which
+# pruning by size has removed events. The claim also returns each delivery's replay.
+_DELIVERIES_V2 = """
+ALTER TABLE pipeline_events ADD COLUMN archived boolean NOT NULL DEFAULT false;
+CREATE INDEX pipeline_events_archive ON pipeline_events (received, seq) WHERE archived;
+ALTER TABLE pipeline_deliveries ADD COLUMN replay text, ADD COLUMN orderkey text;
+CREATE INDEX pipeline_deliveries_order ON pipeline_deliveries (subscription, orderkey, id)
+    WHERE orderkey IS NOT NULL;
+CREATE INDEX pipeline_deliveries_replay ON pipeline_deliveries (replay) WHERE replay IS NOT NULL;
+CREATE TABLE pipeline_replays (
+    id text PRIMARY KEY, subscription text NOT NULL, created double precision NOT NULL,
+    since double precision NOT NULL, until double precision NOT NULL, last_seq bigint, filter text,
+    events bigint, at_time double precision NOT NULL, at_seq bigint NOT NULL,
+    cancelled boolean NOT NULL DEFAULT false, scanned boolean NOT NULL DEFAULT false,
+    queued bigint NOT NULL DEFAULT 0, delivered bigint NOT NULL DEFAULT 0, failed bigint NOT NULL DEFAULT 0,
+    deadlettered bigint NOT NULL DEFAULT 0, removed bigint NOT NULL DEFAULT 0);
+CREATE INDEX pipeline_replays_sub ON pipeline_replays (subscription, created);
+CREATE TABLE pipeline_archive (shard int PRIMARY KEY, events bigint NOT NULL, bytes bigint NOT NULL,
+    pruned_to double precision NOT NULL);
+INSERT INTO pipeline_archive SELECT g, 0, 0, 0.0 FROM generate_series(0, 63) AS g;
+DROP FUNCTION cebroker_claim(text, text, double precision, int, int, double precision);
+CREATE FUNCTION cebroker_claim(p_sub text, p_owner text, p_now double precision, p_limit int,
+        p_concurrency int, p_rate double precision)
+    RETURNS TABLE (id bigint, event_seq bigint, attempts int, first_at double precision, body text,
+                   replay text, next_due double precision, wait double precision)
+    LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_n int := p_limit;
+    v_held int;
+    v_tokens double precision;
+    v_got int := 0;
+    v_wait double precision := 0.0;
+BEGIN
+    -- The subscription's bucket row is locked until commit: claims of one subscription, from
+    -- every instance, take turns, so the count of claimed deliveries below stays true.
+    v_tokens := cebroker_refill('subscription ' || p_sub, coalesce(p_rate, 1.0), p_now);
+    IF p_concurrency IS NOT NULL THEN
+        SELECT count(*) INTO v_held FROM pipeline_deliveries d
+            WHERE d.subscription = p_sub AND d.owner IS NOT NULL;
+        v_n := least(v_n, p_concurrency - v_held);
+    END IF;
+    IF p_rate IS NOT NULL THEN
+        v_n := least(v_n, floor(v_tokens)::int);
+        IF v_tokens < 1.0 THEN
+            v_wait := (1.0 - v_tokens) / p_rate;
+        END IF;
+    END IF;
+    IF v_n > 0 THEN
+        RETURN QUERY
+        WITH picked AS (
+            SELECT d.id FROM pipeline_deliveries d
+            WHERE d.subscription = p_sub AND d.owner IS NULL AND d.next_at <= p_now
+            ORDER BY d.next_at, d.id LIMIT v_n FOR UPDATE SKIP LOCKED),
+        claimed AS (
+            UPDATE pipeline_deliveries d SET owner = p_owner FROM picked WHERE d.id = picked.id
+            RETURNING d.id, d.event_seq, d.attempts, d.first_at, d.next_at, d.replay)
+        SELECT c.id, c.event_seq, c.attempts, c.first_at, e.body, c.replay,
+            NULL::double precision, 0.0::double precision
+        FROM claimed c JOIN pipeline_events e ON e.seq = c.event_seq ORDER BY c.next_at, c.id;
+        GET DIAGNOSTICS v_got = ROW_COUNT;
+    END IF;
+    IF p_rate IS NOT NULL AND v_got > 0 THEN
+        UPDATE pipeline_buckets SET tokens = v_tokens - v_got WHERE key = 'subscription ' || p_sub;
+    END IF;
+    RETURN QUERY SELECT NULL::bigint, NULL::bigint, NULL::int, NULL::double precision, NULL::text,
+        NULL::text,
+        (SELECT min(d.next_at) FROM pipeline_deliveries d WHERE d.subscription = p_sub AND d.owner IS NULL),
+        v_wait;
+END $$;
+"""
+
 # xid sorts bytewise ("C"): the subtree of x is the range [x/, x0), '/' sorting right before '0'.
 _REGISTRY_V1 = """
 CREATE TABLE xreg_entity (
@@ -178,7 +253,7 @@ CREATE INDEX xreg_entity_kind ON xreg_entity (kind, coll, seq);
 MIGRATIONS: dict[str, tuple[str, ...]] = {
     "storage": (_STORAGE_V1,),
     "subscriptions": (_SUBSCRIPTIONS_V1,),
-    "deliveries": (_DELIVERIES_V1,),
+    "deliveries": (_DELIVERIES_V1, _DELIVERIES_V2),
     "registry": (_REGISTRY_V1,),
 }
 
