@@ -137,7 +137,12 @@ class StorageComponent:
 
 def storage_from_settings(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> Storage:
     """The storage the settings name, not yet prepared or opened, stamping times with ``clock``."""
-    options = StorageOptions(dedup_window=settings.dedup_window, clock=clock, lease=settings.instance_lease)
+    options = StorageOptions(
+        dedup_window=settings.dedup_window,
+        clock=clock,
+        lease=settings.instance_lease,
+        retention=settings.retention,
+    )
     return create_storage(settings.db, options)
 
 
@@ -172,6 +177,7 @@ def build_components(
         settings,
         store,
         storage.deliveries,
+        archive=storage.archive,
         validator=registry.validator,
         clock=clock,
         realize=lambda body: realize(body, rules=rules, subscription_id="draft"),

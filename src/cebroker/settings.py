@@ -98,6 +98,17 @@ class Settings:
     max_backlog: int = setting(
         1_000_000, Integer(minimum=1), "pending deliveries above which ingress answers 503 with Retry-After"
     )
+    #: The archive (``cebroker.storage.archive``): how long every accepted event is kept for
+    #: replays and subscriptions that start in the past, and the size it may grow to.
+    retention: float = setting(
+        86_400.0,
+        Duration(),
+        "how long every accepted event is kept for replays (0: only until delivered)",
+        default_text="24h",
+    )
+    retention_bytes: int | None = setting(
+        None, Size(), "largest archive (the events' JSON); past it the oldest events go first"
+    )
     webhook_validation: bool = setting(
         True, Boolean(), "CloudEvents webhook validation handshake before HTTP delivery"
     )

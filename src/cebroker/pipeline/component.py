@@ -1,8 +1,10 @@
 """The event pipeline as a :class:`cebroker.app.Component`: creation, wiring and lifecycle.
 
 Start order (the storage is open already): follow the store's change feed, index every
-subscription, then resume every pending delivery. Routes: ``POST /events``, ``GET /metrics``, the
-per-subscription status, dead-letter and live-tail routes.
+subscription, then resume every pending delivery, then the replays (and the start replay of a
+subscription created with ``config.startfrom`` whose creation was not followed by it) and the
+archive's pruning. Routes: ``POST /events``, ``GET /metrics``, the per-subscription status,
+dead-letter, replay and live-tail routes.
 """
 
 from __future__ import annotations
@@ -19,25 +21,34 @@ from starlette.routing import BaseRoute
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.contracts import EventValidator, ValidationMode
 from cebroker.pipeline.dispatch import Dispatcher
+from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.ingest import Pipeline
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.replays.pruner import Pruner
+from cebroker.pipeline.replays.replayer import Replayer
+from cebroker.pipeline.replays.starts import begin, start_of
 from cebroker.pipeline.routes.deliveries import DeliveriesApi
 from cebroker.pipeline.routes.events import EventsApi
 from cebroker.pipeline.routes.explain import ExplainApi, Realize
 from cebroker.pipeline.routes.metrics import MetricsApi
 from cebroker.pipeline.routes.overview import OverviewApi
+from cebroker.pipeline.routes.replays import ReplaysApi
 from cebroker.pipeline.routes.tail import TailApi
 from cebroker.pipeline.senders import SenderPool
 from cebroker.pipeline.tail import TailHub
 from cebroker.settings import Settings
+from cebroker.storage.archive import EventArchive
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange, SubscriptionStore
+from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.pipeline")
 
 #: Seconds between sweeps of expired de-duplication keys.
 SEEN_SWEEP = 60.0
+#: Seconds before creating a start replay is tried again after the storage failed.
+START_RETRY = 1.0
 
 
 class PipelineComponent:
@@ -47,7 +58,8 @@ class PipelineComponent:
     must read the same clock (see :class:`~cebroker.storage.StorageOptions`).
 
     ``realize`` validates a subscription body as a create does; with it the component also serves
-    the explain routes (a draft is validated by it).
+    the explain routes (a draft is validated by it). ``archive`` is the storage's event archive;
+    without it (a pipeline run alone) there are no replays and no pruning.
     """
 
     def __init__(
@@ -56,6 +68,7 @@ class PipelineComponent:
         store: SubscriptionStore,
         journal: DeliveryLog,
         *,
+        archive: EventArchive | None = None,
         validator: EventValidator | None = None,
         clock: Clock = SYSTEM_CLOCK,
         realize: Realize | None = None,
@@ -72,7 +85,28 @@ class PipelineComponent:
             # With several instances the handshake's allowed rate holds for all of them together.
             buckets=journal if journal.shared else None,
         )
-        self.dispatcher = Dispatcher(self.log, self.matcher, self.senders, self.metrics, clock=clock)
+        self.archive = archive
+        self.dispatcher = Dispatcher(
+            self.log,
+            self.matcher,
+            self.senders,
+            self.metrics,
+            clock=clock,
+            replay_settled=self._replay_settled,
+        )
+        self.replayer: Replayer | None = None
+        self._pruner: Pruner | None = None
+        if archive is not None:
+            self.replayer = Replayer(archive, self.matcher.subscriptions, self._replayed, clock=clock)
+            self._pruner = Pruner(
+                archive,
+                max_bytes=settings.retention_bytes,
+                clock=clock,
+                events=self.metrics.archive_events,
+                size=self.metrics.archive_bytes,
+                oldest=self.metrics.archive_oldest,
+                pruned=self.metrics.archive_pruned,
+            )
         self.tail = TailHub()
         self.pipeline = Pipeline(
             self.log,
@@ -85,7 +119,10 @@ class PipelineComponent:
             validation_mode=ValidationMode(settings.event_validation),
             tail=self.tail,
         )
-        self._apis: list[EventsApi | MetricsApi | DeliveriesApi | TailApi | ExplainApi | OverviewApi] = [
+        deliveries = DeliveriesApi(store, self.log, self.dispatcher)
+        self._apis: list[
+            EventsApi | MetricsApi | DeliveriesApi | TailApi | ExplainApi | OverviewApi | ReplaysApi
+        ] = [
             EventsApi(
                 self.pipeline,
                 self.metrics,
@@ -93,10 +130,22 @@ class PipelineComponent:
                 max_batch_size=settings.max_batch_size,
             ),
             MetricsApi(self.metrics),
-            DeliveriesApi(store, self.log, self.dispatcher),
+            deliveries,
             TailApi(self.tail, self._exists),
-            OverviewApi(self.metrics, self.log, self.matcher, self.dispatcher),
+            OverviewApi(self.metrics, self.log, self.matcher, self.dispatcher, archive),
         ]
+        if archive is not None and self.replayer is not None:
+            self._apis.append(
+                ReplaysApi(
+                    deliveries.lookup,
+                    archive,
+                    self.matcher.subscriptions,
+                    self.dispatcher,
+                    self.replayer,
+                    base_url=settings.public_url,
+                    clock=clock,
+                )
+            )
         if realize is not None:  # drafts are validated by the Subscriptions API's rules
             self._apis.append(
                 ExplainApi(
@@ -126,6 +175,12 @@ class PipelineComponent:
         self.matcher.load(await self._store.all())
         await self.dispatcher.start()
         self._keep(self._sweep_seen())
+        if self.replayer is not None and self._pruner is not None:
+            for subscription in list(self.matcher.subscriptions.values()):
+                if start_of(subscription.config) is not None:
+                    self._keep(self._start(subscription))
+            self._keep(self.replayer.run())
+            self._keep(self._pruner.run())
 
     async def stop(self) -> None:
         """Stop delivering (unconfirmed deliveries stay pending in the log)."""
@@ -143,6 +198,32 @@ class PipelineComponent:
         if change.kind is ChangeKind.DELETED:
             self.tail.end(change.subscription.id)
             self._keep(self.dispatcher.forget(change.subscription.id))
+        elif change.kind is ChangeKind.CREATED and start_of(change.subscription.config) is not None:
+            self._keep(self._start(change.subscription))
+
+    async def _start(self, subscription: Subscription) -> None:
+        """Create (or find) the start replay of ``subscription``; tried until it is made or the
+        subscription is gone."""
+        if self.archive is None or self.replayer is None:
+            return
+        while subscription.id in self.matcher.subscriptions:
+            try:
+                replay = await begin(self.archive, subscription)
+            except Exception:
+                log_failure("subscription %s: creating its start replay failed", subscription.id)
+                await self._clock.sleep(START_RETRY)
+                continue
+            if replay is not None:
+                self.replayer.started(replay)
+            return
+
+    def _replayed(self, subscription: str, count: int) -> None:
+        self.metrics.replayed.inc(count)
+        self.dispatcher.replayed(subscription, count)
+
+    def _replay_settled(self) -> None:
+        if self.replayer is not None:
+            self.replayer.wake()
 
     async def _exists(self, subscription: str) -> bool:
         return await self._store.get(subscription) is not None

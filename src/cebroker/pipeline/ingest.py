@@ -12,6 +12,7 @@ from cebroker.errors import FieldProblem, Overloaded, ValidationError
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.ordering import partition_key
 from cebroker.pipeline.tail import TailHub
 from cebroker.pipeline.validation import event_problems, normalize
 from cebroker.storage.deliveries import Appended, DeliveryLog, Incoming
@@ -133,14 +134,11 @@ class Pipeline:
             # slices: a change that lands meanwhile makes the log refuse this version
             # (IndexBehind), and the events are matched again.
             version = self._store.version
-            match = self._matcher.match
             items: list[Incoming] = []
             for start in range(0, len(clean), SLICE):
                 if start:
                     await asyncio.sleep(0)
-                items.extend(
-                    Incoming(e, e["source"], e["id"], match(e)) for e in clean[start : start + SLICE]
-                )
+                items.extend(self._incoming(e) for e in clean[start : start + SLICE])
             try:
                 written = await self._log.append(items, version=version)
             except TypeError as exc:  # only from ingest(): HTTP input is parsed JSON already
@@ -154,6 +152,17 @@ class Pipeline:
             await release(items)
             return written
         raise AssertionError("unreachable")  # the last round returns or raises
+
+    def _incoming(self, event: dict[str, Any]) -> Incoming:
+        """The event, matched, with the ordering groups of its ordered subscriptions."""
+        matched = self._matcher.match(event)
+        ordered = self._matcher.ordered
+        if ordered and not ordered.isdisjoint(matched):
+            key = partition_key(event)
+            if key is not None:
+                groups = tuple(key if sub in ordered else None for sub in matched)
+                return Incoming(event, event["source"], event["id"], matched, groups)
+        return Incoming(event, event["source"], event["id"], matched)
 
     async def _check_definitions(self, events: list[dict[str, Any]], batch: bool) -> None:
         if self.validator is None or self.validation_mode is ValidationMode.OFF:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from cefilters import Explanation, FilterError, SubscriptionIndex
 
 from cebroker.contracts import Event
+from cebroker.pipeline.ordering import is_ordered
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange
 from cebroker.subscription import Subscription
 
@@ -22,11 +23,13 @@ log = logging.getLogger("cebroker.pipeline")
 
 
 class Matcher:
-    """Subscriptions by id plus their filter index."""
+    """Subscriptions by id plus their filter index, and which of them order their deliveries."""
 
     def __init__(self) -> None:
         self._index: SubscriptionIndex[str] = SubscriptionIndex()
         self.subscriptions: dict[str, Subscription] = {}
+        #: Ids of the subscriptions with ``config.ordering: partitionkey``.
+        self.ordered: set[str] = set()
 
     def load(self, subscriptions: Iterable[Subscription]) -> None:
         """Index every subscription (at start-up)."""
@@ -37,6 +40,7 @@ class Matcher:
         """Follow one committed change of the store."""
         if change.kind is ChangeKind.DELETED:
             self.subscriptions.pop(change.subscription.id, None)
+            self.ordered.discard(change.subscription.id)
             self._index.remove(change.subscription.id)
         else:
             self._put(change.subscription)
@@ -69,3 +73,7 @@ class Matcher:
             )
             self._index.remove(subscription.id)
         self.subscriptions[subscription.id] = subscription
+        if is_ordered(subscription.config):
+            self.ordered.add(subscription.id)
+        else:
+            self.ordered.discard(subscription.id)

@@ -2,11 +2,17 @@
 
 * :class:`~.lanes.Lanes`: per-subscription lanes and their workers;
 * :class:`~.attempts.Attempts`: one delivery attempt through the protocol's sender;
+* :class:`~.batches.BatchAttempts`: a batch of deliveries in one request (:mod:`.batcher`);
 * :class:`~.failures.Failures` with :func:`~.retry.decide`: retry later or dead-letter;
 * :class:`~.deadletters.DeadLetterForwarder`: copies to the dead-letter sink;
 * :class:`~.completions.Completions`: confirmed and dropped deliveries written in batches;
 * :class:`~.loader.Loader`: due deliveries loaded from the log;
 * :class:`~.backlog.Backlog`: the count of deliveries pending in the log.
+
+Deliveries of an ordered subscription (``config.ordering``) always go through the log, which
+hands out one of each ordering group at a time; when one of them settles, the loader looks for
+the next. Deliveries a replay queued (:mod:`cebroker.pipeline.replays`) take the same path as
+live ones; when one settles, ``replay_settled`` is told, so the replay can queue more.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, Attempts
 from cebroker.pipeline.dispatch.backlog import Backlog
+from cebroker.pipeline.dispatch.batches import BatchAttempts
 from cebroker.pipeline.dispatch.completions import Completions
 from cebroker.pipeline.dispatch.deadletters import DeadLetterForwarder
 from cebroker.pipeline.dispatch.failures import Failures
@@ -55,10 +62,13 @@ class Dispatcher:
         *,
         clock: Clock = SYSTEM_CLOCK,
         lane_capacity: int = 256,
+        replay_settled: Callable[[], None] = lambda: None,
     ) -> None:
         self._log = journal
         self._clock = clock
         self._subscriptions = matcher.subscriptions
+        self._ordered = matcher.ordered
+        self._replay_settled = replay_settled
         self.backlog = Backlog(metrics.backlog)
         self._last_delivered = metrics.last_delivered
         self._completions = Completions(journal, self.backlog, self._release, clock)
@@ -85,11 +95,23 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
         )
+        batches = BatchAttempts(
+            journal=journal,
+            senders=senders,
+            subscriptions=self._subscriptions,
+            metrics=metrics,
+            clock=clock,
+            completions=self._completions,
+            failures=failures,
+            release=self._release,
+            schedule=self._schedule,
+        )
         self._lanes = Lanes(
             capacity=lane_capacity,
             clock=clock,
             subscriptions=self._subscriptions,
             attempt=attempts.run,
+            attempt_batch=batches.run,
             local_limits=not journal.shared,
         )
         self._loader = Loader(
@@ -151,7 +173,9 @@ class Dispatcher:
                 continue
             for delivery_id, subscription in appended.deliveries:
                 added += 1
-                if not appended.held:  # a shared log: this instance claims it like any other
+                # A shared log: this instance claims it like any other; ordered: the log says
+                # which of a group goes next.
+                if not appended.held or subscription in self._ordered:
                     self._loader.schedule(subscription, 0.0)
                     continue
                 lane = self._lanes.get(subscription)
@@ -166,6 +190,20 @@ class Dispatcher:
         """``count`` dead letters of ``subscription`` were put back in the log as deliveries."""
         self.backlog.added(count)
         self._loader.schedule(subscription, 0.0)
+
+    def replayed(self, subscription: str, count: int) -> None:
+        """A replay put ``count`` deliveries of ``subscription`` in the log."""
+        self.backlog.added(count)
+        self._loader.schedule(subscription, 0.0)
+
+    def withdrawn(self, count: int) -> None:
+        """A cancelled replay took ``count`` of its deliveries out of the log."""
+        self.backlog.settled(count)
+
+    def in_flight(self, subscription: str) -> set[int]:
+        """The deliveries of ``subscription`` held in memory (queued or being attempted)."""
+        lane = self._lanes.find(subscription)
+        return set(lane.inflight) if lane is not None else set()
 
     async def forget(self, subscription: str) -> None:
         """A subscription was deleted: drop its lane and everything the log keeps for it."""
@@ -190,7 +228,13 @@ class Dispatcher:
     def _release(self, lane: Lane, delivery_id: int) -> None:
         """A delivery's outcome is recorded: free its slot in the lane."""
         lane.inflight.discard(delivery_id)
-        if self._loader.waiting(lane.id):
+        if delivery_id in lane.replayed:
+            lane.replayed.discard(delivery_id)
+            self._replay_settled()
+        if lane.id in self._ordered:
+            self._loader.schedule(lane.id, 0.0)  # the next of its group may be due now
+            self._lanes.drop_if_idle(lane)
+        elif self._loader.waiting(lane.id):
             self._loader.wake()  # more of the subscription's deliveries wait in the log
         else:
             self._lanes.drop_if_idle(lane)

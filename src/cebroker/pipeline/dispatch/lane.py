@@ -2,11 +2,14 @@
 
 Each subscription gets its own lane, so a slow or failing sink only ever holds up its own
 deliveries. A lane holds at most ``capacity`` deliveries in memory; the rest wait in the
-durable log until the lane has room.
+durable log until the lane has room. An HTTP subscription with ``contentmode: batch`` has
+:class:`BatchLimits`: its workers send several queued deliveries in one request
+(:mod:`.batcher`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -19,20 +22,45 @@ from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
 from cebroker.storage.deliveries import Pending
 from cebroker.subscription import Subscription
 
+#: The extension attribute that marks a replayed delivery with the id of its replay (it
+#: replaces an attribute of that name the event carried when it was accepted).
+REPLAY_ATTRIBUTE = "replayid"
+
 
 @dataclass(slots=True)
 class Item:
-    """A delivery held in memory: its log row and the parsed event."""
+    """A delivery held in memory: its log row and the parsed event (as it is sent)."""
 
     row: Pending
     event: dict[str, Any]
 
     @classmethod
     def from_row(cls, row: Pending) -> Item:
-        """Parse the stored event of ``row`` (read from the log, so it has one)."""
+        """Parse the stored event of ``row`` (read from the log, so it has one); a replayed
+        delivery is marked with its replay."""
         if row.body is None:
             raise ValueError(f"delivery {row.id} carries no event")
-        return cls(row, orjson.loads(row.body))
+        event = orjson.loads(row.body)
+        if row.replay is not None:
+            event[REPLAY_ATTRIBUTE] = row.replay
+        return cls(row, event)
+
+    def size(self) -> int:
+        """The bytes of the event's JSON (the stored text when there is one: close enough)."""
+        body = self.row.body
+        if body is None:
+            return len(orjson.dumps(self.event))
+        return len(body) + (len(self.row.replay) + 16 if self.row.replay is not None else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """How a batching lane fills a request: at most ``events`` deliveries and ``size`` bytes of
+    JSON (one delivery at least), waiting at most ``delay`` seconds for them."""
+
+    events: int
+    size: int
+    delay: float
 
 
 class TokenBucket:
@@ -71,11 +99,17 @@ class Lane:
         self.queue: deque[Item] = deque()
         #: Delivery ids queued, being delivered or awaiting their log update.
         self.inflight: set[int] = set()
+        #: Those of them that a replay queued.
+        self.replayed: set[int] = set()
+        #: Set when a delivery is queued (a batching worker waits on it for more).
+        self.arrived = asyncio.Event()
         self.workers = 0
         self._subscription: Subscription | None = None
         self.policy = DeliveryPolicy()
         self.destination: Destination | None = None
         self.limiter: TokenBucket | None = None
+        #: Set for a subscription whose deliveries go out in batches.
+        self.batch: BatchLimits | None = None
 
     @property
     def free(self) -> int:
@@ -94,7 +128,10 @@ class Lane:
     def push(self, item: Item) -> None:
         """Queue a delivery."""
         self.inflight.add(item.row.id)
+        if item.row.replay is not None:
+            self.replayed.add(item.row.id)
         self.queue.append(item)
+        self.arrived.set()
 
     def configure(self, subscription: Subscription) -> tuple[DeliveryPolicy, Destination]:
         """The policy and destination of the subscription's current revision."""
@@ -109,6 +146,15 @@ class Lane:
                 settings=subscription.protocolsettings,
                 credential=subscription.sinkcredential,
                 timeout=self.policy.timeout,
+            )
+            batching = (
+                subscription.protocol == "HTTP"
+                and str(subscription.protocolsettings.get("contentmode") or "").lower() == "batch"
+            )
+            self.batch = (
+                BatchLimits(self.policy.maxbatchsize, self.policy.maxbatchbytes, self.policy.maxbatchdelay)
+                if batching
+                else None
             )
             rate = self.policy.ratelimit if self.local_limits else None
             if rate is None:

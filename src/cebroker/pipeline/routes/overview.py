@@ -1,7 +1,8 @@
 """The broker at a glance, for the console and for operators' scripts.
 
 * ``GET /status``: events in, deliveries by outcome, the durable backlog and the dead letters
-  stored, since the broker started (counters) or now (backlog, dead letters).
+  stored, since the broker started (counters) or now (backlog, dead letters, the archive's
+  size, oldest event and retention).
 * ``GET /status/subscriptions``: every subscription with its delivery health: delivered,
   failed attempts, pending, dead-lettered, the last error and the last confirmed delivery.
 
@@ -25,6 +26,7 @@ from starlette.routing import BaseRoute, Route
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.storage.archive import EventArchive
 from cebroker.storage.deliveries import DeliveryLog
 
 
@@ -50,8 +52,14 @@ class OverviewApi:
     """Broker-wide and per-subscription delivery health."""
 
     def __init__(
-        self, metrics: PipelineMetrics, journal: DeliveryLog, matcher: Matcher, dispatcher: Dispatcher
+        self,
+        metrics: PipelineMetrics,
+        journal: DeliveryLog,
+        matcher: Matcher,
+        dispatcher: Dispatcher,
+        archive: EventArchive | None = None,
     ) -> None:
+        self._archive = archive
         self._metrics = metrics
         self._log = journal
         self._matcher = matcher
@@ -90,6 +98,14 @@ class OverviewApi:
             "backlog": self._dispatcher.pending,
             "deadletters": sum(s["deadlettered"] for s in statuses.values()),
         }
+        if self._archive is not None:
+            stats = await self._archive.stats()
+            doc["archive"] = {
+                "events": stats.events,
+                "bytes": stats.bytes,
+                "oldest": timestamp(stats.oldest),
+                "retention": self._archive.retention,
+            }
         return JSONResponse(doc, headers={"Cache-Control": "no-store"})
 
     async def subscriptions(self, request: Request) -> Response:
