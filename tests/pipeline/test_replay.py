@@ -159,7 +159,7 @@ def test_a_range_older_than_the_retention_and_bad_requests_are_refused(
     assert pointer == "/from"
     assert f"oldest event held was accepted at {oldest}" in detail
     now = rfc3339(time.time())
-    for body, where in [
+    bad: list[tuple[dict[str, Any], str]] = [
         ({}, "/from"),
         ({"from": "yesterday"}, "/from"),
         ({"from": now, "to": rfc3339(time.time() - 60)}, "/to"),
@@ -167,7 +167,8 @@ def test_a_range_older_than_the_retention_and_bad_requests_are_refused(
         ({"from": now, "filter": {"sql": "amount >"}}, "/filter/sql"),
         ({"from": now, "filter": [{"exact": {"type": "t"}}]}, "/filter"),
         ({"from": now, "everything": True}, "/everything"),
-    ]:
+    ]
+    for body, where in bad:
         refused = replay(broker, sub, **body)
         assert refused.status_code == 400, (body, refused.text)
         assert where in [e["pointer"] for e in refused.json()["errors"]], (body, refused.text)

@@ -47,6 +47,8 @@ MEMBERS = ("from", "to", "filter", "dryrun")
 MAX_BODY = 64 * 1024
 #: Archived events read per page while counting.
 PAGE = 1000
+#: Seconds: the precision of the times the API shows.
+TIME_RESOLUTION = 0.001
 
 
 def replay_json(replay: Replay) -> dict[str, Any]:
@@ -203,9 +205,10 @@ class ReplaysApi:
         raise NotFound(f"no replay {replay_id[:64]!r} of this subscription")
 
     async def _held(self, since: float) -> None:
-        """Refuse a range that starts before what the archive can hold."""
+        """Refuse a range that starts before what the archive can hold (to the millisecond, as
+        the API writes times: the oldest time shown is a valid ``from``)."""
         stats = await self._archive.stats()
-        if since >= stats.horizon:
+        if since >= stats.horizon - TIME_RESOLUTION:
             return
         if self._archive.retention <= 0:
             detail = "the archive is off (--retention 0): no event is kept for replays"
