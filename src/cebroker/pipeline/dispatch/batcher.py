@@ -21,11 +21,11 @@ async def collect(lane: Lane, limits: BatchLimits, clock: Clock) -> list[Item]:
     """Take the next batch from ``lane``'s queue (which holds one delivery at least)."""
     first = lane.queue.popleft()
     batch = [first]
-    size = first.size()
+    size = 2 + first.size()  # the array's brackets, and a comma before every event but the first
     deadline = clock.monotonic() + limits.delay
     while len(batch) < limits.events:
         if lane.queue:
-            following = lane.queue[0].size()
+            following = 1 + lane.queue[0].size()
             if size + following > limits.size:
                 break
             batch.append(lane.queue.popleft())
