@@ -53,6 +53,10 @@ class Item:
         return len(body) + (len(self.row.replay) + 16 if self.row.replay is not None else 0)
 
 
+#: Full batches a batching lane may hold in memory at once (its capacity grows to hold them).
+BATCHES_HELD = 4
+
+
 @dataclass(frozen=True, slots=True)
 class BatchLimits:
     """How a batching lane fills a request: at most ``events`` deliveries and ``size`` bytes of
@@ -92,6 +96,7 @@ class Lane:
         self, subscription_id: str, capacity: int, clock: Clock, *, local_limits: bool = True
     ) -> None:
         self.id = subscription_id
+        self._base_capacity = capacity
         self.capacity = capacity
         self._clock = clock
         #: False when a shared log enforces concurrency and rate over every instance (claims).
@@ -156,6 +161,12 @@ class Lane:
                 if batching
                 else None
             )
+            # A batching lane holds a few full batches, so that the next ones fill while some
+            # are out (within its concurrency: never more than BATCHES_HELD of them).
+            self.capacity = self._base_capacity
+            if self.batch is not None:
+                held = min(self.policy.concurrency, BATCHES_HELD) * self.batch.events
+                self.capacity = max(self._base_capacity, held)
             rate = self.policy.ratelimit if self.local_limits else None
             if rate is None:
                 self.limiter = None
