@@ -94,6 +94,30 @@ def test_a_dead_letter_lets_the_next_event_of_its_key_go(
     wait_until(lambda: broker.status(sub)["deadlettered"] == 1)
 
 
+def test_turning_ordering_off_lets_the_waiting_events_go(
+    start_broker: Callable[..., Broker], sink: Sink
+) -> None:
+    """Events held back behind their key's first are delivered after the subscription is
+    replaced without ordering (the held ones go as the one before them leaves the log)."""
+    broker = start_broker()
+    body = {"protocol": "HTTP", "sink": f"{sink.url}/ordered", "config": ORDERED, "source": "/tests"}
+    sub = broker.subscribe(**{k: v for k, v in body.items() if k != "protocol"})
+    responder = FailFirst({"k-0": 2})
+    sink.responder = responder
+    assert (
+        broker.http.post("/events", json=[keyed("k", n) for n in range(3)], headers=BATCH).status_code == 202
+    )
+    sink.wait("/ordered", 1)
+    replaced = broker.http.put(
+        f"/subscriptions/{sub['id']}", json={**body, "config": {"initialdelay": "0.2"}}
+    )
+    assert replaced.status_code == 200, replaced.text
+    got = sink.wait("/ordered", 5)
+    assert successes(got, responder.failed)[0] == "k-0"
+    assert sorted(successes(got, responder.failed)) == ["k-0", "k-1", "k-2"]
+    broker.settled()
+
+
 def test_each_key_keeps_its_order_under_retries_and_on_two_instances(
     start_broker: Callable[..., Broker], backend: str, sink: Sink
 ) -> None:

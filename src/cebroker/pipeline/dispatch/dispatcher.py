@@ -231,7 +231,7 @@ class Dispatcher:
         if delivery_id in lane.replayed:
             lane.replayed.discard(delivery_id)
             self._replay_settled()
-        if lane.id in self._ordered:
+        if lane.id in self._ordered or self._loader.held_back(lane.id):
             self._loader.schedule(lane.id, 0.0)  # the next of its group may be due now
             self._lanes.drop_if_idle(lane)
         elif self._loader.waiting(lane.id):
