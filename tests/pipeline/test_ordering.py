@@ -100,8 +100,13 @@ def test_turning_ordering_off_lets_the_waiting_events_go(
     """Events held back behind their key's first are delivered after the subscription is
     replaced without ordering (the held ones go as the one before them leaves the log)."""
     broker = start_broker()
-    body = {"protocol": "HTTP", "sink": f"{sink.url}/ordered", "config": ORDERED, "source": "/tests"}
-    sub = broker.subscribe(**{k: v for k, v in body.items() if k != "protocol"})
+    body: dict[str, Any] = {
+        "protocol": "HTTP",
+        "sink": f"{sink.url}/ordered",
+        "config": ORDERED,
+        "source": "/tests",
+    }
+    sub = broker.subscribe(body["sink"], config=ORDERED, source="/tests")
     responder = FailFirst({"k-0": 2})
     sink.responder = responder
     assert (

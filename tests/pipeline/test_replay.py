@@ -7,12 +7,15 @@ after a restart too."""
 
 from __future__ import annotations
 
+import itertools
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import pytest
 from support.broker import Broker
 from support.events import event
 from support.sinks import Received, Reply, Sink
@@ -252,3 +255,58 @@ def test_replays_and_starts_carry_on_after_a_restart(start_broker: Callable[...,
     # and a new replay on the restarted broker
     again = replay(second, sub, dryrun=True, **{"from": rfc3339(since - 0.001)})
     assert again.json() == {"events": 30}
+
+
+def test_a_start_in_the_past_misses_nothing_accepted_while_it_is_created(
+    start_broker: Callable[..., Broker], backend: str, sink: Sink
+) -> None:
+    """Events stream in (to two instances on PostgreSQL) while a subscription starting at the
+    earliest event is created: every accepted event reaches it, live or replayed (at least
+    once: one accepted at the very moment of the creation may come twice)."""
+    brokers = [start_broker()]
+    if backend == "postgres":
+        brokers.append(start_broker())
+    accepted: list[str] = []
+    stop = threading.Event()
+
+    def produce(broker: Broker, worker: int) -> None:
+        with httpx.Client(base_url=broker.url) as client:
+            for n in itertools.count():
+                if stop.is_set():
+                    return
+                batch = [event(n * 10 + k, id=f"w{worker}-{n}-{k}") for k in range(10)]
+                if client.post("/events", json=batch, headers=BATCH).status_code == 202:
+                    accepted.extend(e["id"] for e in batch)
+
+    producers = [
+        threading.Thread(target=produce, args=(broker, worker)) for worker, broker in enumerate(brokers * 2)
+    ]
+    for producer in producers:
+        producer.start()
+    try:
+        wait_until(lambda: len(accepted) >= 200)
+        brokers[0].subscribe(f"{sink.url}/late", config={"startfrom": "earliest"}, **ONLY_TESTS)
+        wait_until(lambda: len(accepted) >= 600)
+    finally:
+        stop.set()
+        for producer in producers:
+            producer.join()
+    expected = set(accepted)
+    wait_until(lambda: expected <= {r.headers["ce-id"] for r in sink.at("/late")}, timeout=60)
+
+
+def test_a_replay_is_queued_once_whichever_instance_steps_it(
+    start_broker: Callable[..., Broker], backend: str, sink: Sink
+) -> None:
+    if backend != "postgres":
+        pytest.skip("one process per file: a second instance needs PostgreSQL")
+    one, two = start_broker(), start_broker()
+    sub = one.subscribe(f"{sink.url}/twice", config={"concurrency": "4"}, **ONLY_TESTS)
+    since = time.time()
+    send(two, [event(n) for n in range(100)])
+    sink.wait("/twice", 100)
+    replay_id = replay(two, sub, **{"from": rfc3339(since - 0.001)}).json()["replay"]
+    done(one, sub, replay_id)
+    one.settled()
+    two.settled()
+    assert sorted(replayed(sink.at("/twice"))) == sorted(f"e-{n}" for n in range(100))
