@@ -206,6 +206,9 @@ class PipelineComponent:
         subscription is gone."""
         if self.archive is None or self.replayer is None:
             return
+        # An ingest that matched part of its events before the subscription existed writes them
+        # after this point when it pauses between slices: the boundary must come after it.
+        await self.pipeline.matched()
         while subscription.id in self.matcher.subscriptions:
             try:
                 replay = await begin(self.archive, subscription)

@@ -73,6 +73,16 @@ class Pipeline:
         self.tail = tail
         self._accepted = metrics.events_in.labels("accepted")
         self._duplicates = metrics.events_in.labels("duplicate")
+        #: One future per ingest being matched or written, done once its append has returned.
+        self._matching: set[asyncio.Future[None]] = set()
+
+    async def matched(self) -> None:
+        """Return once every ingest that had started matching when this was called has been
+        written (or refused): after a subscription change, nothing matched without it is still
+        on its way to the log (a start replay's boundary, :mod:`.replays.starts`)."""
+        waiting = list(self._matching)
+        if waiting:
+            await asyncio.wait(waiting)
 
     async def ingest(self, events: Sequence[Event]) -> IngestResult:
         """Validate, commit and schedule ``events`` (pointers ``/<index>/<attribute>``)."""
@@ -129,6 +139,15 @@ class Pipeline:
         """Match and commit; when a shared log finds the index behind a subscription change made
         by another instance, catch up and match again, so no event is matched against a stale
         index."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._matching.add(done)
+        try:
+            return await self._match_and_append(clean)
+        finally:
+            self._matching.discard(done)
+            done.set_result(None)
+
+    async def _match_and_append(self, clean: list[dict[str, Any]]) -> list[Appended | None]:
         for attempt in range(CATCH_UP_ROUNDS):
             # Read before matching. Matching a large batch pauses for the event loop between
             # slices: a change that lands meanwhile makes the log refuse this version

@@ -232,8 +232,9 @@ class Dispatcher:
             lane.replayed.discard(delivery_id)
             self._replay_settled()
         if lane.id in self._ordered or self._loader.held_back(lane.id):
-            self._loader.schedule(lane.id, 0.0)  # the next of its group may be due now
-            self._lanes.drop_if_idle(lane)
+            # The next of its group may be due now. The lane stays (a load in progress may be
+            # about to fill it); the loader drops it once the log holds nothing more of it.
+            self._loader.schedule(lane.id, 0.0)
         elif self._loader.waiting(lane.id):
             self._loader.wake()  # more of the subscription's deliveries wait in the log
         else:

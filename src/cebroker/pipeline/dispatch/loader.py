@@ -144,3 +144,5 @@ class Loader:
             else:
                 self._due[subscription] = later
         self._lanes.start_workers(lane)
+        if subscription not in self._due:
+            self._lanes.drop_if_idle(lane)  # nothing of it in the log, nothing in memory
