@@ -1,11 +1,12 @@
-"""A minimal counting HTTP sink for the benchmarks: answers every POST with 204, counts them,
-and, when an event carries the ``benchsent`` extension (ns since the epoch, as ``ce-benchsent``
-or in a structured body), records the ingress-to-sink latency. ``GET /count`` returns JSON
-figures (count, latency quantiles, arrival times of the first and the last delivery); ``GET
-/reset`` clears them. ``GET /down`` makes it answer every POST with 503 (still counted: an
-attempt), ``GET /up`` with 204 again. A POST to a path under ``/slow/`` is answered after
-200 ms, and the arrival times of every event under ``/track/`` are kept by its ``ce-id`` (``GET
-/arrivals`` returns them). Usage: ``python benchmarks/sink.py PORT``."""
+"""A minimal counting HTTP sink for the benchmarks: answers every POST with 204, counts the
+events (one per request, or the length of an ``application/cloudevents-batch+json`` array) and
+the requests, and, when an event carries the ``benchsent`` extension (ns since the epoch, as
+``ce-benchsent`` or in a structured body), records the ingress-to-sink latency. ``GET /count``
+returns JSON figures (counts, latency quantiles, arrival times of the first and the last
+delivery); ``GET /reset`` clears them. ``GET /down`` makes it answer every POST with 503 (still
+counted: an attempt), ``GET /up`` with 204 again. A POST to a path under ``/slow/`` is answered
+after 200 ms, and the arrival times of every event under ``/track/`` are kept by its ``ce-id``
+(``GET /arrivals`` returns them). Usage: ``python benchmarks/sink.py PORT``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class State:
     """What the sink has seen since start or the last reset."""
 
     count = 0
+    requests = 0
     latencies: list[float] = []
     down = False
     #: Arrival times (seconds since the epoch) of the first and the last delivery.
@@ -34,7 +36,7 @@ def _figures() -> bytes:
     def q(p: float) -> float:
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else -1.0
 
-    figures = {"count": State.count, "p50": q(0.5), "p99": q(0.99), "max": q(1.0)}
+    figures = {"count": State.count, "requests": State.requests, "p50": q(0.5), "p99": q(0.99), "max": q(1.0)}
     figures.update(first=State.first, last=State.last)
     return json.dumps(figures).encode()
 
@@ -46,6 +48,7 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             length = 0
             sent = None
             event_id = None
+            batch = False
             for line in head.split(b"\r\n")[1:]:
                 name, _, value = line.partition(b":")
                 lname = name.strip().lower()
@@ -55,8 +58,9 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                     sent = int(value)
                 elif lname == b"ce-id":
                     event_id = value.strip().decode()
-            if length:
-                await reader.readexactly(length)
+                elif lname == b"content-type":
+                    batch = value.strip().startswith(b"application/cloudevents-batch+json")
+            body = await reader.readexactly(length) if length else b""
             if head.startswith(b"GET /count"):
                 body = _figures()
                 writer.write(
@@ -68,6 +72,7 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
             elif head.startswith(b"GET /reset"):
                 State.count = 0
+                State.requests = 0
                 State.latencies = []
                 State.first = State.last = 0.0
                 State.arrivals = {}
@@ -79,9 +84,10 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 State.count += 1
                 writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
             else:
-                State.count += 1
+                State.requests += 1
+                State.count += len(json.loads(body)) if batch else 1
                 State.last = time.time()
-                if State.count == 1:
+                if State.first == 0.0:
                     State.first = State.last
                 if sent is not None:
                     State.latencies.append((time.time_ns() - sent) / 1e9)

@@ -6,11 +6,13 @@ delivery only when the protocol does (HTTP 2xx, MQTT PUBACK/PUBCOMP, AMQP ``acce
 delivery report, NATS flush or JetStream ack). Failures raise
 :class:`ceprotocols.errors.DeliveryError` subclasses, never a client library's exception.
 :mod:`ceprotocols.registry` maps protocol names to sender factories.
+
+A sender that can carry several events in one message also implements :class:`BatchSender`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -46,4 +48,14 @@ class Sender(Protocol):
 
     async def aclose(self) -> None:
         """Close every connection this sender holds."""
+        ...
+
+
+@runtime_checkable
+class BatchSender(Protocol):
+    """Delivers several events in one message (HTTP: ``application/cloudevents-batch+json``)."""
+
+    async def deliver_batch(self, events: Sequence[Event], destination: Destination) -> None:
+        """Send ``events`` in one message and return once the protocol confirmed it: all of them
+        are delivered; raise DeliveryError if not (then none of them counts as delivered)."""
         ...

@@ -26,7 +26,7 @@ import binascii
 import hashlib
 import hmac
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -113,6 +113,20 @@ def generate_webhook_secret(size: int = 32) -> str:
     if not MIN_SECRET_BYTES <= size <= MAX_SECRET_BYTES:
         raise ValueError(f"size must be {MIN_SECRET_BYTES} to {MAX_SECRET_BYTES} bytes")
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(size)).decode("ascii")
+
+
+def signed_batch_headers(
+    signing: WebhookSigning, events: Sequence[Mapping[str, Any]], body: bytes, timestamp: int
+) -> dict[str, str]:
+    """The three headers of one signed attempt sending a batch of ``events``; its message id
+    covers every event's source and id, so a retried batch keeps it."""
+    material = "\x00".join(f"{e.get('source', '')}\x00{e.get('id', '')}" for e in events)
+    message_id = webhook_id(signing.subscription, {"source": "batch", "id": material})
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signature(signing.secrets, message_id, timestamp, body),
+    }
 
 
 def webhook_id(subscription: str, event: Mapping[str, Any]) -> str:

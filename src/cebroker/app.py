@@ -169,7 +169,12 @@ class StorageComponent:
 
 def storage_from_settings(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> Storage:
     """The storage the settings name, not yet prepared or opened, stamping times with ``clock``."""
-    options = StorageOptions(dedup_window=settings.dedup_window, clock=clock, lease=settings.instance_lease)
+    options = StorageOptions(
+        dedup_window=settings.dedup_window,
+        clock=clock,
+        lease=settings.instance_lease,
+        retention=settings.retention,
+    )
     return create_storage(settings.db, options)
 
 
@@ -228,6 +233,7 @@ def build_components(
         store,
         storage.deliveries,
         storage.circuits,
+        archive=storage.archive,
         validator=registry.validator,
         clock=clock,
         realize=lambda body: realize(body, rules=rules, subscription_id="draft"),

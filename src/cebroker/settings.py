@@ -159,6 +159,17 @@ class Settings:
         Duration(positive=True),
         "longest wait between two probes of a sink whose circuit is open (its Retry-After may ask longer)",
     )
+    #: The archive (``cebroker.storage.archive``): how long every accepted event is kept for
+    #: replays and subscriptions that start in the past, and the size it may grow to.
+    retention: float = setting(
+        86_400.0,
+        Duration(),
+        "how long every accepted event is kept for replays (0: only until delivered)",
+        default_text="24h",
+    )
+    retention_bytes: int | None = setting(
+        None, Size(), "largest archive (the events' JSON); past it the oldest events go first"
+    )
     webhook_validation: bool = setting(
         True, Boolean(), "CloudEvents webhook validation handshake before HTTP delivery"
     )

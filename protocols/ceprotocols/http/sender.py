@@ -4,7 +4,9 @@ Deliveries, token refreshes and validation handshakes go over one :class:`HttpTr
 aiohttp session whose keep-alive connections are pooled per origin and shared by every
 subscription). Protocol settings:
 ``method`` (default ``POST``), ``headers`` (copied into every request) and ``contentmode``
-(``binary``, the default, or ``structured``). A destination with
+(``binary``, the default, ``structured``, or ``batch``: :meth:`HttpSender.deliver_batch` sends
+several events as one ``application/cloudevents-batch+json`` array, and a single event goes
+structured). A destination with
 :attr:`~ceprotocols.sender.Destination.webhook` is signed as Standard Webhooks says
 (:mod:`ceprotocols.signing`): ``webhook-id``, ``webhook-timestamp`` and ``webhook-signature``
 over the exact body sent, computed for each attempt. A 2xx confirms; 5xx, 408 and 429 are retryable
@@ -17,21 +19,21 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from ceprotocols.egress import ConnectGuard, NetworkPolicy, Resolver, system_resolver
 from ceprotocols.errors import BindingError, DeliveryRejected
-from ceprotocols.http.binding import to_binary, to_structured
+from ceprotocols.http.binding import HTTPMessage, to_batch, to_binary, to_structured
 from ceprotocols.http.credentials import CredentialResolver
 from ceprotocols.http.transport import HttpResponse, HttpTransport, HttpTransportError, delivery_error
 from ceprotocols.http.webhook import CapFactory, WebhookGate
 from ceprotocols.sender import Destination, Event
-from ceprotocols.signing import SIGNATURE_HEADERS, signed_headers
+from ceprotocols.signing import SIGNATURE_HEADERS, signed_batch_headers, signed_headers
 
 if TYPE_CHECKING:
-    from ceprotocols.sender import Sender
+    from ceprotocols.sender import BatchSender, Sender
 
 #: Largest part of a response body kept for a dead letter.
 BODY_LIMIT = 2048
@@ -93,17 +95,43 @@ class HttpSender:
             message = to_structured(event) if _structured(settings) else to_binary(event)
         except BindingError as exc:
             raise DeliveryRejected(f"event cannot be encoded for HTTP: {exc}", retryable=False) from exc
+        webhook = destination.webhook
+        signing = (lambda body, at: signed_headers(webhook, event, body, at)) if webhook is not None else None
+        await self._exchange(message, destination, signing)
+
+    async def deliver_batch(self, events: Sequence[Event], destination: Destination) -> None:
+        """POST the events as one ``application/cloudevents-batch+json`` array; a 2xx confirms
+        every one of them, anything else none (a DeliveryError as for one event)."""
+        try:
+            message = to_batch(events)
+        except BindingError as exc:
+            raise DeliveryRejected(f"events cannot be encoded for HTTP: {exc}", retryable=False) from exc
+        webhook = destination.webhook
+        signing = (
+            (lambda body, at: signed_batch_headers(webhook, events, body, at))
+            if webhook is not None
+            else None
+        )
+        await self._exchange(message, destination, signing)
+
+    async def _exchange(
+        self,
+        message: HTTPMessage,
+        destination: Destination,
+        signing: Callable[[bytes, int], dict[str, str]] | None,
+    ) -> None:
+        settings = destination.settings
         headers = {str(k): str(v) for k, v in (settings.get("headers") or {}).items()}
         headers.update(message.headers)
         if self._gate is not None:
             await self._gate.admit(destination.sink, destination.timeout)
             headers["WebHook-Request-Origin"] = self._gate.origin
-        if destination.webhook is not None:
+        if signing is not None:
             # Signed once admitted (a rate cap may have made us wait): the timestamp is the
             # attempt's. The signature covers these bytes, which aiohttp sends unchanged;
             # same-named headers from the settings would contradict it.
             headers = {k: v for k, v in headers.items() if k.lower() not in SIGNATURE_HEADERS}
-            headers.update(signed_headers(destination.webhook, event, message.body, int(time.time())))
+            headers.update(signing(message.body, int(time.time())))
         method = str(settings.get("method") or "POST").upper()
         response = await self._send(method, destination, headers, message.body)
         if response.status == 401 and self._credentials.invalidate(destination.credential):
@@ -143,8 +171,9 @@ class HttpSender:
 
 
 def _structured(settings: Mapping[str, Any]) -> bool:
-    return str(settings.get("contentmode") or "binary").lower() == "structured"
+    return str(settings.get("contentmode") or "binary").lower() in ("structured", "batch")
 
 
 if TYPE_CHECKING:
     _check_contract: Sender = HttpSender()
+    _check_batches: BatchSender = HttpSender()

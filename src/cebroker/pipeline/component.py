@@ -1,8 +1,10 @@
 """The event pipeline as a :class:`cebroker.app.Component`: creation, wiring and lifecycle.
 
 Start order (the storage is open already): follow the store's change feed, index every
-subscription, then resume every pending delivery. Routes: ``POST /events``, ``GET /metrics``, the
-per-subscription status, dead-letter and live-tail routes.
+subscription, then resume every pending delivery, then the replays (and the start replay of a
+subscription created with ``config.startfrom`` whose creation was not followed by it) and the
+archive's pruning. Routes: ``POST /events``, ``GET /metrics``, the per-subscription status,
+dead-letter, replay and live-tail routes.
 """
 
 from __future__ import annotations
@@ -21,27 +23,36 @@ from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.contracts import EventValidator, ValidationMode
 from cebroker.network import sink_policy
 from cebroker.pipeline.dispatch import Dispatcher
+from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.ingest import Pipeline
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.replays.pruner import Pruner
+from cebroker.pipeline.replays.replayer import Replayer
+from cebroker.pipeline.replays.starts import begin, start_of
 from cebroker.pipeline.routes.deliveries import DeliveriesApi
 from cebroker.pipeline.routes.events import EventsApi
 from cebroker.pipeline.routes.explain import ExplainApi, Realize
 from cebroker.pipeline.routes.metrics import MetricsApi
 from cebroker.pipeline.routes.overview import OverviewApi
+from cebroker.pipeline.routes.replays import ReplaysApi
 from cebroker.pipeline.routes.tail import TailApi
 from cebroker.pipeline.senders import SenderPool
 from cebroker.pipeline.tail import TailHub
 from cebroker.settings import Settings
+from cebroker.storage.archive import EventArchive
 from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange, SubscriptionStore
+from cebroker.subscription import Subscription
 from cebroker.tenant_policies import TenantPolicies, load_tenant_policies
 
 log = logging.getLogger("cebroker.pipeline")
 
 #: Seconds between sweeps of expired de-duplication keys.
 SEEN_SWEEP = 60.0
+#: Seconds before creating a start replay is tried again after the storage failed.
+START_RETRY = 1.0
 
 
 class PipelineComponent:
@@ -53,7 +64,9 @@ class PipelineComponent:
     ``realize`` validates a subscription body as a create does; with it the component also serves
     the explain routes (a draft is validated by it). ``policy`` and
     ``resolver`` bound where the senders connect (default: the settings' policy,
-    :func:`cebroker.network.sink_policy`, with the system's resolver).
+    :func:`cebroker.network.sink_policy`, with the system's resolver). ``archive`` is the
+    storage's event archive; without it (a pipeline run alone) there are no replays and no
+    pruning.
     """
 
     def __init__(
@@ -63,6 +76,7 @@ class PipelineComponent:
         journal: DeliveryLog,
         circuits: CircuitStore,
         *,
+        archive: EventArchive | None = None,
         validator: EventValidator | None = None,
         clock: Clock = SYSTEM_CLOCK,
         realize: Realize | None = None,
@@ -95,7 +109,22 @@ class PipelineComponent:
             circuits=circuits,
             clock=clock,
             probe_max_delay=settings.probe_max_delay,
+            replay_settled=self._replay_settled,
         )
+        self.archive = archive
+        self.replayer: Replayer | None = None
+        self._pruner: Pruner | None = None
+        if archive is not None:
+            self.replayer = Replayer(archive, self.matcher.subscriptions, self._replayed, clock=clock)
+            self._pruner = Pruner(
+                archive,
+                max_bytes=settings.retention_bytes,
+                clock=clock,
+                events=self.metrics.archive_events,
+                size=self.metrics.archive_bytes,
+                oldest=self.metrics.archive_oldest,
+                pruned=self.metrics.archive_pruned,
+            )
         self.tail = TailHub()
         self.pipeline = Pipeline(
             self.log,
@@ -108,7 +137,10 @@ class PipelineComponent:
             validation_mode=ValidationMode(settings.event_validation),
             tail=self.tail,
         )
-        self._apis: list[EventsApi | MetricsApi | DeliveriesApi | TailApi | ExplainApi | OverviewApi] = [
+        deliveries = DeliveriesApi(store, self.log, circuits, self.dispatcher)
+        self._apis: list[
+            EventsApi | MetricsApi | DeliveriesApi | TailApi | ExplainApi | OverviewApi | ReplaysApi
+        ] = [
             EventsApi(
                 self.pipeline,
                 self.metrics,
@@ -117,10 +149,22 @@ class PipelineComponent:
                 policies=tenant_policies,
             ),
             MetricsApi(self.metrics),
-            DeliveriesApi(store, self.log, circuits, self.dispatcher),
+            deliveries,
             TailApi(self.tail, self._store.get),
-            OverviewApi(self.metrics, self.log, circuits, self.matcher, self.dispatcher),
+            OverviewApi(self.metrics, self.log, circuits, self.matcher, self.dispatcher, archive),
         ]
+        if archive is not None and self.replayer is not None:
+            self._apis.append(
+                ReplaysApi(
+                    deliveries.lookup,
+                    archive,
+                    self.matcher.subscriptions,
+                    self.dispatcher,
+                    self.replayer,
+                    base_url=settings.public_url,
+                    clock=clock,
+                )
+            )
         if realize is not None:  # drafts are validated by the Subscriptions API's rules
             self._apis.append(
                 ExplainApi(
@@ -150,6 +194,12 @@ class PipelineComponent:
         self.matcher.load(await self._store.all())
         await self.dispatcher.start()
         self._keep(self._sweep_seen())
+        if self.replayer is not None and self._pruner is not None:
+            for subscription in list(self.matcher.subscriptions.values()):
+                if start_of(subscription.config) is not None:
+                    self._keep(self._start(subscription))
+            self._keep(self.replayer.run())
+            self._keep(self._pruner.run())
 
     async def stop(self) -> None:
         """Stop delivering (unconfirmed deliveries stay pending in the log)."""
@@ -169,6 +219,35 @@ class PipelineComponent:
             self._keep(self.dispatcher.forget(change.subscription.id))
         elif change.kind is ChangeKind.UPDATED:
             self.dispatcher.replaced(change.subscription)
+        elif change.kind is ChangeKind.CREATED and start_of(change.subscription.config) is not None:
+            self._keep(self._start(change.subscription))
+
+    async def _start(self, subscription: Subscription) -> None:
+        """Create (or find) the start replay of ``subscription``; tried until it is made or the
+        subscription is gone."""
+        if self.archive is None or self.replayer is None:
+            return
+        # An ingest that matched part of its events before the subscription existed writes them
+        # after this point when it pauses between slices: the boundary must come after it.
+        await self.pipeline.matched()
+        while subscription.id in self.matcher.subscriptions:
+            try:
+                replay = await begin(self.archive, subscription)
+            except Exception:
+                log_failure("subscription %s: creating its start replay failed", subscription.id)
+                await self._clock.sleep(START_RETRY)
+                continue
+            if replay is not None:
+                self.replayer.started(replay)
+            return
+
+    def _replayed(self, subscription: str, count: int) -> None:
+        self.metrics.replayed.inc(count)
+        self.dispatcher.replayed(subscription, count)
+
+    def _replay_settled(self) -> None:
+        if self.replayer is not None:
+            self.replayer.wake()
 
     def _keep(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.create_task(coro)

@@ -12,6 +12,7 @@ from cebroker.errors import FieldProblem, Forbidden, Overloaded, ValidationError
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.ordering import partition_key
 from cebroker.pipeline.tail import TailHub
 from cebroker.pipeline.validation import event_problems, normalize
 from cebroker.storage.deliveries import Appended, DeliveryLog, Incoming
@@ -72,6 +73,16 @@ class Pipeline:
         self.tail = tail
         self._accepted = metrics.events_in.labels("accepted")
         self._duplicates = metrics.events_in.labels("duplicate")
+        #: One future per ingest being matched or written, done once its append has returned.
+        self._matching: set[asyncio.Future[None]] = set()
+
+    async def matched(self) -> None:
+        """Return once every ingest that had started matching when this was called has been
+        written (or refused): after a subscription change, nothing matched without it is still
+        on its way to the log (a start replay's boundary, :mod:`.replays.starts`)."""
+        waiting = list(self._matching)
+        if waiting:
+            await asyncio.wait(waiting)
 
     async def ingest(self, events: Sequence[Event]) -> IngestResult:
         """Validate, commit and schedule ``events`` (pointers ``/<index>/<attribute>``)."""
@@ -141,19 +152,25 @@ class Pipeline:
         """Match and commit; when a shared log finds the index behind a subscription change made
         by another instance, catch up and match again, so no event is matched against a stale
         index."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._matching.add(done)
+        try:
+            return await self._match_and_append(clean)
+        finally:
+            self._matching.discard(done)
+            done.set_result(None)
+
+    async def _match_and_append(self, clean: list[dict[str, Any]]) -> list[Appended | None]:
         for attempt in range(CATCH_UP_ROUNDS):
             # Read before matching. Matching a large batch pauses for the event loop between
             # slices: a change that lands meanwhile makes the log refuse this version
             # (IndexBehind), and the events are matched again.
             version = self._store.version
-            match = self._matcher.match
             items: list[Incoming] = []
             for start in range(0, len(clean), SLICE):
                 if start:
                     await asyncio.sleep(0)
-                items.extend(
-                    Incoming(e, e["source"], e["id"], match(e)) for e in clean[start : start + SLICE]
-                )
+                items.extend(self._incoming(e) for e in clean[start : start + SLICE])
             try:
                 written = await self._log.append(items, version=version)
             except TypeError as exc:  # only from ingest(): HTTP input is parsed JSON already
@@ -167,6 +184,17 @@ class Pipeline:
             await release(items)
             return written
         raise AssertionError("unreachable")  # the last round returns or raises
+
+    def _incoming(self, event: dict[str, Any]) -> Incoming:
+        """The event, matched, with the ordering groups of its ordered subscriptions."""
+        matched = self._matcher.match(event)
+        ordered = self._matcher.ordered
+        if ordered and not ordered.isdisjoint(matched):
+            key = partition_key(event)
+            if key is not None:
+                groups = tuple(key if sub in ordered else None for sub in matched)
+                return Incoming(event, event["source"], event["id"], matched, groups)
+        return Incoming(event, event["source"], event["id"], matched)
 
     async def _check_definitions(self, events: list[dict[str, Any]], batch: bool) -> None:
         if self.validator is None or self.validation_mode is ValidationMode.OFF:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from cefilters import Explanation, FilterError, SubscriptionIndex
 
 from cebroker.contracts import Event
+from cebroker.pipeline.ordering import is_ordered
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange
 from cebroker.subscription import Subscription
 from cebroker.tenant_policies import TenantPolicies
@@ -23,7 +24,7 @@ log = logging.getLogger("cebroker.pipeline")
 
 
 class Matcher:
-    """Subscriptions by id plus their filter index.
+    """Subscriptions by id plus their filter index, and which of them order their deliveries.
 
     ``policies``: the tenants' receive policies, each conjoined with the own filters of every
     subscription of its tenant, inside the index (no second pass over the matches).
@@ -33,6 +34,8 @@ class Matcher:
         self._policies = policies or TenantPolicies()
         self._index: SubscriptionIndex[str] = SubscriptionIndex()
         self.subscriptions: dict[str, Subscription] = {}
+        #: Ids of the subscriptions with ``config.ordering: partitionkey``.
+        self.ordered: set[str] = set()
 
     def load(self, subscriptions: Iterable[Subscription]) -> None:
         """Index every subscription (at start-up)."""
@@ -43,6 +46,7 @@ class Matcher:
         """Follow one committed change of the store."""
         if change.kind is ChangeKind.DELETED:
             self.subscriptions.pop(change.subscription.id, None)
+            self.ordered.discard(change.subscription.id)
             self._index.remove(change.subscription.id)
         else:
             self._put(change.subscription)
@@ -79,3 +83,7 @@ class Matcher:
             )
             self._index.remove(subscription.id)
         self.subscriptions[subscription.id] = subscription
+        if is_ordered(subscription.config):
+            self.ordered.add(subscription.id)
+        else:
+            self.ordered.discard(subscription.id)

@@ -58,6 +58,19 @@ class PipelineMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.archive_events = Gauge("cebroker_archive_events", "Events held in the archive", registry=r)
+        self.archive_bytes = Gauge(
+            "cebroker_archive_bytes", "Bytes of the JSON of the events held in the archive", registry=r
+        )
+        self.archive_oldest = Gauge(
+            "cebroker_archive_oldest_timestamp_seconds",
+            "Acceptance time of the oldest event held in the archive (0: none)",
+            registry=r,
+        )
+        self.archive_pruned = Counter(
+            "cebroker_archive_pruned", "Events taken out of the archive by the retention", registry=r
+        )
+        self.replayed = Counter("cebroker_replay_deliveries", "Deliveries queued by replays", registry=r)
         self._labelled: set[str] = set()
         #: When each subscription last had a delivery confirmed (epoch seconds), since the start.
         self.last_delivered: dict[str, float] = {}

@@ -1,6 +1,6 @@
 """The pipeline's part of the broker's OpenAPI document: ``/events`` in its three content modes,
-delivery status, dead letters and their redrive, explain, the live tail, the broker status and
-``/metrics``.
+delivery status, dead letters and their redrive, replays of the archive, explain, the live tail,
+the broker status and ``/metrics``.
 
 Each schema states what the routes accept and answer, no more: the test suite fuzzes the whole
 document (schemathesis) and checks every answer against it.
@@ -217,6 +217,88 @@ SCHEMAS: dict[str, Schema] = {
             },
             "backlog": {"type": "integer", "minimum": 0},
             "deadletters": {"type": "integer", "minimum": 0},
+            "archive": {
+                "type": "object",
+                "description": "The events kept for replays (absent when the broker has no archive).",
+                "required": ["events", "bytes", "oldest", "retention"],
+                "properties": {
+                    "events": {"type": "integer", "minimum": 0},
+                    "bytes": {"type": "integer", "minimum": 0, "description": "Of the events' JSON."},
+                    "oldest": {**_TIMESTAMP, "description": "When the oldest event held was accepted."},
+                    "retention": {"type": "number", "minimum": 0, "description": "Seconds (0: off)."},
+                },
+                "additionalProperties": False,
+            },
+        },
+        "additionalProperties": False,
+    },
+    "ReplayRequest": {
+        "type": "object",
+        "required": ["from"],
+        "properties": {
+            "from": {"type": "string", "format": "date-time", "description": "Earliest acceptance time."},
+            "to": {
+                "type": "string",
+                "format": "date-time",
+                "description": "Events accepted before this (default and latest: now).",
+            },
+            "filter": {
+                "type": "object",
+                "description": "One more filter (Subscriptions API syntax) the events must match.",
+            },
+            "dryrun": {"type": "boolean", "default": False, "description": "Count, deliver nothing."},
+        },
+        "additionalProperties": False,
+    },
+    "ReplayCount": {
+        "type": "object",
+        "required": ["events"],
+        "properties": {"events": {"type": "integer", "minimum": 0}},
+        "additionalProperties": False,
+    },
+    "ReplayStarted": {
+        "type": "object",
+        "required": ["replay", "events"],
+        "properties": {"replay": {"type": "string"}, "events": {"type": "integer", "minimum": 0}},
+        "additionalProperties": False,
+    },
+    "Replay": {
+        "type": "object",
+        "required": [
+            "id",
+            "subscription",
+            "state",
+            "from",
+            "to",
+            "filter",
+            "events",
+            "matched",
+            "delivered",
+            "failed",
+            "deadlettered",
+            "pending",
+            "removed",
+            "createdAt",
+        ],
+        "properties": {
+            "id": {"type": "string"},
+            "subscription": {"type": "string"},
+            "state": {"enum": ["running", "done", "cancelled"]},
+            "from": {**_TIMESTAMP, "description": "null: the earliest event held."},
+            "to": {"type": "string", "format": "date-time"},
+            "filter": {"type": ["object", "null"]},
+            "events": {
+                "type": ["integer", "null"],
+                "minimum": 0,
+                "description": "Matching events when it was created (null: a start from config.startfrom).",
+            },
+            "matched": {"type": "integer", "minimum": 0, "description": "Deliveries queued so far."},
+            "delivered": {"type": "integer", "minimum": 0},
+            "failed": {"type": "integer", "minimum": 0, "description": "Failed attempts."},
+            "deadlettered": {"type": "integer", "minimum": 0},
+            "pending": {"type": "integer", "minimum": 0},
+            "removed": {"type": "integer", "minimum": 0, "description": "Deliveries a cancel took out."},
+            "createdAt": {"type": "string", "format": "date-time"},
         },
         "additionalProperties": False,
     },
@@ -379,6 +461,83 @@ PATHS: dict[str, Any] = {
                 "400": _problem('The body is not `{"ids": [...]}`, or a query parameter was given.'),
                 "413": _problem("The body is over 1 MiB."),
                 **_NOT_FOUND,
+            },
+        },
+    },
+    "/subscriptions/{id}/replay": {
+        "parameters": [_ID],
+        "post": {
+            "operationId": "replay",
+            "summary": "Deliver archived events again (or count them: dryrun)",
+            "description": (
+                "The events accepted in `[from, to)` that the subscription matches, and `filter` "
+                "too if given, go through the subscription's normal delivery path, each marked with "
+                "the `replayid` extension attribute."
+            ),
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _ref("ReplayRequest")}},
+            },
+            "responses": {
+                "200": _json("A dry run: how many events would be delivered.", _ref("ReplayCount")),
+                "202": {
+                    **_json("The replay started.", _ref("ReplayStarted")),
+                    "headers": {
+                        "Location": {
+                            "description": "The replay: /subscriptions/{id}/replays/{replay}.",
+                            "schema": {"type": "string"},
+                        }
+                    },
+                },
+                **_BODY_PROBLEMS,
+                **_NOT_FOUND,
+            },
+        },
+    },
+    "/subscriptions/{id}/replays": {
+        "parameters": [_ID],
+        "get": {
+            "operationId": "replays",
+            "summary": "The subscription's replays, oldest first",
+            "responses": {
+                "200": _json(
+                    "The replays.",
+                    {
+                        "type": "object",
+                        "required": ["items"],
+                        "properties": {"items": {"type": "array", "items": _ref("Replay")}},
+                        "additionalProperties": False,
+                    },
+                ),
+                **_NOT_FOUND,
+            },
+        },
+    },
+    "/subscriptions/{id}/replays/{replay}": {
+        "parameters": [
+            _ID,
+            {
+                "name": "replay",
+                "in": "path",
+                "required": True,
+                "schema": {"type": "string"},
+                "description": "Replay id.",
+            },
+        ],
+        "get": {
+            "operationId": "replayProgress",
+            "summary": "A replay and its progress",
+            "responses": {
+                "200": _json("The replay.", _ref("Replay")),
+                "404": _problem("No such subscription, or no such replay of it."),
+            },
+        },
+        "delete": {
+            "operationId": "cancelReplay",
+            "summary": "Cancel a replay: it queues nothing more, its pending deliveries are removed",
+            "responses": {
+                "200": _json("The replay, as cancelled (a finished one is left as it is).", _ref("Replay")),
+                "404": _problem("No such subscription, or no such replay of it."),
             },
         },
     },

@@ -19,6 +19,14 @@ key                default      meaning
 ``deadlettersink`` none         HTTP URL that receives a copy of every dead-lettered event
 ``probemaxdelay``  the broker's longest wait between two probes of a sink whose circuit is open,
                    setting      seconds (``--probe-max-delay``, 10 s by default)
+``ordering``       ``none``     ``partitionkey``: events with the same ``partitionkey`` extension
+                                are delivered one after the other, in acceptance order
+``maxbatchsize``   ``100``      HTTP ``contentmode: batch``: events per request, at most
+``maxbatchbytes``  ``1048576``  ... and bytes of their JSON per request, at most (a batch holds
+                                one event at least)
+``maxbatchdelay``  ``0.1``      ... and seconds to wait for a batch to fill
+``startfrom``      ``now``      ``earliest`` or an RFC 3339 time: on creation, deliver the
+                                archived events accepted since then (:mod:`.replays`)
 =================  ===========  ===============================================================
 """
 
@@ -29,12 +37,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ceprotocols.eventform import is_timestamp
+
 from cebroker.errors import FieldProblem, ValidationError
 
 BACKOFFS = ("exponential", "linear")
 #: The largest ``concurrency``: each delivery in flight holds a connection (or a sender slot)
 #: of its own, and a subscription's sink may hang every one of them until its ``timeout``.
 MAX_CONCURRENCY = 256
+ORDERINGS = ("none", "partitionkey")
+#: Bounds of the batch settings.
+MAX_BATCH_EVENTS = 10_000
+MAX_BATCH_DELAY = 60.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +67,10 @@ class DeliveryPolicy:
     deadlettersink: str | None = None
     #: None: the broker's ``--probe-max-delay``.
     probemaxdelay: float | None = None
+    ordering: bool = False
+    maxbatchsize: int = 100
+    maxbatchbytes: int = 1024 * 1024
+    maxbatchdelay: float = 0.1
 
     def delay(
         self,
@@ -82,10 +100,21 @@ class DeliveryPolicy:
         return next_at > first_at + self.ttl
 
 
-_FLOATS = ("initialdelay", "maxdelay", "ttl", "retryaftermax", "timeout", "ratelimit", "probemaxdelay")
-_INTS = ("maxattempts", "concurrency")
+_FLOATS = (
+    "initialdelay",
+    "maxdelay",
+    "ttl",
+    "retryaftermax",
+    "timeout",
+    "ratelimit",
+    "probemaxdelay",
+    "maxbatchdelay",
+)
+_INTS = ("maxattempts", "concurrency", "maxbatchsize", "maxbatchbytes")
 #: Every ``config`` key the policy reads.
-POLICY_KEYS = (*_FLOATS, *_INTS, "backoff", "deadlettersink")
+POLICY_KEYS = (*_FLOATS, *_INTS, "backoff", "deadlettersink", "ordering", "startfrom")
+#: Keys that may be 0.
+_ZERO_ALLOWED = ("maxattempts", "maxbatchdelay")
 
 
 def _number(key: str, value: Any, problems: list[FieldProblem], kind: type[int] | type[float]) -> Any:
@@ -96,11 +125,17 @@ def _number(key: str, value: Any, problems: list[FieldProblem], kind: type[int] 
     except (TypeError, ValueError):
         problems.append(FieldProblem(f"/config/{key}", f"must be a {'whole ' if kind is int else ''}number"))
         return None
-    if number < 0 or (number == 0 and key not in ("maxattempts",)):
+    if number < 0 or (number == 0 and key not in _ZERO_ALLOWED):
         problems.append(FieldProblem(f"/config/{key}", "must be positive"))
         return None
     if key == "concurrency" and number > MAX_CONCURRENCY:
         problems.append(FieldProblem("/config/concurrency", f"must be at most {MAX_CONCURRENCY}"))
+        return None
+    if key == "maxbatchsize" and number > MAX_BATCH_EVENTS:
+        problems.append(FieldProblem(f"/config/{key}", f"must be at most {MAX_BATCH_EVENTS}"))
+        return None
+    if key == "maxbatchdelay" and number > MAX_BATCH_DELAY:
+        problems.append(FieldProblem(f"/config/{key}", f"must be at most {MAX_BATCH_DELAY:g} seconds"))
         return None
     return number
 
@@ -125,6 +160,17 @@ def parse_policy(config: Mapping[str, Any]) -> DeliveryPolicy:
             problems.append(FieldProblem("/config/backoff", "must be 'exponential' or 'linear'"))
         else:
             values["backoff"] = str(backoff).lower()
+    ordering = config.get("ordering")
+    if ordering is not None:
+        if not isinstance(ordering, str) or ordering.lower() not in ORDERINGS:
+            problems.append(FieldProblem("/config/ordering", "must be 'partitionkey' or 'none'"))
+        else:
+            values["ordering"] = ordering.lower() == "partitionkey"
+    start = config.get("startfrom")
+    if start is not None and not _start(start):
+        problems.append(
+            FieldProblem("/config/startfrom", "must be 'now', 'earliest' or an RFC 3339 timestamp")
+        )
     sink = config.get("deadlettersink")
     if sink is not None:
         if not isinstance(sink, str) or not sink.startswith(("http://", "https://")):
@@ -137,3 +183,8 @@ def parse_policy(config: Mapping[str, Any]) -> DeliveryPolicy:
     if problems:
         raise ValidationError(problems)
     return DeliveryPolicy(**{k: v for k, v in values.items() if v is not None})
+
+
+def _start(value: Any) -> bool:
+    """Whether ``value`` is a ``startfrom``: ``now``, ``earliest`` or an RFC 3339 timestamp."""
+    return isinstance(value, str) and (value.lower() in ("now", "earliest") or is_timestamp(value))

@@ -1,9 +1,9 @@
 """The pipeline's subscription rules, declared for the Subscriptions API, so that bad values are
 refused at create/replace time with a pointer instead of being discovered at delivery.
 
-* ``protocolsettings.contentmode`` for HTTP: ``binary`` (default) or ``structured``.
+* ``protocolsettings.contentmode`` for HTTP: ``binary`` (default), ``structured`` or ``batch``.
 * ``config`` keys of :mod:`cebroker.pipeline.policy` (retry policy, concurrency, rate limit,
-  dead-letter sink).
+  dead-letter sink, ordering, batches, where a subscription starts).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from cebroker.errors import ValidationError
 from cebroker.pipeline.policy import POLICY_KEYS, parse_policy
 from cebroker.subscription_rules import ConfigKeyRule, SettingRule, SubscriptionRules, ValueCheck
 
-CONTENT_MODES = ("binary", "structured")
+CONTENT_MODES = ("binary", "structured", "batch")
 
 
 def _content_mode(value: Any) -> list[str]:
     if not isinstance(value, str) or value.lower() not in CONTENT_MODES:
-        return ["must be 'binary' or 'structured'"]
+        return ["must be 'binary', 'structured' or 'batch'"]
     return []
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
+from cebroker.storage.archive import EventArchive
 from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.health import StorageHealth
@@ -25,12 +26,15 @@ class StorageOptions:
             times, failures, the de-duplication window): the clock the dispatcher schedules on.
         lease: seconds after its last heartbeat at which an instance of a shared backend counts
             as dead and the others take its claimed deliveries over (unused by SQLite).
+        retention: seconds every accepted event is kept in the archive, matched or not
+            (:mod:`cebroker.storage.archive`); 0 keeps an event only while it has deliveries.
     """
 
     dedup_window: float = 600.0
     busy_timeout: float = 10.0
     clock: Clock = SYSTEM_CLOCK
     lease: float = 10.0
+    retention: float = 0.0
 
 
 @runtime_checkable
@@ -60,6 +64,11 @@ class Storage(Protocol):
     @property
     def circuits(self) -> CircuitStore:
         """The open circuits of subscriptions whose sinks are down."""
+        ...
+
+    @property
+    def archive(self) -> EventArchive:
+        """The event archive and its replays (the delivery log's events, kept longer)."""
         ...
 
     @property

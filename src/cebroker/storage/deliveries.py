@@ -11,6 +11,13 @@ renewing them return to the others after a lease, a subscription's concurrency a
 are enforced by the log for all instances together (``Limits``), and instances hear of
 deliveries that fell due elsewhere through ``watch``. An unshared log (one process, SQLite)
 answers the same calls trivially: its one dispatcher already sees everything.
+
+**Ordering groups.** A delivery may belong to an ordering group (``Incoming.groups``): the
+deliveries of one subscription with the same group are handed out one at a time, lowest id
+first. The log holds the later ones back (their due time is :data:`HELD_AT`, so neither ``due``
+nor a claim returns them) until the one before has left the log, confirmed or dead-lettered;
+its removal releases the next, due at once. The order therefore holds across retries, restarts
+and, on a shared log, across instances.
 """
 
 from __future__ import annotations
@@ -19,30 +26,39 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+#: The due time of a delivery held back behind an earlier one of its ordering group: later than
+#: any real time, so it is never due and never claimed until the log releases it.
+HELD_AT = 1e18
+
 
 @dataclass(frozen=True, slots=True)
 class Incoming:
     """One event to commit, its de-duplication key and matched subscription ids.
 
     ``event`` is the JSON-form dict, or that event already serialized as JSON (bytes or str).
+    ``groups``, when not empty, has one entry per subscription: the ordering group of that
+    subscription's delivery (None: unordered); see the module docstring.
     """
 
     event: Mapping[str, Any] | bytes | str
     source: str
     id: str
     subscriptions: tuple[str, ...]
+    groups: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Appended:
-    """What an ingest wrote for one event: its sequence number (0 when it matched nothing),
-    acceptance time and ``(delivery id, subscription)`` pairs."""
+    """What an ingest wrote for one event: its sequence number (0 when nothing of it was
+    stored: it matched nothing and the archive is off), acceptance time and ``(delivery id,
+    subscription)`` pairs."""
 
     seq: int
     at: float
     deliveries: list[tuple[int, str]]
     #: Whether this instance holds the deliveries and may start them at once (an unshared log);
-    #: otherwise they wait in the log for a claim (``due``).
+    #: otherwise they wait in the log for a claim (``due``). Deliveries with an ordering group
+    #: always wait for ``due``, whatever this says: the log decides which of a group goes next.
     held: bool = True
 
 
@@ -59,6 +75,8 @@ class Pending:
     body: bytes | str | None
     #: The claim this delivery was handed out under ("" for an unshared log): see ``holds``.
     owner: str = ""
+    #: The replay that queued this delivery (:mod:`cebroker.storage.archive`), None if live.
+    replay: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +215,8 @@ class DeliveryLog(Protocol):
     async def dead_letter(
         self, item: Pending, event: bytes, attempts: int, error: str, status: str | None, body: str | None
     ) -> None:
-        """Move a delivery to the dead letters, keeping the event and the reason."""
+        """Move a delivery to the dead letters, keeping the event and the reason (nothing if it
+        has left the log meanwhile)."""
         ...
 
     async def expire(

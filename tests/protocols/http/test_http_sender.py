@@ -6,18 +6,49 @@ final; redirects are not followed (HTTP Webhook spec 2.2); connection errors are
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from ceprotocols.errors import DeliveryRejected, DeliveryTimeout, TargetUnreachable
 from ceprotocols.http import HttpSender, parse_retry_after
-from ceprotocols.sender import Destination, Sender
+from ceprotocols.sender import BatchSender, Destination, Sender
 from support.sinks import Reply, Sink
 
 EVENT = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t", "data": {"x": 1}}
 
 
 def test_http_sender_satisfies_the_sender_contract() -> None:
-    """Checked once against the runtime-checkable Protocol."""
+    """Checked once against the runtime-checkable Protocols."""
     assert isinstance(HttpSender(validate_webhooks=False), Sender)
+    assert isinstance(HttpSender(validate_webhooks=False), BatchSender)
+
+
+async def test_a_batch_is_one_request_and_one_outcome(sink: Sink) -> None:
+    """``deliver_batch``: one ``application/cloudevents-batch+json`` array with the settings'
+    headers; a refusal is one error for the whole batch."""
+    events = [EVENT, {**EVENT, "id": "2", "data": {"x": 2}}]
+    destination = Destination(
+        protocol="HTTP",
+        sink=f"{sink.url}/batch",
+        settings={"contentmode": "batch", "headers": {"x-team": "a"}},
+    )
+    sender = HttpSender(validate_webhooks=False)
+    try:
+        await sender.deliver_batch(events, destination)
+        sink.default["/batch"] = Reply(422, body=b"no")
+        with pytest.raises(DeliveryRejected) as info:
+            await sender.deliver_batch(events, destination)
+        del sink.default["/batch"]
+        await sender.deliver(EVENT, destination)  # one event of a batch subscription: structured
+    finally:
+        await sender.aclose()
+    first, refused, single = sink.at("/batch")
+    assert first.headers["content-type"].startswith("application/cloudevents-batch+json")
+    assert first.headers["x-team"] == "a"
+    assert json.loads(first.body) == events
+    assert (info.value.status, info.value.retryable, info.value.body) == (422, False, "no")
+    assert refused.body == first.body
+    assert single.headers["content-type"].startswith("application/cloudevents+json")
 
 
 @pytest.mark.parametrize(

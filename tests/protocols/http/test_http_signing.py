@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -169,6 +170,27 @@ async def test_retries_of_one_delivery_keep_their_id(sink: tuple[VerifyingSink, 
     assert attempt1.verified_by == attempt2.verified_by == other.verified_by == [OLD]
     assert attempt1.header("webhook-id") == attempt2.header("webhook-id")
     assert other.header("webhook-id") != attempt1.header("webhook-id")
+
+
+async def test_a_signed_batch_verifies_and_its_retry_keeps_its_id(sink: tuple[VerifyingSink, str]) -> None:
+    """A batch is signed over its whole body; a retry of the same events keeps the id, another
+    set of events gets another."""
+    app, url = sink
+    app.secrets = [OLD]
+    app.statuses = [503]
+    events = [make_event(), {**make_event(), "id": "second"}]
+    sender = HttpSender(validate_webhooks=False)
+    try:
+        with pytest.raises(DeliveryRejected):
+            await sender.deliver_batch(events, signed(url, OLD, contentmode="batch"))
+        await sender.deliver_batch(events, signed(url, OLD, contentmode="batch"))
+        await sender.deliver_batch(events[:1], signed(url, OLD, contentmode="batch"))
+    finally:
+        await sender.aclose()
+    first, retry, other = app.seen
+    assert first.verified_by == retry.verified_by == other.verified_by == [OLD]
+    assert first.header("webhook-id") == retry.header("webhook-id") != other.header("webhook-id")
+    assert [e["id"] for e in json.loads(retry.body)] == [e["id"] for e in events]
 
 
 async def test_settings_cannot_forge_the_signature_headers(sink: tuple[VerifyingSink, str]) -> None:

@@ -2,12 +2,18 @@
 
 * :class:`~.lanes.Lanes`: per-subscription lanes and their workers;
 * :class:`~.attempts.Attempts`: one delivery attempt through the protocol's sender;
+* :class:`~.batches.BatchAttempts`: a batch of deliveries in one request (:mod:`.batcher`);
 * :class:`~.failures.Failures` with :func:`~.retry.decide`: retry later or dead-letter;
 * :class:`~.circuits.Circuits`: a circuit per sink, its probes and time-to-live sweeps;
 * :class:`~.deadletters.DeadLetterForwarder`: copies to the dead-letter sink;
 * :class:`~.completions.Completions`: confirmed and dropped deliveries written in batches;
 * :class:`~.loader.Loader`: due deliveries loaded from the log;
 * :class:`~.backlog.Backlog`: the count of deliveries pending in the log.
+
+Deliveries of an ordered subscription (``config.ordering``) always go through the log, which
+hands out one of each ordering group at a time; when one of them settles, the loader looks for
+the next. Deliveries a replay queued (:mod:`cebroker.pipeline.replays`) take the same path as
+live ones; when one settles, ``replay_settled`` is told, so the replay can queue more.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, Attempts
 from cebroker.pipeline.dispatch.backlog import Backlog
+from cebroker.pipeline.dispatch.batches import BatchAttempts
 from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.completions import Completions
 from cebroker.pipeline.dispatch.deadletters import DeadLetterForwarder
@@ -63,10 +70,13 @@ class Dispatcher:
         clock: Clock = SYSTEM_CLOCK,
         lane_capacity: int = 256,
         probe_max_delay: float = 10.0,
+        replay_settled: Callable[[], None] = lambda: None,
     ) -> None:
         self._log = journal
         self._clock = clock
         self._subscriptions = matcher.subscriptions
+        self._ordered = matcher.ordered
+        self._replay_settled = replay_settled
         self.backlog = Backlog(metrics.backlog)
         self._last_delivered = metrics.last_delivered
         self._completions = Completions(journal, self.backlog, self._release, clock)
@@ -76,6 +86,7 @@ class Dispatcher:
             clock=clock,
             subscriptions=self._subscriptions,
             attempt=self._attempt,
+            attempt_batch=self._attempt_batch,
             local_limits=not journal.shared,
         )
         self.circuits = Circuits(
@@ -103,6 +114,18 @@ class Dispatcher:
             schedule=self._schedule,
         )
         self._attempts = Attempts(
+            journal=journal,
+            senders=senders,
+            subscriptions=self._subscriptions,
+            metrics=metrics,
+            clock=clock,
+            completions=self._completions,
+            failures=failures,
+            circuits=self.circuits,
+            release=self._release,
+            schedule=self._schedule,
+        )
+        self._batches = BatchAttempts(
             journal=journal,
             senders=senders,
             subscriptions=self._subscriptions,
@@ -177,7 +200,9 @@ class Dispatcher:
                 continue
             for delivery_id, subscription in appended.deliveries:
                 added += 1
-                if not appended.held:  # a shared log: this instance claims it like any other
+                # A shared log: this instance claims it like any other; ordered: the log says
+                # which of a group goes next.
+                if not appended.held or subscription in self._ordered:
                     self._loader.schedule(subscription, 0.0)
                     continue
                 # It waits in the log while older ones do (the lane's order), the lane is full
@@ -200,6 +225,20 @@ class Dispatcher:
         """A subscription was replaced: a circuit open for its former sink closes."""
         self._cleanups.spawn(self.circuits.replaced(subscription))
 
+    def replayed(self, subscription: str, count: int) -> None:
+        """A replay put ``count`` deliveries of ``subscription`` in the log."""
+        self.backlog.added(count)
+        self._loader.schedule(subscription, 0.0)
+
+    def withdrawn(self, count: int) -> None:
+        """A cancelled replay took ``count`` of its deliveries out of the log."""
+        self.backlog.settled(count)
+
+    def in_flight(self, subscription: str) -> set[int]:
+        """The deliveries of ``subscription`` held in memory (queued or being attempted)."""
+        lane = self._lanes.find(subscription)
+        return set(lane.inflight) if lane is not None else set()
+
     async def forget(self, subscription: str) -> None:
         """A subscription was deleted: drop its lane and everything the log keeps for it."""
         self._loader.forget(subscription)
@@ -216,11 +255,14 @@ class Dispatcher:
             return
         self.backlog.settled(removed)
 
-    # The three callbacks below are handed to parts built before the loader and the lanes they
+    # The callbacks below are handed to parts built before the loader and the lanes they
     # reach (which need those parts in turn), so they are methods rather than bound references.
 
     async def _attempt(self, lane: Lane, item: Item) -> None:
         await self._attempts.run(lane, item)
+
+    async def _attempt_batch(self, lane: Lane, items: list[Item]) -> None:
+        await self._batches.run(lane, items)
 
     def _schedule(self, subscription: str, at: float) -> None:
         self._loader.schedule(subscription, at)
@@ -229,7 +271,14 @@ class Dispatcher:
         """A delivery's outcome is recorded: free its slot in the lane."""
         lane.inflight.discard(delivery_id)
         self.circuits.released(lane.id, delivery_id)
-        if self._loader.waiting(lane.id):
+        if delivery_id in lane.replayed:
+            lane.replayed.discard(delivery_id)
+            self._replay_settled()
+        if lane.id in self._ordered or self._loader.held_back(lane.id):
+            # The next of its group may be due now. The lane stays (a load in progress may be
+            # about to fill it); the loader drops it once the log holds nothing more of it.
+            self._loader.schedule(lane.id, 0.0)
+        elif self._loader.waiting(lane.id):
             self._loader.wake()  # more of the subscription's deliveries wait in the log
         else:
             self._lanes.drop_if_idle(lane)

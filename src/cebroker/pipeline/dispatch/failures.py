@@ -60,8 +60,11 @@ class Failures:
         self._schedule = schedule
         self._uniform = uniform
 
-    async def failed(self, lane: Lane, item: Item, policy: DeliveryPolicy, error: DeliveryError) -> None:
-        """Record that delivering ``item`` failed with ``error`` under ``policy``."""
+    async def failed(
+        self, lane: Lane, item: Item, policy: DeliveryPolicy, error: DeliveryError, *, at: float | None = None
+    ) -> None:
+        """Record that delivering ``item`` failed with ``error`` under ``policy``; a retry is
+        due at ``at`` when given (the items of a failed batch are retried together)."""
         if lane.id not in self._subscriptions:  # deleted during the attempt: nothing to keep
             self._completions.dropped(lane, item)
             return
@@ -80,9 +83,10 @@ class Failures:
         if isinstance(outcome, Retry):
             self._metrics.deliveries.labels(label, "retry").inc()
             self._metrics.retries.labels(label).inc()
-            await self._log.reschedule(row, outcome.attempts, outcome.next_at, outcome.error)
+            next_at = outcome.next_at if at is None else at
+            await self._log.reschedule(row, outcome.attempts, next_at, outcome.error)
             self._release(lane, row.id)
-            self._schedule(lane.id, outcome.next_at)
+            self._schedule(lane.id, next_at)
             return
         self._metrics.deliveries.labels(label, "deadlettered").inc()
         self._metrics.dead_letters.labels(label).inc()

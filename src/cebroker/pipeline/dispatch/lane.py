@@ -2,11 +2,14 @@
 
 Each subscription gets its own lane, so a slow or failing sink only ever holds up its own
 deliveries. A lane holds at most ``capacity`` deliveries in memory; the rest wait in the
-durable log until the lane has room.
+durable log until the lane has room. An HTTP subscription with ``contentmode: batch`` has
+:class:`BatchLimits`: its workers send several queued deliveries in one request
+(:mod:`.batcher`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from collections import deque
@@ -25,20 +28,49 @@ from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.pipeline")
 
+#: The extension attribute that marks a replayed delivery with the id of its replay (it
+#: replaces an attribute of that name the event carried when it was accepted).
+REPLAY_ATTRIBUTE = "replayid"
+
 
 @dataclass(slots=True)
 class Item:
-    """A delivery held in memory: its log row and the parsed event."""
+    """A delivery held in memory: its log row and the parsed event (as it is sent)."""
 
     row: Pending
     event: dict[str, Any]
 
     @classmethod
     def from_row(cls, row: Pending) -> Item:
-        """Parse the stored event of ``row`` (read from the log, so it has one)."""
+        """Parse the stored event of ``row`` (read from the log, so it has one); a replayed
+        delivery is marked with its replay."""
         if row.body is None:
             raise ValueError(f"delivery {row.id} carries no event")
-        return cls(row, orjson.loads(row.body))
+        event = orjson.loads(row.body)
+        if row.replay is not None:
+            event[REPLAY_ATTRIBUTE] = row.replay
+        return cls(row, event)
+
+    def size(self) -> int:
+        """The bytes of the event's JSON (the stored text when there is one: close enough)."""
+        body = self.row.body
+        if body is None:
+            return len(orjson.dumps(self.event))
+        return len(body) + (len(self.row.replay) + 16 if self.row.replay is not None else 0)
+
+
+#: Full batches a batching lane may hold in memory at once (its capacity grows to hold them).
+BATCHES_HELD = 4
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """How a batching lane fills a request: at most ``events`` deliveries and ``size`` bytes of
+    JSON (one delivery at least), waiting at most ``delay`` seconds for them."""
+
+    events: int
+    size: int
+    delay: float
 
 
 class TokenBucket:
@@ -70,6 +102,7 @@ class Lane:
         self, subscription_id: str, capacity: int, clock: Clock, *, local_limits: bool = True
     ) -> None:
         self.id = subscription_id
+        self._base_capacity = capacity
         self.capacity = capacity
         self._clock = clock
         #: False when a shared log enforces concurrency and rate over every instance (claims).
@@ -77,6 +110,10 @@ class Lane:
         self.queue: deque[Item] = deque()
         #: Delivery ids queued, being delivered or awaiting their log update.
         self.inflight: set[int] = set()
+        #: Those of them that a replay queued.
+        self.replayed: set[int] = set()
+        #: Set when a delivery is queued (a batching worker waits on it for more).
+        self.arrived = asyncio.Event()
         self.workers = 0
         self._subscription: Subscription | None = None
         self.policy = DeliveryPolicy()
@@ -84,6 +121,8 @@ class Lane:
         self.limiter: TokenBucket | None = None
         #: When the next retired webhook secret stops signing (the destination is rebuilt then).
         self._signing_until = math.inf
+        #: Set for a subscription whose deliveries go out in batches.
+        self.batch: BatchLimits | None = None
 
     @property
     def free(self) -> int:
@@ -105,7 +144,10 @@ class Lane:
     def push(self, item: Item) -> None:
         """Queue a delivery."""
         self.inflight.add(item.row.id)
+        if item.row.replay is not None:
+            self.replayed.add(item.row.id)
         self.queue.append(item)
+        self.arrived.set()
 
     def configure(self, subscription: Subscription) -> tuple[DeliveryPolicy, Destination]:
         """The policy and destination of the subscription's current revision."""
@@ -123,6 +165,21 @@ class Lane:
                 timeout=self.policy.timeout,
                 webhook=self._signing(subscription),
             )
+            batching = (
+                subscription.protocol == "HTTP"
+                and str(subscription.protocolsettings.get("contentmode") or "").lower() == "batch"
+            )
+            self.batch = (
+                BatchLimits(self.policy.maxbatchsize, self.policy.maxbatchbytes, self.policy.maxbatchdelay)
+                if batching
+                else None
+            )
+            # A batching lane holds a few full batches, so that the next ones fill while some
+            # are out (within its concurrency: never more than BATCHES_HELD of them).
+            self.capacity = self._base_capacity
+            if self.batch is not None:
+                held = min(self.policy.concurrency, BATCHES_HELD) * self.batch.events
+                self.capacity = max(self._base_capacity, held)
             rate = self.policy.ratelimit if self.local_limits else None
             if rate is None:
                 self.limiter = None

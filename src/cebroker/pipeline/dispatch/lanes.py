@@ -4,7 +4,8 @@ A lane is created when a subscription first has a delivery in memory and dropped
 idle again (to bound memory), unless it carries a rate limit: its token bucket must outlive
 short pauses, or every trickle would start with a full burst. Each lane runs at most its
 subscription's ``concurrency`` workers; a worker takes deliveries from the lane's queue until it
-is empty and hands each to ``attempt``.
+is empty and hands each to ``attempt``, or, in a batching lane, hands batches of them
+(:mod:`.batcher`) to ``attempt_batch``.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 
 from cebroker.clock import Clock
+from cebroker.pipeline.dispatch.batcher import collect, wanted_workers
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.tasks import Tasks
 from cebroker.subscription import Subscription
 
 #: Delivers one item of a lane and records its outcome; never raises.
 Attempt = Callable[[Lane, Item], Awaitable[None]]
+#: Delivers items of a lane in one request and records their outcomes; never raises.
+BatchAttempt = Callable[[Lane, list[Item]], Awaitable[None]]
 
 
 class Lanes:
@@ -30,6 +34,7 @@ class Lanes:
         clock: Clock,
         subscriptions: Mapping[str, Subscription],
         attempt: Attempt,
+        attempt_batch: BatchAttempt,
         local_limits: bool = True,
     ) -> None:
         self._capacity = capacity
@@ -37,6 +42,7 @@ class Lanes:
         self._clock = clock
         self._subscriptions = subscriptions
         self._attempt = attempt
+        self._attempt_batch = attempt_batch
         self._lanes: dict[str, Lane] = {}
         self._workers = Tasks()
         self._running = True
@@ -72,14 +78,18 @@ class Lanes:
         """Start workers for ``lane`` up to its subscription's concurrency and its queue length."""
         subscription = self._subscriptions.get(lane.id)
         limit = lane.configure(subscription)[0].concurrency if subscription is not None else 1
-        while lane.workers < min(limit, len(lane.queue)):
+        wanted = len(lane.queue) if lane.batch is None else wanted_workers(lane, lane.batch)
+        while lane.workers < min(limit, wanted, len(lane.queue)):
             lane.workers += 1
             self._workers.spawn(self._work(lane))
 
     async def _work(self, lane: Lane) -> None:
         try:
             while lane.queue and self._running:
-                await self._attempt(lane, lane.queue.popleft())
+                if lane.batch is None:
+                    await self._attempt(lane, lane.queue.popleft())
+                else:
+                    await self._attempt_batch(lane, await collect(lane, lane.batch, self._clock))
         finally:
             lane.workers -= 1
 

@@ -19,7 +19,7 @@ from cebroker.pipeline.dispatch.lane import Item
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.metrics import PipelineMetrics
-from cebroker.storage.deliveries import DeliveryLog, Limits
+from cebroker.storage.deliveries import HELD_AT, DeliveryLog, Limits
 from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.pipeline")
@@ -64,6 +64,11 @@ class Loader:
     def waiting(self, subscription: str) -> bool:
         """Whether ``subscription`` has deliveries in the log that are not in memory."""
         return subscription in self._due
+
+    def held_back(self, subscription: str) -> bool:
+        """Whether the deliveries of ``subscription`` left in the log all wait for one before
+        them in their ordering group (only a delivery leaving the log lets the next go)."""
+        return self._due.get(subscription, 0.0) >= HELD_AT
 
     def schedule(self, subscription: str, at: float) -> None:
         """A delivery of ``subscription`` waits in the log and falls due at ``at`` (0: now)."""
@@ -152,3 +157,5 @@ class Loader:
             else:
                 self._due[subscription] = later
         self._lanes.start_workers(lane)
+        if subscription not in self._due:
+            self._lanes.drop_if_idle(lane)  # nothing of it in the log, nothing in memory

@@ -68,6 +68,11 @@ class DeliveriesApi:
             Route("/subscriptions/{id}/deadletters/redrive", self.redrive, methods=["POST"]),
         ]
 
+    async def lookup(self, request: Request) -> str:
+        """The subscription of a per-subscription request, with the checks every such route
+        makes (404 when there is no such subscription for the caller)."""
+        return await self._subscription(request)
+
     async def _subscription(self, request: Request) -> str:
         subscription_id = str(request.path_params["id"])
         found = await self._store.get(subscription_id)

@@ -1,7 +1,8 @@
 """The broker at a glance, for the console and for operators' scripts.
 
 * ``GET /status``: events in, deliveries by outcome, the durable backlog and the dead letters
-  stored, since the broker started (counters) or now (backlog, dead letters).
+  stored, since the broker started (counters) or now (backlog, dead letters, the archive's
+  size, oldest event and retention).
 * ``GET /status/subscriptions``: every subscription with its delivery health: delivered,
   failed attempts, pending, dead-lettered, the last error, the last confirmed delivery and the
   sink's circuit.
@@ -27,6 +28,7 @@ from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.routes.circuit import circuit_document
+from cebroker.storage.archive import EventArchive
 from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.web.access import principal_of
@@ -60,7 +62,9 @@ class OverviewApi:
         circuits: CircuitStore,
         matcher: Matcher,
         dispatcher: Dispatcher,
+        archive: EventArchive | None = None,
     ) -> None:
+        self._archive = archive
         self._metrics = metrics
         self._log = journal
         self._circuits = circuits
@@ -100,6 +104,14 @@ class OverviewApi:
             "backlog": self._dispatcher.pending,
             "deadletters": sum(s["deadlettered"] for s in statuses.values()),
         }
+        if self._archive is not None:
+            stats = await self._archive.stats()
+            doc["archive"] = {
+                "events": stats.events,
+                "bytes": stats.bytes,
+                "oldest": timestamp(stats.oldest),
+                "retention": self._archive.retention,
+            }
         return JSONResponse(doc, headers={"Cache-Control": "no-store"})
 
     async def subscriptions(self, request: Request) -> Response:

@@ -8,6 +8,7 @@ import contextlib
 from cebroker.storage.base import StorageOptions
 from cebroker.storage.errors import StorageUnavailable
 from cebroker.storage.health import StorageHealth
+from cebroker.storage.postgres.archive import PostgresEventArchive
 from cebroker.storage.postgres.circuits import PostgresCircuitStore
 from cebroker.storage.postgres.database import CONNECT_TIMEOUT, Database
 from cebroker.storage.postgres.deliveries import PostgresDeliveryLog
@@ -31,7 +32,15 @@ class PostgresStorage:
         self._membership = Membership(self._db, chosen.lease)
         self.subscriptions = PostgresSubscriptionStore(self._db, self._listener)
         self.deliveries = PostgresDeliveryLog(
-            self._db, self._listener, self._membership, dedup_window=chosen.dedup_window, clock=chosen.clock
+            self._db,
+            self._listener,
+            self._membership,
+            dedup_window=chosen.dedup_window,
+            clock=chosen.clock,
+            retention=chosen.retention,
+        )
+        self.archive = PostgresEventArchive(
+            self._db, self.deliveries, retention=chosen.retention, clock=chosen.clock
         )
         self.circuits = PostgresCircuitStore(self._db)
         self.registry = PostgresRegistryStore(self._db, self._listener)

@@ -24,6 +24,13 @@ whoever claims it now (``cebroker_complete``: one statement for a batch of compl
 
 The backlog is counted in ``pipeline_backlog``, one shard per connection, by every write that
 adds or removes deliveries.
+
+With a retention every event is written ``archived`` and stays until
+:class:`~cebroker.storage.postgres.archive.PostgresEventArchive` prunes it; otherwise an event
+row goes with its last delivery. Every append holds a shared advisory lock (:data:`BOUNDARY`)
+until it commits, so that a replay that must cover every event accepted before it can wait for
+the appends in flight (:meth:`~cebroker.storage.archive.EventArchive.create_replay`). Ordering
+groups: :mod:`.ordering`.
 """
 
 from __future__ import annotations
@@ -38,8 +45,9 @@ from typing import Any
 import orjson
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
-from cebroker.storage.deliveries import Appended, DeadLetter, DueListener, Incoming, Limits, Pending
+from cebroker.storage.deliveries import HELD_AT, Appended, DeadLetter, DueListener, Incoming, Limits, Pending
 from cebroker.storage.errors import IndexBehind, StorageUnavailable
+from cebroker.storage.postgres import ordering
 from cebroker.storage.postgres.database import AsyncConn, Database
 from cebroker.storage.postgres.instances import Membership, notify_due
 from cebroker.storage.postgres.listener import DUE, Listener
@@ -76,19 +84,24 @@ WAITING = (
 )
 NEXT_IDS = "SELECT array(SELECT nextval(%s::regclass) FROM generate_series(1, %s))"
 EVENTS = (
-    "INSERT INTO pipeline_events (seq, body, received)"
-    " SELECT e.seq, e.body, %s FROM unnest(%s::bigint[], %s::text[]) AS e (seq, body)"
+    "INSERT INTO pipeline_events (seq, body, received, archived)"
+    " SELECT e.seq, e.body, %s, %s FROM unnest(%s::bigint[], %s::text[]) AS e (seq, body)"
 )
 DELIVERIES = (
-    "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at)"
-    " SELECT d.id, d.seq, d.sub, 0, %s, %s"
-    " FROM unnest(%s::bigint[], %s::bigint[], %s::text[]) AS d (id, seq, sub)"
+    "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at, orderkey,"
+    " replay) SELECT d.id, d.seq, d.sub, 0, coalesce(d.due, %s), %s, d.grp, d.replay FROM unnest("
+    "%s::bigint[], %s::bigint[], %s::text[], %s::double precision[], %s::text[], %s::text[])"
+    " AS d (id, seq, sub, due, grp, replay)"
 )
 COUNT = "UPDATE pipeline_backlog SET pending = pending + %s WHERE shard = pg_backend_pid() %% 64"
+# Only an event that is not kept for the retention goes with its last delivery.
 GC_EVENTS = (
-    "DELETE FROM pipeline_events e WHERE e.seq = ANY(%s::bigint[])"
+    "DELETE FROM pipeline_events e WHERE e.seq = ANY(%s::bigint[]) AND NOT e.archived"
     " AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries d WHERE d.event_seq = e.seq)"
 )
+REPLAY_BUMP = "UPDATE pipeline_replays SET {col} = {col} + %s WHERE id = %s"
+#: Held (shared) by every append until it commits; see the module docstring.
+BOUNDARY = 0x63656272_7265706C & 0x7FFF_FFFF_FFFF_FFFF
 BUMP = (
     "INSERT INTO pipeline_stats AS s (subscription, {col}) VALUES (%s, %s)"
     " ON CONFLICT (subscription) DO UPDATE SET {col} = s.{col} + excluded.{col}"
@@ -98,6 +111,56 @@ FAILED = (
     " ON CONFLICT (subscription) DO UPDATE SET failed = s.failed + 1, last_error = excluded.last_error,"
     " last_error_at = excluded.last_error_at"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class NewDelivery:
+    """A delivery row to write: its event, subscription, ordering group and replay."""
+
+    seq: int
+    subscription: str
+    group: str | None = None
+    replay: str | None = None
+
+
+#: A delivery taken out of the log: its event seq, subscription, ordering group and replay.
+Removed = tuple[int, str, str | None, str | None]
+
+
+class _Rows:
+    """Delivery rows gathered for one insert, with their due times (held or not)."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.seqs: list[int] = []
+        self.subs: list[str] = []
+        self.due: list[float | None] = []
+        self.groups: list[str | None] = []
+        self.replays: list[str | None] = []
+        self._busy: set[tuple[str, str]] = set()
+
+    def add(self, delivery_id: int, row: NewDelivery, busy: set[tuple[str, str]]) -> None:
+        """One row; ``busy``: the groups that had deliveries in the log before this insert."""
+        held = False
+        if row.group is not None:
+            group = (row.subscription, row.group)
+            held = group in busy or group in self._busy
+            self._busy.add(group)
+        self.ids.append(delivery_id)
+        self.seqs.append(row.seq)
+        self.subs.append(row.subscription)
+        self.due.append(HELD_AT if held else None)
+        self.groups.append(row.group)
+        self.replays.append(row.replay)
+
+    async def insert(self, conn: AsyncConn, now: float) -> None:
+        """Insert the rows, count them in the backlog and tell every instance (in a pipeline)."""
+        if not self.ids:
+            return
+        params = (now, now, self.ids, self.seqs, self.subs, self.due, self.groups, self.replays)
+        await conn.execute(DELIVERIES, params)
+        await conn.execute(COUNT, (len(self.ids),))
+        await notify_due(conn, set(self.subs))
 
 
 @dataclass(slots=True)
@@ -128,13 +191,13 @@ def _claimed(
     """``due``'s answer from the rows ``cebroker_claim`` returned for one subscription: the
     claimed deliveries, then one row with the next due time and the rate limit's wait."""
     items = [
-        Pending(int(r[1]), int(r[2]), claim.subscription, int(r[3]), float(r[4]), r[5], owner)
+        Pending(int(r[1]), int(r[2]), claim.subscription, int(r[3]), float(r[4]), r[5], owner, r[6])
         for r in rows
         if r[1] is not None
     ]
     if not rows:
         return items, now + HELD_BACK
-    next_due, wait = rows[-1][6], float(rows[-1][7] or 0.0)
+    next_due, wait = rows[-1][7], float(rows[-1][8] or 0.0)
     if len(items) >= claim.limit:
         return items, now
     if next_due is None:
@@ -165,10 +228,12 @@ class PostgresDeliveryLog:
         *,
         dedup_window: float,
         clock: Clock = SYSTEM_CLOCK,
+        retention: float = 0.0,
     ) -> None:
         self._db = db
         self._membership = membership
         self.dedup_window = dedup_window
+        self.retention = retention
         self._clock = clock
         self._waiting: deque[_Call] = deque()
         self._groups = 0
@@ -256,23 +321,39 @@ class PostgresDeliveryLog:
         bodies: list[str] = []
         d_items: list[int] = []
         d_subs: list[str] = []
+        d_groups: list[str | None] = []
         for call in calls:
             for item, body in zip(call.items, call.bodies, strict=True):
                 versions.append(call.version)
                 sources.append(item.source)
                 ids.append(item.id)
                 bodies.append(body)
-                for sub in item.subscriptions:
+                item_groups = item.groups or (None,) * len(item.subscriptions)
+                for sub, group in zip(item.subscriptions, item_groups, strict=True):
                     d_items.append(len(sources))  # 1-based, as SQL arrays
                     d_subs.append(sub)
+                    d_groups.append(group)
         if not sources:
             for call in calls:
                 call.result = []
             return
         rows = await self._db.call(
             "SELECT * FROM cebroker_append(%s, %s, %s::bigint[], %s::text[], %s::text[], %s::text[],"
-            " %s::int[], %s::text[])",
-            (now, now - self.dedup_window, versions, sources, ids, bodies, d_items, d_subs),
+            " %s::int[], %s::text[], %s::text[], %s, %s, %s)",
+            (
+                now,
+                now - self.dedup_window,
+                versions,
+                sources,
+                ids,
+                bodies,
+                d_items,
+                d_subs,
+                d_groups,
+                self.retention > 0,  # every event kept for the retention, matched or not
+                HELD_AT,
+                BOUNDARY,
+            ),
         )
         latest = int(rows[0][4])
         written: dict[int, tuple[int, list[tuple[int, str]]]] = {}
@@ -319,6 +400,44 @@ class PostgresDeliveryLog:
                     log.debug("announcing deliveries failed: %s", exc)
         finally:
             self._announcer = None
+
+    async def write_deliveries(self, conn: AsyncConn, deliveries: list[NewDelivery], now: float) -> None:
+        """Insert delivery rows (ids drawn here), due ``now`` or held back behind an earlier
+        delivery of their ordering group, count them and tell the instances."""
+        if not deliveries:
+            return
+        groups = [(d.subscription, d.group) for d in deliveries]
+        await ordering.lock(conn, groups)
+        cur = await conn.execute(NEXT_IDS, ("pipeline_deliveries_seq", len(deliveries)))
+        ids = [int(i) for i in ((await cur.fetchone()) or ([],))[0]]
+        busy = await ordering.busy(conn, groups)
+        rows = _Rows()
+        for did, delivery in zip(ids, deliveries, strict=True):
+            rows.add(did, delivery, busy)
+        async with conn.pipeline():
+            await rows.insert(conn, now)
+
+    async def settle(self, conn: AsyncConn, gone: list[Removed], now: float) -> None:
+        """Deliveries ``gone`` were deleted in this transaction: remove their events if nothing
+        needs them, take them off the backlog, release the next of their ordering groups."""
+        if not gone:
+            return
+        async with conn.pipeline():
+            await conn.execute(GC_EVENTS, (sorted({g[0] for g in gone}),))
+            await conn.execute(COUNT, (-len(gone),))
+        due = await ordering.release(conn, [(g[1], g[2]) for g in gone], now)
+        await notify_due(conn, due)
+
+    @staticmethod
+    async def replay_counts(conn: AsyncConn, col: str, gone: list[Removed]) -> None:
+        """Add deliveries ``gone`` to the ``col`` count of their replays (in replay order: the
+        rows are locked in the same order by every transaction)."""
+        counts: dict[str, int] = {}
+        for _, _, _, replay in gone:
+            if replay is not None:
+                counts[replay] = counts.get(replay, 0) + 1
+        for replay, count in sorted(counts.items()):
+            await conn.execute(REPLAY_BUMP.format(col=col).encode(), (count, replay))
 
     # -- dispatch ----------------------------------------------------------------------------
 
@@ -456,24 +575,31 @@ class PostgresDeliveryLog:
         return await self._db.run(job, durable=False)
 
     async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
-        """Remove confirmed deliveries and count them (whoever claims them now), in one statement."""
-        await self._db.call("SELECT cebroker_complete(%s::bigint[])", ([d[0] for d in done],))
+        """Remove confirmed deliveries and count them (whoever claims them now), in one statement
+        (which also frees the next delivery of their ordering groups and counts their replays)."""
+        await self._db.call(
+            "SELECT cebroker_complete(%s::bigint[], %s, %s)",
+            ([d[0] for d in done], self._clock.now(), HELD_AT),
+        )
 
     async def drop(self, done: Sequence[tuple[int, int]]) -> int:
         """Remove deliveries of deleted subscriptions; returns how many were still there."""
         ids = [d[0] for d in done]
+        now = self._clock.now()
 
         async def job(conn: AsyncConn) -> int:
-            cur = await conn.execute(
-                "DELETE FROM pipeline_deliveries WHERE id = ANY(%s::bigint[]) RETURNING event_seq", (ids,)
-            )
-            gone = [int(r[0]) for r in await cur.fetchall()]
-            if gone:
-                await conn.execute(GC_EVENTS, (gone,))
-                await conn.execute(COUNT, (-len(gone),))
+            gone = await self._delete(conn, "id = ANY(%s::bigint[])", (ids,))
+            await self.settle(conn, gone, now)
             return len(gone)
 
         return await self._db.run(job, durable=False)
+
+    @staticmethod
+    async def _delete(conn: AsyncConn, where: str, params: tuple[Any, ...]) -> list[Removed]:
+        query = f"DELETE FROM pipeline_deliveries WHERE {where} "
+        query += " RETURNING event_seq, subscription, orderkey, replay"
+        cur = await conn.execute(query.encode(), params)
+        return [(int(r[0]), str(r[1]), r[2], r[3]) for r in await cur.fetchall()]
 
     async def reschedule(self, item: Pending, attempts: int, next_at: float, error: str) -> None:
         """Record a failed attempt and when to try again; the claim is given back."""
@@ -487,6 +613,8 @@ class PostgresDeliveryLog:
                     (attempts, next_at, error, item.id, item.owner),
                 )
                 await conn.execute(FAILED, (item.subscription, error, now))
+                if item.replay is not None:
+                    await conn.execute(REPLAY_BUMP.format(col="failed").encode(), (1, item.replay))
 
         await self._db.run(job, durable=False)
 
@@ -497,13 +625,11 @@ class PostgresDeliveryLog:
         now = self._clock.now()
 
         async def job(conn: AsyncConn) -> None:
-            cur = await conn.execute(
-                "DELETE FROM pipeline_deliveries WHERE id = %s AND (owner IS NULL OR owner = %s)"
-                " RETURNING event_seq",
-                (item.id, item.owner),
+            gone = await self._delete(
+                conn, "id = %s AND (owner IS NULL OR owner = %s)", (item.id, item.owner)
             )
             async with conn.pipeline():
-                if await cur.fetchone() is not None:
+                if gone:
                     await conn.execute(
                         "INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts,"
                         " last_error, first_at, failed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
@@ -518,10 +644,12 @@ class PostgresDeliveryLog:
                             now,
                         ),
                     )
-                    await conn.execute(GC_EVENTS, ([item.event_seq],))
-                    await conn.execute(COUNT, (-1,))
                     await conn.execute(BUMP.format(col="deadlettered").encode(), (item.subscription, 1))
+                    await self.replay_counts(conn, "deadlettered", gone)
                 await conn.execute(FAILED, (item.subscription, error, now))
+                if item.replay is not None:
+                    await conn.execute(REPLAY_BUMP.format(col="failed").encode(), (1, item.replay))
+            await self.settle(conn, gone, now)
 
         await self._db.run(job, durable=False)
 
@@ -538,22 +666,29 @@ class PostgresDeliveryLog:
                 "WITH gone AS (DELETE FROM pipeline_deliveries WHERE id IN ("
                 " SELECT id FROM pipeline_deliveries WHERE subscription = %s AND owner IS NULL"
                 " AND first_at < %s ORDER BY first_at, id LIMIT %s FOR UPDATE SKIP LOCKED)"
-                " RETURNING id, event_seq, attempts, first_at),"
+                " RETURNING id, event_seq, attempts, first_at, orderkey, replay),"
                 " made AS (INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts,"
                 " last_error, first_at, failed_at)"
                 " SELECT %s, e.body, NULL, NULL, g.attempts, %s, g.first_at, %s"
                 " FROM gone g JOIN pipeline_events e ON e.seq = g.event_seq ORDER BY g.first_at, g.id"
                 " RETURNING id, event, attempts, first_at)"
-                " SELECT m.id, m.event, m.attempts, m.first_at,"
-                " (SELECT array_agg(DISTINCT g.event_seq) FROM gone g) FROM made m",
+                " SELECT m.id, m.event, m.attempts, m.first_at, r.seqs, r.groups, r.replays FROM made m,"
+                " (SELECT array_agg(g.event_seq ORDER BY g.id) AS seqs, array_agg(g.orderkey ORDER BY g.id)"
+                " AS groups, array_agg(g.replay ORDER BY g.id) AS replays FROM gone g) AS r",
                 (subscription, accepted_before, limit, subscription, reason, now),
             )
             made = await cur.fetchall()
             if made:
+                seqs, groups, replays = made[0][4], made[0][5], made[0][6]
+                gone: list[Removed] = [
+                    (int(seq), subscription, group, replay)
+                    for seq, group, replay in zip(seqs, groups, replays, strict=True)
+                ]
                 async with conn.pipeline():
-                    await conn.execute(GC_EVENTS, (list(made[0][4]),))
-                    await conn.execute(COUNT, (-len(made),))
                     await conn.execute(BUMP.format(col="deadlettered").encode(), (subscription, len(made)))
+                    await self.replay_counts(conn, "deadlettered", gone)
+                # the events nothing needs, the backlog, the next delivery of each ordering group
+                await self.settle(conn, gone, now)
             cur = await conn.execute(
                 "SELECT min(first_at) FROM pipeline_deliveries WHERE subscription = %s", (subscription,)
             )
@@ -607,9 +742,11 @@ class PostgresDeliveryLog:
             seqs = [int(s) for s in ((await cur.fetchone()) or ([],))[0]]
             cur = await conn.execute(NEXT_IDS, ("pipeline_deliveries_seq", len(rows)))
             dids = [int(s) for s in ((await cur.fetchone()) or ([],))[0]]
+            none: list[Any] = [None] * len(rows)
             async with conn.pipeline():
-                await conn.execute(EVENTS, (now, seqs, [str(r[1]) for r in rows]))
-                await conn.execute(DELIVERIES, (now, now, dids, seqs, [subscription] * len(rows)))
+                await conn.execute(EVENTS, (now, False, seqs, [str(r[1]) for r in rows]))
+                params = (now, now, dids, seqs, [subscription] * len(rows), none, none, none)
+                await conn.execute(DELIVERIES, params)
                 await conn.execute(COUNT, (len(rows),))
                 await notify_due(conn, {subscription})
             return len(rows)
@@ -694,6 +831,7 @@ class PostgresDeliveryLog:
                     "DELETE FROM pipeline_deadletters WHERE subscription = %s", (subscription,)
                 )
                 await conn.execute("DELETE FROM pipeline_stats WHERE subscription = %s", (subscription,))
+                await conn.execute("DELETE FROM pipeline_replays WHERE subscription = %s", (subscription,))
                 await conn.execute(
                     "DELETE FROM pipeline_buckets WHERE key = %s", (f"subscription {subscription}",)
                 )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cebroker.storage.base import StorageOptions
 from cebroker.storage.health import StorageHealth
+from cebroker.storage.sqlite.archive import SqliteEventArchive
 from cebroker.storage.sqlite.circuits import SqliteCircuitStore
 from cebroker.storage.sqlite.database import Database
 from cebroker.storage.sqlite.deliveries import SqliteDeliveryLog
@@ -33,7 +34,12 @@ class SqliteStorage:
         self.health = StorageHealth(str(path))
         self._db = Database(path, chosen, self.health, connection_factory=connection_factory)
         self.subscriptions = SqliteSubscriptionStore(self._db)
-        self.deliveries = SqliteDeliveryLog(self._db, dedup_window=chosen.dedup_window, clock=chosen.clock)
+        self.deliveries = SqliteDeliveryLog(
+            self._db, dedup_window=chosen.dedup_window, clock=chosen.clock, retention=chosen.retention
+        )
+        self.archive = SqliteEventArchive(
+            self._db, self.deliveries, retention=chosen.retention, clock=chosen.clock
+        )
         self.circuits = SqliteCircuitStore(self._db)
         self.registry = SqliteRegistryStore(self._db)
 

@@ -3,13 +3,16 @@
 An ingest writes the events, their de-duplication keys and one delivery row per matched
 subscription in the same transaction, so an acknowledged event always has its deliveries on
 disk. A delivery row leaves only when its sink confirmed it, when it became a dead letter, or
-when its subscription was deleted. Writes go through the storage's writer (``durable`` as the
-policy in :mod:`cebroker.storage.sqlite.database` says). The API's reads (``status``,
-``dead_letters``) go to the reader connection. The dispatcher's reads (``due``, ``backlog``) run
-on the writer, in order with its writes: a page of due deliveries read before a completion
-committed must not reach the dispatcher after it has forgotten that delivery, or the delivery
-would be handed out twice, and a page read before an ingest committed must not tell it that
-nothing more is due.
+when its subscription was deleted. With a retention every event is written ``archived`` and
+stays until :class:`~cebroker.storage.sqlite.archive.SqliteEventArchive` prunes it; otherwise an
+event row goes with its last delivery. Ordering groups: :mod:`.ordering`.
+
+Writes go through the storage's writer (``durable`` as the policy in
+:mod:`cebroker.storage.sqlite.database` says). The API's reads (``status``, ``dead_letters``)
+go to the reader connection. The dispatcher's reads (``due``, ``backlog``) run on the writer,
+in order with its writes: a page of due deliveries read before a completion committed must not
+reach the dispatcher after it has forgotten that delivery, or the delivery would be handed out
+twice, and a page read before an ingest committed must not tell it that nothing more is due.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import orjson
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.storage.buckets import TokenBuckets
-from cebroker.storage.deliveries import Appended, DeadLetter, DueListener, Incoming, Limits, Pending
+from cebroker.storage.deliveries import HELD_AT, Appended, DeadLetter, DueListener, Incoming, Limits, Pending
+from cebroker.storage.sqlite import ordering
 from cebroker.storage.sqlite.database import Database
 
 BUMP = (
@@ -42,11 +46,14 @@ SEEN_INSERT = (
 )
 # ``value->1`` is the event object as JSON text (SQLite keeps number and string spellings).
 EVENTS_INSERT = (
-    "INSERT INTO pipeline_events (seq, body, received) SELECT value->>0, value->1, ?2 FROM json_each(?1)"
+    "INSERT INTO pipeline_events (seq, body, received, archived) "
+    "SELECT value->>0, value->1, ?2, ?3 FROM json_each(?1)"
 )
+# Rows [id, seq, subscription, due time or null (now), group or null, replay or null].
 DELIVERIES_INSERT = (
-    "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at) "
-    "SELECT value->>0, value->>1, value->>2, 0, ?2, ?2 FROM json_each(?1)"
+    "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at, orderkey, "
+    "replay) SELECT value->>0, value->>1, value->>2, 0, coalesce(value->>3, ?2), ?2, value->>4, value->>5 "
+    "FROM json_each(?1)"
 )
 T = TypeVar("T")
 
@@ -62,10 +69,36 @@ def _chunks(rows: list[T]) -> Iterator[tuple[int, list[T]]]:
         yield start, rows[start : start + APPEND_CHUNK]
 
 
+ARCHIVE_ADD = "UPDATE pipeline_archive SET events = events + ?, bytes = bytes + ?"
+# Only an event that is not kept for the retention goes with its last delivery.
 GC_EVENT = (
-    "DELETE FROM pipeline_events WHERE seq = ?1 "
+    "DELETE FROM pipeline_events WHERE seq = ?1 AND archived = 0 "
     "AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries WHERE event_seq = ?1)"
 )
+GC_EVENTS = (
+    "DELETE FROM pipeline_events WHERE seq IN (SELECT value FROM json_each(?1)) AND archived = 0 "
+    "AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries WHERE event_seq = pipeline_events.seq)"
+)
+REMOVE = (
+    "DELETE FROM pipeline_deliveries WHERE id IN (SELECT value FROM json_each(?1)) "
+    "RETURNING event_seq, subscription, orderkey, replay"
+)
+REPLAY_BUMP = "UPDATE pipeline_replays SET {col} = {col} + ? WHERE id = ?"
+
+#: A delivery taken out of the log: its event seq, subscription, ordering group and replay.
+Removed = tuple[int, str, str | None, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class NewDelivery:
+    """A delivery row to write: its event, subscription, ordering group, replay and id (from
+    :meth:`SqliteDeliveryLog.take_id`)."""
+
+    seq: int
+    subscription: str
+    group: str | None = None
+    replay: str | None = None
+    id: int = 0
 
 
 @dataclass(slots=True)
@@ -84,9 +117,12 @@ class SqliteDeliveryLog:
     from ``clock``, the same clock the dispatcher schedules with.
     """
 
-    def __init__(self, db: Database, *, dedup_window: float, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, db: Database, *, dedup_window: float, clock: Clock = SYSTEM_CLOCK, retention: float = 0.0
+    ) -> None:
         self._db = db
         self.dedup_window = dedup_window
+        self.retention = retention
         self._clock = clock
         # Calls of append() waiting for the writer (appended on the loop, drained in the thread).
         self._appends: deque[_AppendCall] = deque()
@@ -210,6 +246,7 @@ class SqliteDeliveryLog:
 
     def _write(self, conn: sqlite3.Connection, items: Sequence[Incoming]) -> list[Appended | None]:
         now = self._clock.now()
+        keep = self.retention > 0
         keys = [(item.source, item.id) for item in items]
         recent: set[int] = set()
         for start, chunk in _chunks(keys):
@@ -220,33 +257,68 @@ class SqliteDeliveryLog:
         out: list[Appended | None] = []
         seen: list[tuple[str, str]] = []
         events: list[tuple[int, Any]] = []
-        deliveries: list[tuple[int, int, str]] = []
+        size = 0
+        deliveries: list[NewDelivery] = []
         for index, (item, key) in enumerate(zip(items, keys, strict=True)):
             if index in recent or key in fresh:
                 out.append(None)
                 continue
             fresh.add(key)
             seen.append(key)
-            pairs: list[tuple[int, str]] = []
             seq = 0
-            if item.subscriptions:
+            pairs: list[tuple[int, str]] = []
+            if item.subscriptions or keep:
                 seq = self._next_seq
                 self._next_seq += 1
                 event = item.event
-                events.append((seq, event if isinstance(event, Mapping) else orjson.Fragment(event)))
-                for sub in item.subscriptions:
-                    did = self._next_delivery
-                    self._next_delivery += 1
-                    deliveries.append((did, seq, sub))
-                    pairs.append((did, sub))
+                if keep:  # serialized alone, so that the archive knows its size
+                    body = orjson.dumps(event) if isinstance(event, Mapping) else event
+                    body = body.encode() if isinstance(body, str) else body
+                    size += len(body)
+                    events.append((seq, orjson.Fragment(body)))
+                else:
+                    events.append((seq, event if isinstance(event, Mapping) else orjson.Fragment(event)))
+                groups = item.groups or (None,) * len(item.subscriptions)
+                for sub, group in zip(item.subscriptions, groups, strict=True):
+                    row = NewDelivery(seq, sub, group, id=self.take_id())
+                    deliveries.append(row)
+                    pairs.append((row.id, sub))
             out.append(Appended(seq, now, pairs))
         for _, new_keys in _chunks(seen):
             conn.execute(SEEN_INSERT, (orjson.dumps(new_keys), now))
         for _, new_events in _chunks(events):
-            conn.execute(EVENTS_INSERT, (orjson.dumps(new_events), now))
-        for _, new_deliveries in _chunks(deliveries):
-            conn.execute(DELIVERIES_INSERT, (orjson.dumps(new_deliveries), now))
+            conn.execute(EVENTS_INSERT, (orjson.dumps(new_events), now, 1 if keep else 0))
+        if keep and events:
+            conn.execute(ARCHIVE_ADD, (len(events), size))
+        self.write_deliveries(conn, deliveries, now)
         return out
+
+    def last_seq(self) -> int:
+        """The sequence number of the last event written (on the writer thread)."""
+        return self._next_seq - 1
+
+    def take_id(self) -> int:
+        """The next delivery id (on the writer thread: ids are assigned here so that rows insert
+        in bulk)."""
+        delivery_id = self._next_delivery
+        self._next_delivery += 1
+        return delivery_id
+
+    def write_deliveries(self, conn: sqlite3.Connection, rows: Sequence[NewDelivery], now: float) -> None:
+        """Insert delivery rows, due ``now``, or held back behind an earlier delivery of their
+        ordering group (:mod:`.ordering`)."""
+        if not rows:
+            return
+        waits = ordering.held(conn, [(row.subscription, row.group) for row in rows])
+        values: list[list[Any]] = []
+        for row, wait in zip(rows, waits, strict=True):
+            if row.group is None and row.replay is None:
+                values.append([row.id, row.seq, row.subscription])
+            else:
+                due = HELD_AT if wait else None
+                values.append([row.id, row.seq, row.subscription, due, row.group, row.replay])
+        for _, chunk in _chunks(values):
+            conn.execute(DELIVERIES_INSERT, (orjson.dumps(chunk), now))
 
     # -- dispatch ----------------------------------------------------------------------------
 
@@ -260,12 +332,12 @@ class SqliteDeliveryLog:
 
         def job(conn: sqlite3.Connection) -> tuple[list[Pending], float | None]:
             rows = conn.execute(
-                "SELECT d.id, d.event_seq, d.attempts, d.first_at, e.body FROM pipeline_deliveries d "
-                "JOIN pipeline_events e ON e.seq = d.event_seq "
+                "SELECT d.id, d.event_seq, d.attempts, d.first_at, e.body, d.replay "
+                "FROM pipeline_deliveries d JOIN pipeline_events e ON e.seq = d.event_seq "
                 "WHERE d.subscription = ? AND d.next_at <= ? ORDER BY d.next_at, d.id LIMIT ?",
                 (subscription, now, limit),
             ).fetchall()
-            items = [Pending(r[0], r[1], subscription, r[2], r[3], r[4]) for r in rows]
+            items = [Pending(r[0], r[1], subscription, r[2], r[3], r[4], replay=r[5]) for r in rows]
             if len(items) == limit:
                 return items, now
             (later,) = conn.execute(
@@ -294,29 +366,47 @@ class SqliteDeliveryLog:
         return {subscription: due_at for subscription, (_, due_at) in (await self.backlog()).items()}
 
     async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
-        """Remove confirmed deliveries ``(delivery id, event seq, subscription)``."""
+        """Remove confirmed deliveries ``(delivery id, event seq, subscription)`` and count them
+        (those still in the log)."""
+        now = self._clock.now()
 
         def job(conn: sqlite3.Connection) -> None:
-            conn.executemany("DELETE FROM pipeline_deliveries WHERE id = ?", [(d[0],) for d in done])
-            conn.executemany(GC_EVENT, [(d[1],) for d in done])
+            gone = self.remove(conn, [d[0] for d in done], now)
             counts: dict[str, int] = {}
-            for _, _, sub in done:
+            for _, sub, _, _ in gone:
                 counts[sub] = counts.get(sub, 0) + 1
             conn.executemany(BUMP.format(col="delivered"), list(counts.items()))
+            self._replay_counts(conn, "delivered", gone)
 
         await self._db.write(job, durable=False)
 
     async def drop(self, done: Sequence[tuple[int, int]]) -> int:
         """Remove deliveries ``(delivery id, event seq)`` whose subscription no longer exists;
         returns how many were still there."""
+        now = self._clock.now()
 
         def job(conn: sqlite3.Connection) -> int:
-            cur = conn.executemany("DELETE FROM pipeline_deliveries WHERE id = ?", [(d[0],) for d in done])
-            removed = cur.rowcount
-            conn.executemany(GC_EVENT, [(d[1],) for d in done])
-            return removed
+            return len(self.remove(conn, [d[0] for d in done], now))
 
         return await self._db.write(job, durable=False)
+
+    def remove(self, conn: sqlite3.Connection, ids: Sequence[int], now: float) -> list[Removed]:
+        """Delete deliveries (and events no longer needed), release the next of their ordering
+        groups; returns ``(event seq, subscription, group, replay)`` of those that were there."""
+        gone = [(int(r[0]), str(r[1]), r[2], r[3]) for r in conn.execute(REMOVE, (orjson.dumps(list(ids)),))]
+        if gone:
+            conn.execute(GC_EVENTS, (orjson.dumps(sorted({g[0] for g in gone})),))
+            ordering.release(conn, [(g[1], g[2]) for g in gone], now)
+        return gone
+
+    @staticmethod
+    def _replay_counts(conn: sqlite3.Connection, col: str, rows: Sequence[Removed]) -> None:
+        counts: dict[str, int] = {}
+        for _, _, _, replay in rows:
+            if replay is not None:
+                counts[replay] = counts.get(replay, 0) + 1
+        if counts:
+            conn.executemany(REPLAY_BUMP.format(col=col), [(n, r) for r, n in counts.items()])
 
     async def reschedule(self, item: Pending, attempts: int, next_at: float, error: str) -> None:
         """Record a failed attempt and when to try again."""
@@ -326,7 +416,7 @@ class SqliteDeliveryLog:
                 "UPDATE pipeline_deliveries SET attempts = ?, next_at = ?, last_error = ? WHERE id = ?",
                 (attempts, next_at, error, item.id),
             )
-            self._failed(conn, item.subscription, error)
+            self._failed(conn, item, error)
 
         await self._db.write(job, durable=False)
 
@@ -337,15 +427,16 @@ class SqliteDeliveryLog:
         now = self._clock.now()
 
         def job(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts, last_error, "
-                "first_at, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (item.subscription, event, status, body, attempts, error, item.first_at, now),
-            )
-            conn.execute("DELETE FROM pipeline_deliveries WHERE id = ?", (item.id,))
-            conn.execute(GC_EVENT, (item.event_seq,))
-            self._failed(conn, item.subscription, error)
-            conn.execute(BUMP.format(col="deadlettered"), (item.subscription, 1))
+            gone = self.remove(conn, [item.id], now)
+            if gone:
+                conn.execute(
+                    "INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts, "
+                    "last_error, first_at, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (item.subscription, event, status, body, attempts, error, item.first_at, now),
+                )
+                conn.execute(BUMP.format(col="deadlettered"), (item.subscription, 1))
+                self._replay_counts(conn, "deadlettered", gone)
+            self._failed(conn, item, error)
 
         await self._db.write(job, durable=False)
 
@@ -371,15 +462,16 @@ class SqliteDeliveryLog:
                 "WHERE d.subscription = ? AND d.first_at < ? ORDER BY d.first_at, d.id LIMIT ?",
                 (subscription, accepted_before, limit),
             ).fetchall()
+            # One writer: every row read above is still there, removed together (which also
+            # frees the next delivery of each ordering group and counts replays' dead letters).
+            gone = self.remove(conn, [r[0] for r in rows], now) if rows else []
             letters: list[DeadLetter] = []
-            for delivery_id, seq, attempts, first_at, body in rows:
+            for _, _, attempts, first_at, body in rows:
                 (letter_id,) = conn.execute(
                     "INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts, "
                     "last_error, first_at, failed_at) VALUES (?, ?, NULL, NULL, ?, ?, ?, ?) RETURNING id",
                     (subscription, body, attempts, reason, first_at, now),
                 ).fetchone()
-                conn.execute("DELETE FROM pipeline_deliveries WHERE id = ?", (delivery_id,))
-                conn.execute(GC_EVENT, (seq,))
                 letters.append(
                     DeadLetter(
                         letter_id,
@@ -395,6 +487,7 @@ class SqliteDeliveryLog:
                 )
             if letters:
                 conn.execute(BUMP.format(col="deadlettered"), (subscription, len(letters)))
+                self._replay_counts(conn, "deadlettered", gone)
             (oldest,) = conn.execute(
                 "SELECT MIN(first_at) FROM pipeline_deliveries WHERE subscription = ?", (subscription,)
             ).fetchone()
@@ -402,12 +495,14 @@ class SqliteDeliveryLog:
 
         return await self._db.write(job, durable=False)
 
-    def _failed(self, conn: sqlite3.Connection, subscription: str, error: str) -> None:
-        conn.execute(BUMP.format(col="failed"), (subscription, 1))
+    def _failed(self, conn: sqlite3.Connection, item: Pending, error: str) -> None:
+        conn.execute(BUMP.format(col="failed"), (item.subscription, 1))
         conn.execute(
             "UPDATE pipeline_stats SET last_error = ?, last_error_at = ? WHERE subscription = ?",
-            (error, self._clock.now(), subscription),
+            (error, self._clock.now(), item.subscription),
         )
+        if item.replay is not None:
+            conn.execute(REPLAY_BUMP.format(col="failed"), (1, item.replay))
 
     # -- dead letters, status, housekeeping --------------------------------------------------
 
@@ -438,11 +533,15 @@ class SqliteDeliveryLog:
             for dl_id, body in picked:
                 seq = self._next_seq
                 self._next_seq += 1
-                conn.execute("INSERT INTO pipeline_events VALUES (?, ?, ?)", (seq, body, now))
+                conn.execute(
+                    "INSERT INTO pipeline_events (seq, body, received, archived) VALUES (?, ?, ?, 0)",
+                    (seq, body, now),
+                )
                 did = self._next_delivery
                 self._next_delivery += 1
                 conn.execute(
-                    "INSERT INTO pipeline_deliveries VALUES (?, ?, ?, 0, ?, ?, NULL)",
+                    "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, "
+                    "first_at) VALUES (?, ?, ?, 0, ?, ?)",
                     (did, seq, subscription, now, now),
                 )
                 conn.execute("DELETE FROM pipeline_deadletters WHERE id = ?", (dl_id,))
@@ -531,6 +630,7 @@ class SqliteDeliveryLog:
             conn.executemany(GC_EVENT, seqs)
             conn.execute("DELETE FROM pipeline_deadletters WHERE subscription = ?", (subscription,))
             conn.execute("DELETE FROM pipeline_stats WHERE subscription = ?", (subscription,))
+            conn.execute("DELETE FROM pipeline_replays WHERE subscription = ?", (subscription,))
             return len(seqs)
 
         return await self._db.write(job)

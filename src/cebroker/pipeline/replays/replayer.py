@@ -1,0 +1,120 @@
+"""Drives the running replays: each step queues the next deliveries of a replay, up to its window.
+
+A replay holds at most ``window`` deliveries in the log at a time (queued, in flight or waiting
+for a retry): the subscription's ``concurrency``. Its deliveries are due when queued, so the
+live deliveries accepted before a step go out first and those accepted after wait behind one
+window at most: a replay takes its own share of the lane and never more. When its deliveries
+settle the dispatcher wakes the replayer, which queues the next ones (on a shared log any
+instance may step a replay, one at a time). Every running replay is looked at again every
+:data:`POLL` seconds, which finds the replays other instances created and those whose
+deliveries settled elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from cebroker.clock import Clock, wait_or_sleep
+from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.policy import parse_policy
+from cebroker.pipeline.replays.matching import ReplayFilter
+from cebroker.storage.archive import EventArchive, Replay
+from cebroker.subscription import Subscription
+
+#: Seconds between looks at every running replay.
+POLL = 1.0
+#: Archived events one step reads at most: a step runs on the storage's writer on SQLite, so
+#: it is kept short, as ingest's commits wait for it.
+SCAN = 256
+
+
+def window(subscription: Subscription) -> int:
+    """How many of a replay's deliveries may be in the log at once: the concurrency."""
+    try:
+        return max(1, parse_policy(subscription.config).concurrency)
+    except ValueError:  # refused at the API; deliver with the defaults
+        return max(1, parse_policy({}).concurrency)
+
+
+class Replayer:
+    """Steps every running replay; ``replayed(subscription, count)`` hands each step's new
+    deliveries to the dispatcher."""
+
+    def __init__(
+        self,
+        archive: EventArchive,
+        subscriptions: Mapping[str, Subscription],
+        replayed: Callable[[str, int], None],
+        *,
+        clock: Clock,
+    ) -> None:
+        self._archive = archive
+        self._subscriptions = subscriptions
+        self._replayed = replayed
+        self._clock = clock
+        self._running: dict[str, Replay] = {}
+        self._filters: dict[str, ReplayFilter] = {}
+        self._wake = asyncio.Event()
+
+    def started(self, replay: Replay) -> None:
+        """A replay was created: start queueing it now."""
+        self._running[replay.id] = replay
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Deliveries of a replay settled: there may be room for more."""
+        self._wake.set()
+
+    def stopped(self, replay: str) -> None:
+        """A replay was cancelled (or its subscription deleted)."""
+        self._running.pop(replay, None)
+        self._filters.pop(replay, None)
+
+    async def run(self) -> None:
+        """Step the running replays whenever woken, and every :data:`POLL` seconds; forever."""
+        refresh_at = 0.0
+        while True:
+            self._wake.clear()
+            if self._clock.monotonic() >= refresh_at:
+                refresh_at = self._clock.monotonic() + POLL
+                try:
+                    found = await self._archive.replays(None)
+                except Exception:
+                    log_failure("looking for running replays failed")
+                else:
+                    self._running = {replay.id: replay for replay in found}
+                    for gone in set(self._filters) - set(self._running):
+                        del self._filters[gone]
+            for replay in list(self._running.values()):
+                try:
+                    await self._step(replay)
+                except Exception:
+                    log_failure("replay %s: queueing deliveries failed", replay.id)
+            await wait_or_sleep(self._wake, POLL, self._clock)
+
+    async def _step(self, replay: Replay) -> None:
+        subscription = self._subscriptions.get(replay.subscription)
+        if subscription is None:  # deleted: the clean-up removes the replay
+            self.stopped(replay.id)
+            return
+        chosen = self._filter(replay, subscription)
+        size = window(subscription)
+        while True:
+            step = await self._archive.queue(replay.id, size, SCAN, chosen.pick)
+            if step.queued:
+                self._replayed(subscription.id, step.queued)
+            if not step.more:
+                return
+            await asyncio.sleep(0)  # let ingest and the deliveries run between steps
+
+    def _filter(self, replay: Replay, subscription: Subscription) -> ReplayFilter:
+        """The replay's filter over the subscription's current revision."""
+        chosen = self._filters.get(replay.id)
+        if chosen is None or chosen.subscription is not subscription:
+            extra: Any = orjson.loads(replay.filter) if replay.filter is not None else None
+            chosen = self._filters[replay.id] = ReplayFilter(subscription, replay.id, extra)
+        return chosen
