@@ -99,6 +99,14 @@ RULES: tuple[AccessRule, ...] = (
     _rule("/sources", {}, METRICS_READ),
     _rule(f"/sources/{_ID}/rejects", {}, ADMIN),
     _rule(f"/subscriptions/{_ID}/deadletters", {}, DEADLETTERS_MANAGE),
+    # Replays deliver again, to the subscription's own sink, events it matched (or would have):
+    # the subscriber's to start and cancel, as the subscription itself is.
+    _rule(
+        f"/subscriptions/{_ID}/replay|/subscriptions/{_ID}/replays(/{_ID})?",
+        _read_write(SUBSCRIPTIONS_READ, SUBSCRIPTIONS_WRITE, "POST", "DELETE"),
+        SUBSCRIPTIONS_WRITE,
+        frozenset({"POST", "DELETE"}),
+    ),
     _rule(
         f"/subscriptions/{_ID}/deadletters/redrive",
         {},

@@ -115,7 +115,13 @@ class PipelineComponent:
         self.replayer: Replayer | None = None
         self._pruner: Pruner | None = None
         if archive is not None:
-            self.replayer = Replayer(archive, self.matcher.subscriptions, self._replayed, clock=clock)
+            self.replayer = Replayer(
+                archive,
+                self.matcher.subscriptions,
+                self._replayed,
+                clock=clock,
+                receive=self.matcher.receive_filter,
+            )
             self._pruner = Pruner(
                 archive,
                 max_bytes=settings.retention_bytes,
@@ -163,6 +169,7 @@ class PipelineComponent:
                     self.replayer,
                     base_url=settings.public_url,
                     clock=clock,
+                    receive=self.matcher.receive_filter,
                 )
             )
         if realize is not None:  # drafts are validated by the Subscriptions API's rules

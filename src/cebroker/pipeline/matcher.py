@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 from cefilters import Explanation, FilterError, SubscriptionIndex
 
@@ -63,9 +64,14 @@ class Matcher:
         """
         return self._index.explain(subscription, event)
 
+    def receive_filter(self, subscription: Subscription) -> dict[str, Any] | None:
+        """The receive policy of the subscription's tenant, conjoined with its own filters (a
+        replay applies it too)."""
+        return self._policies.receive_filter(subscription.tenant)
+
     def _put(self, subscription: Subscription) -> None:
         filters = list(subscription.filters)
-        receive = self._policies.receive_filter(subscription.tenant)
+        receive = self.receive_filter(subscription)
         if receive is not None:
             filters.append(receive)  # a filters array is a conjunction
         try:

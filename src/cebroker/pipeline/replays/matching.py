@@ -4,7 +4,9 @@ A replay delivers the events its subscription matches (``source``, ``types``, ``
 if the replay has one, its extra filter too. Both go into a :class:`cefilters.SubscriptionIndex`
 of one entry, the same index and compiled filters that match every ingested event: a replay
 never disagrees with what live delivery would have done. The extra filter is one more element
-of the ``filters`` array, which the Subscriptions API defines as "all must match".
+of the ``filters`` array, which the Subscriptions API defines as "all must match"; so is the
+receive policy of the subscription's tenant (``--tenant-policies``), as in live matching: a
+replay never delivers what the tenant may not receive.
 """
 
 from __future__ import annotations
@@ -24,20 +26,26 @@ class ReplayFilter:
     """The events of ``subscription`` a replay delivers, and their ordering groups.
 
     ``replay`` names the replay (its deliveries of one partition key form a group of their own,
-    apart from live deliveries); ``extra`` is the replay's extra filter, already validated.
+    apart from live deliveries); ``extra`` is the replay's extra filter, already validated;
+    ``receive`` the tenant's receive policy (:meth:`cebroker.pipeline.matcher.Matcher.receive_filter`).
 
     Raises:
         cefilters.FilterError: a filter the index refuses (validated earlier, so a bug).
     """
 
     def __init__(
-        self, subscription: Subscription, replay: str, extra: Mapping[str, Any] | None = None
+        self,
+        subscription: Subscription,
+        replay: str,
+        extra: Mapping[str, Any] | None = None,
+        *,
+        receive: Mapping[str, Any] | None = None,
     ) -> None:
         self.subscription = subscription
         self._replay = replay
         self._ordered = is_ordered(subscription.config)
         self._index: SubscriptionIndex[int] = SubscriptionIndex()
-        filters = [*subscription.filters, *([extra] if extra is not None else [])]
+        filters = [*subscription.filters, *(f for f in (extra, receive) if f is not None)]
         self._index.add(
             0,
             filters,

@@ -51,8 +51,10 @@ class Replayer:
         replayed: Callable[[str, int], None],
         *,
         clock: Clock,
+        receive: Callable[[Subscription], Mapping[str, Any] | None] = lambda subscription: None,
     ) -> None:
         self._archive = archive
+        self._receive = receive
         self._subscriptions = subscriptions
         self._replayed = replayed
         self._clock = clock
@@ -116,5 +118,7 @@ class Replayer:
         chosen = self._filters.get(replay.id)
         if chosen is None or chosen.subscription is not subscription:
             extra: Any = orjson.loads(replay.filter) if replay.filter is not None else None
-            chosen = self._filters[replay.id] = ReplayFilter(subscription, replay.id, extra)
+            chosen = self._filters[replay.id] = ReplayFilter(
+                subscription, replay.id, extra, receive=self._receive(subscription)
+            )
         return chosen

@@ -113,8 +113,10 @@ class ReplaysApi:
         *,
         base_url: str,
         clock: Clock,
+        receive: Callable[[Subscription], Mapping[str, Any] | None] = lambda subscription: None,
     ) -> None:
         self._clock = clock
+        self._receive = receive
         self._lookup = lookup
         self._archive = archive
         self._subscriptions = subscriptions
@@ -162,7 +164,9 @@ class ReplaysApi:
         if subscription is None:  # deleted meanwhile
             raise NotFound(f"no subscription {subscription_id[:64]!r}")
         replay_id = str(uuid.uuid4())
-        events = await self._count(ReplayFilter(subscription, replay_id, extra), since, end)
+        events = await self._count(
+            ReplayFilter(subscription, replay_id, extra, receive=self._receive(subscription)), since, end
+        )
         if dryrun:
             return JSONResponse({"events": events})
         request_ = ReplayRequest(
