@@ -207,3 +207,45 @@ async def test_deliveries_the_ingesting_instance_leaves_unclaimed_are_announced(
         await async_wait_until(lambda: "s" in heard, 10, "the other instance told of s")
         (claimed,), _ = await two.deliveries.due("s", 10)
         assert two.deliveries.holds(claimed)
+
+
+async def test_a_task_cancelled_during_a_statement_ends_cancelled(postgres_url: str) -> None:
+    """psycopg answers a cancellation with the server's "query canceled"; the task must still end
+    cancelled (a loop that retries storage failures would otherwise outlive its cancellation:
+    a storage that never closes)."""
+    from cebroker.storage.base import StorageOptions
+    from cebroker.storage.health import StorageHealth
+    from cebroker.storage.postgres.database import Database
+
+    health = StorageHealth("test")
+    db = Database(postgres_url, "test", StorageOptions(), health)
+    await db.open()
+    try:
+
+        async def sleep(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+            await conn.execute("SELECT pg_sleep(30)")
+
+        async def retrying() -> None:
+            while True:  # as the broker's background loops do
+                try:
+                    await db.run(sleep, durable=False)
+                except StorageUnavailable:
+                    continue
+
+        task = asyncio.create_task(retrying())
+
+        def sleeping() -> bool:
+            with psycopg.connect(postgres_url) as conn:
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE query = 'SELECT pg_sleep(30)' AND state = 'active'"
+                ).fetchone()
+                return row is not None and row[0] == 1
+
+        await async_wait_until(lambda: asyncio.to_thread(sleeping), message="the statement runs")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
+        assert health.ok  # a cancellation is no storage failure
+    finally:
+        await db.close()

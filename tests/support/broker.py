@@ -73,8 +73,10 @@ class Broker:
 
 class Brokers:
     """Whole brokers served in threads on free ports of 127.0.0.1, each over its own SQLite file
-    in ``directory`` and without the webhook handshake unless told otherwise; :meth:`close`
-    stops them all. ``force_exit`` false lets in-flight requests finish when they stop."""
+    in ``directory`` (or the database its ``db`` names: on a PostgreSQL URL with the secrets key
+    file every broker of ``directory`` shares) and without the webhook handshake unless told
+    otherwise; :meth:`close` stops them all. ``force_exit`` false lets in-flight requests
+    finish when they stop."""
 
     def __init__(self, directory: Path, *, force_exit: bool = True) -> None:
         self._directory = directory
@@ -97,6 +99,9 @@ class Brokers:
             "webhook_validation": False,
             **overrides,
         }
+        if "://" in str(fields["db"]) and "secrets_key" not in fields:
+            # As for a broker process: a URL has no file beside which the broker keeps its key.
+            fields["secrets_key"] = shared_key(self._directory)
         settings = Settings(**fields)
         app = create_app(settings, build_components(settings, storage, clock=clock, resolver=resolver))
         server, client = self._served.start(app, force_exit=self._force_exit)

@@ -7,7 +7,7 @@ attempts or time becomes a dead letter on its own, with the reason.
 
 The sink's circuit (:mod:`~.circuits`) sees a batch as its deliveries: while it is open only the
 probe goes (a batch of one), the others stay in the log; a confirmed batch closes it, and a
-failed one counts as a failed attempt of each of its deliveries.
+failed one counts as one failed attempt of the sink (a request that failed, whatever it held).
 
 Like a single attempt, a batch attempt never raises: a delivery whose outcome could not be
 recorded is still in the log, and the loader picks it up again a little later.
@@ -136,16 +136,23 @@ class BatchAttempts:
         self, lane: Lane, items: list[Item], policy: DeliveryPolicy, error: DeliveryError
     ) -> None:
         head = items[0].row
+        # One request failed: one failed attempt of the sink, counted once (with the head as
+        # the attempt: a probe is a batch of one).
+        circuit_open = await self._circuits.failed(lane.id, head.id, policy, error)
         first = decide(
             policy,
             head.attempts,
             error,
             first_at=head.first_at,
             now=self._clock.now(),
+            circuit_open=circuit_open,
         )
         at = first.next_at if isinstance(first, Retry) else None
         outcomes = await asyncio.gather(
-            *(self._failures.failed(lane, item, policy, error, at=at) for item in items),
+            *(
+                self._failures.failed(lane, item, policy, error, at=at, circuit_open=circuit_open)
+                for item in items
+            ),
             return_exceptions=True,
         )
         lost = [

@@ -61,15 +61,25 @@ class Failures:
         self._uniform = uniform
 
     async def failed(
-        self, lane: Lane, item: Item, policy: DeliveryPolicy, error: DeliveryError, *, at: float | None = None
+        self,
+        lane: Lane,
+        item: Item,
+        policy: DeliveryPolicy,
+        error: DeliveryError,
+        *,
+        at: float | None = None,
+        circuit_open: bool | None = None,
     ) -> None:
         """Record that delivering ``item`` failed with ``error`` under ``policy``; a retry is
-        due at ``at`` when given (the items of a failed batch are retried together)."""
+        due at ``at`` when given (the items of a failed batch are retried together).
+        ``circuit_open``: the sink's circuit after this failure, when the caller counted it
+        already (a failed batch is one failed attempt of its sink); by default it is counted here."""
         if lane.id not in self._subscriptions:  # deleted during the attempt: nothing to keep
             self._completions.dropped(lane, item)
             return
         row = item.row
-        circuit_open = await self._circuits.failed(lane.id, row.id, policy, error)
+        if circuit_open is None:
+            circuit_open = await self._circuits.failed(lane.id, row.id, policy, error)
         outcome = decide(
             policy,
             row.attempts,

@@ -139,6 +139,12 @@ class Database:
             async with pool.connection() as conn:
                 yield conn
         except (psycopg.Error, PoolTimeout) as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # The task was cancelled during a statement and psycopg answered with the
+                # server's "query canceled": it ends cancelled, not with a storage failure that
+                # a loop would log and retry (and so outlive the cancellation for good).
+                raise asyncio.CancelledError from exc
             raise await self.failed(exc) from exc
 
     async def run(

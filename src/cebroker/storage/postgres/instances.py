@@ -42,6 +42,8 @@ REAP_SOONEST = 0.05
 #: Seconds between purges of old subscription changes, and how long those are kept.
 PURGE_EVERY = 60.0
 CHANGES_KEPT = "1 hour"
+#: While stopping, how long to wait for a cancelled loop before cancelling it again.
+STOP_RECHECK = 0.5
 #: A NOTIFY payload must stay under 8000 bytes; a longer list becomes "*" (look at all).
 MAX_PAYLOAD = 7000
 
@@ -102,7 +104,11 @@ class Membership:
         lease expires."""
         tasks, self._tasks = self._tasks, []
         for task in tasks:
-            task.cancel()
+            # Cancelled again until it ends: a cancellation that arrives inside a statement can
+            # be answered by the driver without reaching the loop, which would then run on.
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=STOP_RECHECK)
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
