@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from cebroker.app import create_app
+from cebroker.app import create_app, openapi_document, validation_rules
 from cebroker.settings import Settings
 
 if TYPE_CHECKING:
@@ -44,10 +44,15 @@ CHECKS = [
 ]
 
 
-# The app is built at import: the schema (and so the parametrization) is loaded from it. Its
-# database lives in a directory removed when the module's tests are done.
+# The app is built at import and the schema (and so the parametrization) is read from its document
+# without starting it (from_asgi would start it, and leave it running until exit): schemathesis
+# starts its lifespan in each test and stops it at the test's teardown. The schema is bound to the
+# app as from_asgi binds it. Its database lives in a directory removed when the module's tests are
+# done.
 _DB_DIR = Path(tempfile.mkdtemp(prefix="cebroker-fuzz-"))
-schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(Settings(db=_DB_DIR / "fuzz.db")))
+_APP = create_app(Settings(db=_DB_DIR / "fuzz.db"))
+schema = schemathesis.openapi.from_dict(openapi_document(_APP.state.components, validation_rules()))
+schema.app = _APP
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from cebroker.app import create_app
+from cebroker.app import create_app, openapi_document, validation_rules
 
 if TYPE_CHECKING:
     from schemathesis.specs.openapi.schemas import OpenApiCase
@@ -40,7 +40,8 @@ CHECKS = [
     negative_data_rejection,
 ]
 
-# Built at import: the schema (and so the parametrization) is loaded from the app.
+# Built at import: the schema (and so the parametrization) is read from the app's document without
+# starting the app (schemathesis starts and stops its lifespan around each test), then bound to it.
 _DIR = Path(tempfile.mkdtemp(prefix="cebroker-fuzz-auth-"))
 (_DIR / "keys.json").write_text(
     json.dumps(
@@ -57,7 +58,8 @@ _DIR = Path(tempfile.mkdtemp(prefix="cebroker-fuzz-auth-"))
     )
 )
 _APP = create_app(Settings(db=_DIR / "fuzz.db", api_keys=_DIR / "keys.json"))
-schema = schemathesis.openapi.from_asgi("/openapi.json", _APP, headers={"authorization": f"Bearer {KEY}"})
+schema = schemathesis.openapi.from_dict(openapi_document(_APP.state.components, validation_rules()))
+schema.app = _APP
 
 
 @pytest.fixture(scope="module", autouse=True)
