@@ -50,6 +50,31 @@ def test_bad_variable_is_a_usage_error(variable: str, value: str) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b'{"type": "object",', "not JSON: "),
+        (b"\xff\xfe{}", "not JSON: "),
+        (b'{"type": 12}', "not a JSON Schema: "),
+        (b"[1, 2]", "not a JSON Schema: "),
+    ],
+    ids=["truncated", "not-utf-8", "bad-keyword", "not-an-object"],
+)
+def test_an_unusable_registry_document_schema_is_refused(
+    tmp_path: Path, broker_processes: BrokerProcesses, content: bytes, reason: str
+) -> None:
+    """A schema file that is there but cannot be used stops ``cebroker serve`` at start: exit 2
+    and one line naming the flag, the file and why, with no traceback."""
+    schema = tmp_path / "schema.json"
+    schema.write_bytes(content)
+    broker = broker_processes(tmp_path / "b.db", "broker.log", "--registry-document-schema", str(schema))
+    assert broker.start().exit_code(timeout=60) == 2, broker.log_text()
+    log = broker.log_text()
+    assert "Traceback" not in log, log
+    [line] = [line for line in log.splitlines() if "registry-document-schema" in line]
+    assert line.startswith(f"cebroker serve: --registry-document-schema {schema}: {reason}"), log
+
+
 @pytest.fixture
 def broker(tmp_path: Path, broker_processes: BrokerProcesses) -> BrokerProcess:
     """``cebroker serve`` on the host given by a flag and the port by its variable, logging at

@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 from cefilters.errors import pointer_token
 
-from cebroker.errors import FieldProblem
+from cebroker.errors import ConfigurationError, FieldProblem
 
 CLOUDEVENTS_ENVELOPE = "cloudevents/1.0"
 PROPERTY_TYPES = frozenset(
@@ -149,15 +149,32 @@ def check_schema_version(
 
 
 class DocumentSchema:
-    """A JSON Schema of whole registry documents, loaded once from a file."""
+    """A JSON Schema of whole registry documents, loaded once from a file (the one
+    ``--registry-document-schema`` names).
+
+    Raises:
+        ConfigurationError: naming the flag and the file, when the file cannot be read or is not
+            a JSON Schema (``cebroker serve`` refuses to start with this one-line message).
+    """
 
     def __init__(self, path: Path) -> None:
+        where = f"--registry-document-schema {path}"
         try:
             schema = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"cannot load the registry document schema {path}: {exc}") from exc
+        except OSError as exc:
+            raise ConfigurationError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+        except ValueError as exc:  # also the UnicodeDecodeError of a file that is not UTF-8
+            raise ConfigurationError(f"{where}: not JSON: {exc}") from None
+        # validator_for looks "$schema" up in the document: it needs an object (or a boolean)
+        # whose "$schema", if any, is a string.
+        dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
+        if not isinstance(schema, dict | bool) or not isinstance(dialect, str):
+            raise ConfigurationError(f"{where}: not a JSON Schema: expected an object (its $schema a string)")
         cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
+        try:
+            cls.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise ConfigurationError(f"{where}: not a JSON Schema: {exc.message}") from None
         self._validator = cls(schema)
 
     def problems(self, document: Mapping[str, Any]) -> list[FieldProblem]:
