@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ceprotocols.errors import DeliveryRejected, SettingsError
 
 TLS_SCHEMES = frozenset({"mqtts", "wss", "amqps", "kafkas", "tls"})
+#: The user information of a URL within text: up to the last ``@`` before the URL's path,
+#: query, fragment or the end of the URL (a space or a quote), so that an ``@`` in a password
+#: does not leave its end behind.
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#\"'<>]*@")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,17 +54,18 @@ class EndpointError(ValueError):
 def parse_endpoint(url: str, *, schemes: dict[str, int]) -> Endpoint:
     """Parse ``url``; ``schemes`` maps each accepted scheme to its default port. Raises
     EndpointError naming what is wrong."""
+    shown = redact_text(url)  # messages never quote the user information
     try:
         parts = urlsplit(url, allow_fragments=False)  # "#" is an MQTT wildcard, not a fragment
     except ValueError as exc:
-        raise EndpointError(f"{url!r} is not a URL: {exc}") from exc
+        raise EndpointError(f"{shown!r} is not a URL: {exc}") from exc
     scheme = parts.scheme.lower()
     if scheme not in schemes:
-        raise EndpointError(f"{url!r}: scheme must be one of {', '.join(sorted(schemes))}")
+        raise EndpointError(f"{shown!r}: scheme must be one of {', '.join(sorted(schemes))}")
     netloc = parts.netloc.rsplit("@", 1)[-1]
     if not netloc:
-        raise EndpointError(f"{url!r} has no host")
-    hosts = tuple(_host_port(url, item, schemes[scheme]) for item in netloc.split(","))
+        raise EndpointError(f"{shown!r} has no host")
+    hosts = tuple(_host_port(shown, item, schemes[scheme]) for item in netloc.split(","))
     return Endpoint(
         scheme=scheme,
         hosts=hosts,
@@ -80,6 +86,12 @@ def redact(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
+
+
+def redact_text(text: str) -> str:
+    """``text`` (an error message, say) with the user information of every URL in it, a user
+    name as well as a password, replaced by ``***``."""
+    return _USERINFO.sub(lambda m: f"{m['scheme']}***@", text)
 
 
 def _host_port(url: str, item: str, default_port: int) -> tuple[str, int]:

@@ -13,7 +13,8 @@ inject a line break. What this module adds is the delivery policy:
 * no cookies are kept (two subscriptions to the same host must not share state), no proxy is
   taken from the environment, and the response is not decompressed (none is asked for);
 * every aiohttp exception becomes :class:`HttpTransportError` with a :class:`Failure` kind, so
-  callers never see aiohttp; :func:`delivery_error` turns that into the ceprotocols error.
+  callers never see aiohttp (nor the user information of the URL, which its message leaves
+  out); :func:`delivery_error` turns that into the ceprotocols error.
 
 Deliveries, webhook validation handshakes and token refreshes all use the same session, so a
 :class:`~ceprotocols.egress.ConnectGuard` given to the transport checks every one of them: names
@@ -33,6 +34,7 @@ from yarl import URL
 
 from ceprotocols.egress import ConnectGuard
 from ceprotocols.egress.addresses import parse_address
+from ceprotocols.endpoint import redact_text
 from ceprotocols.errors import (
     DeliveryError,
     DeliveryRejected,
@@ -68,10 +70,11 @@ class Failure(enum.Enum):
 
 
 class HttpTransportError(Exception):
-    """The exchange failed; ``failure`` says how."""
+    """The exchange failed; ``failure`` says how. The message quotes the URL and aiohttp's
+    error, but never a URL's user information (it is stored and logged with the delivery)."""
 
     def __init__(self, message: str, failure: Failure) -> None:
-        super().__init__(message)
+        super().__init__(redact_text(message))
         self.failure = failure
 
     @property

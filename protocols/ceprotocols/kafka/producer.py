@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from ceprotocols.egress import ConnectGuard
+from ceprotocols.endpoint import redact_text
 from ceprotocols.errors import DeliveryError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
 from ceprotocols.kafka.binding import KafkaRecord
 
@@ -54,9 +55,11 @@ def translate(error: KafkaError, where: str, refusal: KafkaError | None = None) 
 
     ``refusal`` is the authentication or authorization error the producer's error callback last
     saw, if any: a record that then times out or finds no broker failed because of it, so it is
-    a final DeliveryRejected naming that cause instead of a retryable timeout.
+    a final DeliveryRejected naming that cause instead of a retryable timeout. The message leaves
+    out the user information of any URL in ``where``.
     """
     code = error.code()
+    where = redact_text(where)
     text = f"{where}: {error.name()} {error.str()}"
     if code in _REFUSALS:
         return DeliveryRejected(text, status=error.name(), retryable=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ceprotocols.credentials import Credential, ensure_fresh, parse_credential
 from ceprotocols.egress import ConnectGuard, NetworkPolicy, Resolver, system_resolver
-from ceprotocols.endpoint import Endpoint, sink_endpoint
+from ceprotocols.endpoint import Endpoint, redact, sink_endpoint
 from ceprotocols.errors import INVALID_EVENT, INVALID_SETTINGS, DestinationRefused
 from ceprotocols.kafka import binding
 from ceprotocols.kafka.client import client_config
@@ -70,7 +70,7 @@ class KafkaSender:
             config.update({"acks": settings.acks, "message.timeout.ms": timeout_ms, "linger.ms": 2})
             if settings.client_id:
                 config["client.id"] = settings.client_id
-            return KafkaProducer(config, where=f"Kafka {destination.sink}")
+            return KafkaProducer(config, where=f"Kafka {redact(destination.sink)}")  # no token or password
 
         producer = await self._pool.get(key, open_producer)
         if self._guard.restricted and producer.brokers_due():

@@ -30,7 +30,7 @@ from nats.js.errors import APIError, NotFoundError
 
 from ceprotocols.credentials import Credential, ensure_fresh, parse_credential
 from ceprotocols.egress import ConnectGuard, NetworkPolicy, Resolver, system_resolver
-from ceprotocols.endpoint import Endpoint, sink_endpoint
+from ceprotocols.endpoint import Endpoint, redact, redact_text, sink_endpoint
 from ceprotocols.errors import (
     INVALID_EVENT,
     INVALID_SETTINGS,
@@ -53,8 +53,9 @@ STREAM_LOOKUP_TTL = 30.0
 
 
 def translate(exc: Exception, where: str) -> DeliveryError:
-    """The DeliveryError for a nats-py exception."""
-    text = f"{where}: {type(exc).__name__} {exc}".rstrip()
+    """The DeliveryError for a nats-py exception; its message leaves out the user information
+    of any URL in ``where`` or the exception's text."""
+    text = redact_text(f"{where}: {type(exc).__name__} {exc}".rstrip())
     if isinstance(exc, ConnectionClosedError | ConnectionReconnectingError | StaleConnectionError):
         return TargetUnreachable(text)
     if isinstance(exc, OutboundBufferLimitError):
@@ -108,7 +109,7 @@ class NatsSender:
         client = await self._pool.get(
             key, lambda: connect(endpoint, credential, destination.timeout, self._guard)
         )
-        where = f"NATS {destination.sink} {settings.subject}"
+        where = f"NATS {redact(destination.sink)} {settings.subject}"  # no token or password
         if client.is_closed:
             await self._pool.discard(key, client)
             raise TargetUnreachable(f"{where}: connection closed")

@@ -1,19 +1,18 @@
-"""Keeping passwords out of what the broker records about a failed delivery.
+"""Keeping credentials out of what the broker records about a failed delivery.
 
 Error messages of protocol clients may quote the URL they failed on, user information
-included (``amqp://user:password@host``). Such text is stored (a retry's last error, a dead
-letter's reason, the status route) and logged, so the password of every URL in it is replaced
-before it is kept. The API refuses sink URLs with a password; this covers the messages of
-clients and subscriptions stored before that rule.
+included (``amqp://user:password@host``, or a token as the user name). Such text is stored (a
+retry's last error, a dead letter's reason, the status route) and logged, so the user
+information of every URL in it is replaced before it is kept. The API refuses sink URLs with a
+password; this covers the messages of clients, a token given as the user name, and subscriptions
+stored before that rule.
 """
 
 from __future__ import annotations
 
-import re
-
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/@:]*):[^\s/@]*@")
+from ceprotocols.endpoint import redact_text
 
 
 def redact_userinfo(text: str) -> str:
-    """``text`` with the password of every ``scheme://user:password@`` replaced by ``***``."""
-    return _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+    """``text`` with the user information of every ``scheme://userinfo@`` replaced by ``***``."""
+    return redact_text(text)
