@@ -16,6 +16,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from pathlib import Path
 import httpx
 
 from cebroker.pipeline.component import PipelineComponent
+from cebroker.sealing.keys import new_key, write_key_file
 from cebroker.settings import Settings
 from cebroker.storage import Incoming, create_storage
 from cebroker.subscription import Subscription
@@ -137,11 +139,25 @@ class Child:
                 self.proc.kill()
 
 
+_KEYS = Path(tempfile.mkdtemp(prefix="cebroker-bench-keys-"))
+
+
+def _secrets_key() -> Path:
+    """The secrets key file every broker of this benchmark run shares (one database, one key)."""
+    path = _KEYS / "secrets.key"
+    if not path.exists():
+        write_key_file(path, (new_key(),), exclusive=True)
+    return path
+
+
 def broker(db: Path | str, **flags: str) -> Child:
     """``cebroker serve`` on a free port with ``db`` (a file or a database URL); flags as
     ``--name value``."""
     port = free_port()
     args = ["-m", "cebroker", "serve", "--port", str(port), "--db", str(db), "--log-level", "warning"]
+    if "://" in str(db) and "secrets_key" not in flags:
+        # A database URL has no file beside which the broker keeps its secrets key.
+        args += ["--secrets-key-file", str(_secrets_key())]
     for name, value in flags.items():
         args += [f"--{name.replace('_', '-')}", value]
     return Child(args, port, "/readyz")
