@@ -136,10 +136,10 @@ def wrk_main(args: argparse.Namespace) -> None:
         rounds = results[name]
         ratios = [one / base for base, one, _, _ in rounds]
         median = statistics.median(ratios)
-        base, one, p50, p99 = min(rounds, key=lambda r: abs(r[1] / r[0] - median))
+        bare_rate, broker_rate, p50, p99 = min(rounds, key=lambda r: abs(r[1] / r[0] - median))
         print(f"   {name} ({loop} + {http})")
-        print(f"     bare Starlette 202 : {base:9.0f} req/s   (median round)")
-        print(f"     broker (durable)   : {one:9.0f} ev/s    p50 {p50:.1f} ms  p99 {p99:.1f} ms")
+        print(f"     bare Starlette 202 : {bare_rate:9.0f} req/s   (median round)")
+        print(f"     broker (durable)   : {broker_rate:9.0f} ev/s    p50 {p50:.1f} ms  p99 {p99:.1f} ms")
         print(f"     ratio broker/bare  : {median:9.2f}   (rounds {', '.join(f'{x:.2f}' for x in ratios)})")
     standard = statistics.median(one for _, one, _, _ in results["standard"])
     plain = statistics.median(one for _, one, _, _ in results["plain"])

@@ -66,7 +66,11 @@ class InProcess:
         """Start the pipeline: it resumes every delivery pending in the log."""
         settings = Settings(db=self.db, webhook_validation=False, retention=self.retention)
         self.component = PipelineComponent(
-            settings, self.storage.subscriptions, self.storage.deliveries, archive=self.storage.archive
+            settings,
+            self.storage.subscriptions,
+            self.storage.deliveries,
+            self.storage.circuits,
+            archive=self.storage.archive,
         )
         await self.component.start()
         return self.component

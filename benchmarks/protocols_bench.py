@@ -160,15 +160,18 @@ PROTOCOLS: dict[str, tuple[type[ServerProcess], Raw, Callable[[Any, str], tuple[
 }
 
 
+async def _awaited(value: Awaitable[float]) -> float:
+    return await value
+
+
 def run(protocol: str, events: int, concurrency: int) -> tuple[float, float]:
     kind, raw, destination = PROTOCOLS[protocol]
     with tempfile.TemporaryDirectory() as tmp:
         server = kind(Path(tmp) / "server")
         server.start()
         try:
-            baseline = raw(server, f"raw-{protocol.lower()}", events, concurrency)
-            if asyncio.iscoroutine(baseline):
-                baseline = asyncio.run(baseline)
+            measured = raw(server, f"raw-{protocol.lower()}", events, concurrency)
+            baseline = measured if isinstance(measured, float) else asyncio.run(_awaited(measured))
             sink, settings = destination(server, f"broker-{protocol.lower()}")
             sub = Subscription(
                 id="bench",
