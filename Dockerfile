@@ -6,7 +6,7 @@ COPY protocols ./protocols
 COPY pyproject.toml README.md ./
 COPY src ./src
 RUN pip install --no-cache-dir ./filters "./protocols[all]" ".[mqtt,amqp,kafka,nats,postgres]"
-RUN useradd --system --home /data cebroker && mkdir -p /data && chown cebroker /data
+RUN useradd --system --home /data cebroker && mkdir -p /data /keys && chown cebroker /data /keys
 USER cebroker
 ENV CEBROKER_HOST=0.0.0.0 CEBROKER_PORT=8080 CEBROKER_DB=/data/cebroker.db
 EXPOSE 8080

@@ -204,6 +204,16 @@ def _add_secrets(sub: argparse._SubParsersAction[OptionParser]) -> None:
     rotate.add_argument(
         "--new-key-file", type=Path, metavar="FILE", help="write the new key to this new file"
     )
+    init = commands.add_parser(
+        "init",
+        help="create a secrets key file, unless it exists (for --secrets-key-file)",
+        description=(
+            "Write a new random key to FILE (mode 0600). A file that exists already is left as it"
+            " is: its key may seal stored secrets. Every instance on one PostgreSQL database needs"
+            " the same file."
+        ),
+    )
+    init.add_argument("file", type=Path, metavar="FILE", help="the key file to create")
 
 
 def _secrets(args: argparse.Namespace) -> int:
@@ -212,11 +222,28 @@ def _secrets(args: argparse.Namespace) -> int:
     from cebroker.sealing.rotate import rotate_secrets
     from cebroker.storage import StorageError
 
+    if args.secrets_command == "init":
+        return _secrets_init(args.file)
     try:
         print(rotate_secrets(args.db, args.secrets_key, args.new_key_file))
     except (ConfigurationError, SealingError, StorageError, FileExistsError) as exc:
         print(f"cebroker secrets rotate: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _secrets_init(path: Path) -> int:
+    from cebroker.sealing.keys import new_key, write_key_file
+
+    try:
+        write_key_file(path, (new_key(),), exclusive=True)
+    except FileExistsError:
+        print(f"{path} exists already: left as it is")
+        return 0
+    except OSError as exc:
+        print(f"cebroker secrets init: cannot write {path}: {exc.strerror}", file=sys.stderr)
+        return 1
+    print(f"created {path} (mode 0600): give it to every instance as --secrets-key-file, and back it up")
     return 0
 
 

@@ -48,7 +48,15 @@ def rendered() -> dict[str, Any]:
 
 def test_compose_file_parses_with_every_server(rendered: dict[str, Any]) -> None:
     """The stack has the broker and one server per protocol family."""
-    assert set(rendered["services"]) == {"cebroker", "postgres", "mosquitto", "rabbitmq", "kafka", "nats"}
+    assert set(rendered["services"]) == {
+        "keys",
+        "cebroker",
+        "postgres",
+        "mosquitto",
+        "rabbitmq",
+        "kafka",
+        "nats",
+    }
 
 
 def test_two_broker_replicas_share_one_postgres(rendered: dict[str, Any]) -> None:
@@ -60,6 +68,35 @@ def test_two_broker_replicas_share_one_postgres(rendered: dict[str, Any]) -> Non
     assert storage.name == "postgresql://cebroker:***@postgres:5432/cebroker"
     assert broker["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert "healthcheck" in rendered["services"]["postgres"]
+
+
+# The compose clients render volumes and ports in the long syntax (the plugin) or keep the short
+# one (docker-compose 1.x): both are read.
+def volume_source(volume: str | dict[str, Any]) -> str:
+    return volume.split(":", 1)[0] if isinstance(volume, str) else str(volume["source"])
+
+
+def host_ip(port: str | dict[str, Any]) -> str:
+    return port.rsplit(":", 2)[0] if isinstance(port, str) else str(port.get("host_ip", ""))
+
+
+def test_the_instances_share_one_secrets_key_made_before_them(rendered: dict[str, Any]) -> None:
+    """A database URL has no file beside it for the key: a one-shot service makes it once into a
+    volume every replica reads, and the replicas start after it."""
+    keys, broker = rendered["services"]["keys"], rendered["services"]["cebroker"]
+    assert keys["command"] == ["secrets", "init", "/keys/secrets.key"]
+    assert broker["environment"]["CEBROKER_SECRETS_KEY"] == "/keys/secrets.key"
+    assert broker["depends_on"]["keys"]["condition"] == "service_completed_successfully"
+    assert {volume_source(v) for v in broker["volumes"]} == {"keys"}
+    assert {volume_source(v) for v in keys["volumes"]} == {"keys"}
+
+
+def test_without_credentials_the_broker_is_published_on_loopback_only(rendered: dict[str, Any]) -> None:
+    """The try-out stack answers without credentials, so the host reaches it on 127.0.0.1 only."""
+    broker = rendered["services"]["cebroker"]
+    assert broker["environment"]["CEBROKER_INSECURE_NO_AUTH"] == "true"
+    assert broker["environment"].get("CEBROKER_API_KEYS") is None
+    assert {host_ip(port) for port in broker["ports"]} == {"127.0.0.1"}
 
 
 def test_rabbitmq_has_amqp_1_0_and_kafka_runs_kraft(rendered: dict[str, Any]) -> None:

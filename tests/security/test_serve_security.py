@@ -263,3 +263,16 @@ def test_sighup_rereads_the_api_keys(tmp_path: Path, served: list[Served]) -> No
         == 401
     )
     assert "API keys reloaded" in broker.log.read_text()
+
+
+def test_secrets_init_creates_a_key_file_once(tmp_path: Path) -> None:
+    path = tmp_path / "keys" / "secrets.key"
+    made = run_cli("secrets", "init", str(path))
+    assert made.returncode == 0, made.stderr
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert len(load_key_file(path).keys) == 1
+    first = path.read_bytes()
+    again = run_cli("secrets", "init", str(path))
+    assert again.returncode == 0, again.stderr
+    assert "exists already" in again.stdout
+    assert path.read_bytes() == first  # a key that may seal stored secrets is never replaced
