@@ -59,6 +59,10 @@ def done(broker: Broker, subscription: dict[str, Any], replay_id: str) -> dict[s
     )
 
 
+def ids(requests: list[Received]) -> list[str]:
+    return [r.headers["ce-id"] for r in requests]
+
+
 def replayed(requests: list[Received]) -> list[str]:
     return [r.headers["ce-id"] for r in requests if "ce-replayid" in r.headers]
 
@@ -213,15 +217,25 @@ def test_a_subscription_can_start_in_the_past(start_broker: Callable[..., Broker
     now = broker.subscribe(f"{sink.url}/now", **ONLY_TESTS)
     send(broker, [event(7)])
     broker.settled()
-    wait_until(lambda: len(sink.at("/earliest")) == 8 and len(sink.at("/later")) == 3)
-    assert sorted(r.headers["ce-id"] for r in sink.at("/earliest")) == [f"e-{n}" for n in range(8)]
-    assert sorted(r.headers["ce-id"] for r in sink.at("/later")) == ["e-5", "e-6", "e-7"]
-    assert [r.headers["ce-id"] for r in sink.at("/now")] == ["e-7"]
+    wait_until(lambda: len(set(ids(sink.at("/earliest")))) == 8 and len(set(ids(sink.at("/later")))) == 3)
+    broker.settled()  # a replayed copy of e-7 (below) is out of the log too
+    # Everything accepted before the creation comes once, from the start replay; e-7, accepted
+    # after the 201 but possibly before the replay's boundary was taken (a few milliseconds
+    # later, see docs/pipeline.md), comes live and at most once more from the replay.
+    earliest_ids, later_ids = ids(sink.at("/earliest")), ids(sink.at("/later"))
+    assert sorted(set(earliest_ids)) == [f"e-{n}" for n in range(8)]
+    assert sorted(set(later_ids)) == ["e-5", "e-6", "e-7"]
+    for got in (earliest_ids, later_ids):
+        assert all(got.count(name) == 1 for name in set(got) - {"e-7"})
+        assert got.count("e-7") in (1, 2)
+    assert ids(sink.at("/now")) == ["e-7"]
     (start,) = broker.http.get(f"/subscriptions/{earliest['id']}/replays").json()["items"]
-    assert (start["from"], start["events"], start["matched"]) == (None, None, 7)
+    assert (start["from"], start["events"]) == (None, None)
+    assert start["matched"] == 7 + (earliest_ids.count("e-7") - 1)
     assert {r.headers.get("ce-replayid") for r in sink.at("/earliest")} == {start["id"], None}
     assert [r.headers["ce-id"] for r in sink.at("/earliest") if "ce-replayid" not in r.headers] == ["e-7"]
-    assert broker.http.get(f"/subscriptions/{later['id']}/replays").json()["items"][0]["matched"] == 2
+    later_start = broker.http.get(f"/subscriptions/{later['id']}/replays").json()["items"][0]
+    assert later_start["matched"] == 2 + (later_ids.count("e-7") - 1)
     assert broker.http.get(f"/subscriptions/{now['id']}/replays").json() == {"items": []}
 
 
