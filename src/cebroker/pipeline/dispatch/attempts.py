@@ -10,7 +10,7 @@ still in the log: the attempt frees its slot and has the loader pick it up again
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ceprotocols.errors import DeliveryError
 
@@ -29,6 +29,19 @@ log = logging.getLogger("cebroker.pipeline")
 
 #: Seconds before a delivery whose outcome could not be recorded is loaded from the log again.
 RELOAD_DELAY = 5.0
+
+
+async def let_go(
+    journal: DeliveryLog, lane: Lane, items: Sequence[Item], release: Release, schedule: Schedule
+) -> None:
+    """Let ``items`` go unsent while their sink's circuit is open: the rows stay in the log as
+    they were (a shared log's claims are given back), their lane slots are freed, and the loader
+    takes them again once the circuit closes."""
+    if journal.shared:
+        await journal.release([item.row for item in items])
+    schedule(lane.id, 0.0)
+    for item in items:
+        release(lane, item.row.id)
 
 
 class Attempts:
@@ -80,12 +93,7 @@ class Attempts:
             self._schedule(lane.id, self._clock.now() + RELOAD_DELAY)
             return
         if not self._circuits.admits(lane.id, item.row.id):
-            # Let go unsent: the row stays in the log as it was (a shared log's claim is given
-            # back), and the loader takes it again once the circuit closes.
-            if self._log.shared:
-                await self._log.release([item.row])
-            self._schedule(lane.id, 0.0)
-            self._release(lane, item.row.id)
+            await let_go(self._log, lane, [item], self._release, self._schedule)
             return
         policy, destination = lane.configure(subscription)
         if lane.limiter is not None:

@@ -23,7 +23,7 @@ from ceprotocols.errors import DeliveryError, DeliveryRejected
 from ceprotocols.sender import BatchSender
 
 from cebroker.clock import Clock
-from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY
+from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, let_go
 from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.completions import Completions, Release
 from cebroker.pipeline.dispatch.failures import Failures, Schedule
@@ -93,15 +93,9 @@ class BatchAttempts:
         if not held:
             return
         admitted = [item for item in held if self._circuits.admits(lane.id, item.row.id)]
-        if len(admitted) < len(held):
-            # Let go unsent, as a single attempt does: the rows stay in the log as they were (a
-            # shared log's claims are given back) until the circuit closes.
+        if len(admitted) < len(held):  # only the probe goes while the circuit is open
             refused = [item for item in held if item not in admitted]
-            if self._log.shared:
-                await self._log.release([item.row for item in refused])
-            self._schedule(lane.id, 0.0)
-            for item in refused:
-                self._release(lane, item.row.id)
+            await let_go(self._log, lane, refused, self._release, self._schedule)
             held = admitted
         if not held:
             return
