@@ -99,9 +99,9 @@ class Brokers:
             "webhook_validation": False,
             **overrides,
         }
-        if "://" in str(fields["db"]) and "secrets_key" not in fields:
-            # As for a broker process: a URL has no file beside which the broker keeps its key.
-            fields["secrets_key"] = shared_key(self._directory)
+        key = key_for(fields["db"], self._directory)
+        if key is not None and "secrets_key" not in fields:
+            fields["secrets_key"] = key
         settings = Settings(**fields)
         app = create_app(settings, build_components(settings, storage, clock=clock, resolver=resolver))
         server, client = self._served.start(app, force_exit=self._force_exit)
@@ -110,6 +110,13 @@ class Brokers:
     def close(self) -> None:
         """Stop every broker started, newest first."""
         self._served.close()
+
+
+def key_for(db: Path | str, directory: Path) -> Path | None:
+    """The secrets key file a broker on ``db`` is given: on a database named by a URL
+    (PostgreSQL), which has no file beside which the broker could keep its own, the one every
+    broker of ``directory`` shares; else None (the broker keeps ``<db>.key``)."""
+    return shared_key(directory) if "://" in str(db) else None
 
 
 def shared_key(directory: Path) -> Path:
@@ -170,9 +177,8 @@ class BrokerProcess:
         the one every broker logging to the same directory shares, unless the flags name one: a
         URL has no file beside which the broker could keep its own."""
         port = [] if self._port_variable else ["--port", str(self.port)]
-        key: list[str] = []
-        if "://" in str(self.db) and "--secrets-key-file" not in self.flags:
-            key = ["--secrets-key-file", str(shared_key(self.log.parent))]
+        shared = key_for(self.db, self.log.parent)
+        key = ["--secrets-key-file", str(shared)] if shared and "--secrets-key-file" not in self.flags else []
         return [sys.executable, "-m", "cebroker", "serve", *port, "--db", str(self.db), *key, *self.flags]
 
     def log_text(self) -> str:
