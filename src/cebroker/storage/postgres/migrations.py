@@ -171,6 +171,17 @@ END $$;
 # HOT update that touches no index, and the table keeps room on its pages for that and is
 # vacuumed often: it is a queue, most of its rows are short-lived. A dead instance's claims are
 # found by a scan, which only a take-over pays.
+#
+# With it, the event archive and replays (cebroker.storage.archive) and ordered delivery: an
+# event row is ``archived`` when it is kept for the retention (else it lives as long as its
+# deliveries); a delivery may belong to a replay and to an ordering group (``orderkey``).
+# pipeline_archive keeps the archive's size in shards, as pipeline_backlog does, and the time up
+# to which pruning by size has removed events. The one-statement operations know them: the
+# claims return each delivery's replay; the append keeps events for the retention, holds a
+# delivery behind an earlier one of its ordering group and takes the replays' boundary lock;
+# the completion keeps archived events, counts replays' deliveries and frees the next delivery
+# of each ordering group. Ordering groups are locked by cebroker_lock_groups (see
+# cebroker.storage.postgres.ordering), here and in the statements sent from Python alike.
 _DELIVERIES_V2 = """
 DROP INDEX pipeline_deliveries_claimed;
 DROP INDEX pipeline_deliveries_owner;
@@ -216,184 +227,6 @@ CREATE TRIGGER pipeline_deliveries_claims_updated AFTER UPDATE ON pipeline_deliv
 CREATE TRIGGER pipeline_deliveries_claims_deleted AFTER DELETE ON pipeline_deliveries
     REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION cebroker_count_claims_deleted();
-CREATE OR REPLACE FUNCTION cebroker_claim(p_sub text, p_owner text, p_now double precision, p_limit int,
-        p_concurrency int, p_rate double precision)
-    RETURNS TABLE (id bigint, event_seq bigint, attempts int, first_at double precision, body text,
-                   next_due double precision, wait double precision)
-    LANGUAGE plpgsql SET enable_bitmapscan = off AS $$
-#variable_conflict use_column
-DECLARE
-    v_n int := p_limit;
-    v_held int;
-    v_tokens double precision;
-    v_got int := 0;
-    v_wait double precision := 0.0;
-BEGIN
-    -- The subscription's claims row is locked until commit: claims of one subscription, from
-    -- every instance, take turns, so the count it holds stays true while this one decides.
-    SELECT c.held INTO v_held FROM pipeline_claims c WHERE c.subscription = p_sub FOR UPDATE;
-    IF NOT FOUND THEN
-        INSERT INTO pipeline_claims VALUES (p_sub, 0) ON CONFLICT DO NOTHING;
-        SELECT c.held INTO v_held FROM pipeline_claims c WHERE c.subscription = p_sub FOR UPDATE;
-    END IF;
-    IF p_concurrency IS NOT NULL THEN
-        v_n := least(v_n, p_concurrency - v_held);
-    END IF;
-    IF p_rate IS NOT NULL THEN
-        v_tokens := cebroker_refill('subscription ' || p_sub, p_rate, p_now);
-        v_n := least(v_n, floor(v_tokens)::int);
-        IF v_tokens < 1.0 THEN
-            v_wait := (1.0 - v_tokens) / p_rate;
-        END IF;
-    END IF;
-    -- Plans below must walk the due index in order (a bitmap scan would read every due row,
-    -- and the table's statistics are rarely current: it is a queue).
-    IF v_n > 0 THEN
-        RETURN QUERY
-        WITH picked AS (
-            SELECT d.id FROM pipeline_deliveries d
-            WHERE d.subscription = p_sub AND d.owner IS NULL AND d.next_at <= p_now
-            ORDER BY d.next_at, d.id LIMIT v_n FOR UPDATE SKIP LOCKED),
-        claimed AS (
-            UPDATE pipeline_deliveries d SET owner = p_owner FROM picked WHERE d.id = picked.id
-            RETURNING d.id, d.event_seq, d.attempts, d.first_at, d.next_at)
-        SELECT c.id, c.event_seq, c.attempts, c.first_at, e.body,
-            NULL::double precision, 0.0::double precision
-        FROM claimed c JOIN pipeline_events e ON e.seq = c.event_seq ORDER BY c.next_at, c.id;
-        GET DIAGNOSTICS v_got = ROW_COUNT;
-    END IF;
-    IF p_rate IS NOT NULL AND v_got > 0 THEN
-        UPDATE pipeline_buckets SET tokens = v_tokens - v_got WHERE key = 'subscription ' || p_sub;
-    END IF;
-    RETURN QUERY SELECT NULL::bigint, NULL::bigint, NULL::int, NULL::double precision, NULL::text,
-        (SELECT d.next_at FROM pipeline_deliveries d WHERE d.subscription = p_sub AND d.owner IS NULL
-            ORDER BY d.next_at LIMIT 1),
-        v_wait;
-END $$;
-CREATE FUNCTION cebroker_claim_many(p_subs text[], p_owner text, p_now double precision, p_limits int[],
-        p_concurrency int[], p_rates double precision[])
-    RETURNS TABLE (subscription text, id bigint, event_seq bigint, attempts int, first_at double precision,
-                   body text, next_due double precision, wait double precision)
-    LANGUAGE plpgsql AS $$
-DECLARE
-    i int;
-BEGIN
-    -- bookkeeping, whose loss can only repeat work: its commit does not wait for the flush
-    PERFORM set_config('synchronous_commit', 'off', true);
-    -- in subscription order, as every statement that locks claims rows: no deadlock
-    FOR i IN SELECT g FROM generate_subscripts(p_subs, 1) AS g ORDER BY p_subs[g] LOOP
-        RETURN QUERY SELECT p_subs[i], c.* FROM cebroker_claim(p_subs[i], p_owner, p_now, p_limits[i],
-            p_concurrency[i], p_rates[i]) AS c;
-    END LOOP;
-END $$;
-CREATE FUNCTION cebroker_append(p_now double precision, p_horizon double precision, p_versions bigint[],
-        p_sources text[], p_ids text[], p_bodies text[], p_items int[], p_subs text[])
-    RETURNS TABLE (item int, seq bigint, delivery bigint, subscription text, latest bigint)
-    -- planned for each call's arrays: a plan made for arrays of unknown length joins a large
-    -- batch's rows by nested loops
-    LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
-#variable_conflict use_column
-DECLARE
-    v_latest bigint;
-    v_items int[];
-    v_seqs bigint[];
-    v_dids bigint[];
-    v_dsubs text[];
-    v_count bigint;
-    v_shard int;
-BEGIN
-    -- Items matched against an older subscription version are left out (the caller matches
-    -- them again); of the others, the first of each (source, id) is fresh if this statement
-    -- wrote its key (also against another instance: the second writer waits, then finds it).
-    SELECT version INTO v_latest FROM subscription_version;
-    WITH items AS MATERIALIZED (
-        SELECT u.item::int, u.source, u.id, u.body
-        FROM unnest(p_versions, p_sources, p_ids, p_bodies) WITH ORDINALITY
-            AS u (version, source, id, body, item)
-        WHERE u.version IS NULL OR u.version >= v_latest),
-    firsts AS MATERIALIZED (
-        SELECT DISTINCT ON (i.source, i.id) i.item, i.source, i.id FROM items i
-        ORDER BY i.source, i.id, i.item),
-    fresh AS (
-        INSERT INTO pipeline_seen AS s (source, id, at)
-        SELECT f.source, f.id, p_now FROM firsts f ORDER BY f.source, f.id
-        ON CONFLICT (source, id) DO UPDATE SET at = excluded.at WHERE s.at < p_horizon
-        RETURNING s.source, s.id),
-    kept AS MATERIALIZED (
-        SELECT f.item FROM firsts f JOIN fresh k ON k.source = f.source AND k.id = f.id),
-    wanted AS MATERIALIZED (
-        SELECT d.item, d.sub FROM unnest(p_items, p_subs) AS d (item, sub) JOIN kept k ON k.item = d.item),
-    numbered AS MATERIALIZED (
-        SELECT i.item, i.body, nextval('pipeline_events_seq') AS seq FROM items i
-        WHERE i.item IN (SELECT w.item FROM wanted w) ORDER BY i.item),
-    events AS (
-        INSERT INTO pipeline_events (seq, body, received) SELECT n.seq, n.body, p_now FROM numbered n),
-    deliveries AS MATERIALIZED (
-        SELECT w.item, n.seq, w.sub, nextval('pipeline_deliveries_seq') AS id
-        FROM wanted w JOIN numbered n ON n.item = w.item ORDER BY w.item),
-    inserted AS (
-        INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at)
-        SELECT d.id, d.seq, d.sub, 0, p_now, p_now FROM deliveries d)
-    SELECT array_agg(k.item ORDER BY k.item, d.id), array_agg(d.seq ORDER BY k.item, d.id),
-        array_agg(d.id ORDER BY k.item, d.id), array_agg(d.sub ORDER BY k.item, d.id)
-    INTO v_items, v_seqs, v_dids, v_dsubs
-    FROM kept k LEFT JOIN deliveries d ON d.item = k.item;
-    -- A shard picked at random: this transaction holds its row until its commit is flushed, and
-    -- two instances' connections may share a backend pid modulo 64. No NOTIFY here: commits of
-    -- notifying transactions take turns (the server serializes them), and this one waits for
-    -- its flush; the caller announces the deliveries once it has committed.
-    v_count := (SELECT count(*) FROM unnest(v_dids) AS x WHERE x IS NOT NULL);
-    IF v_count > 0 THEN
-        v_shard := floor(random() * 64)::int;  -- once: in the WHERE clause it is drawn per row
-        UPDATE pipeline_backlog SET pending = pending + v_count WHERE shard = v_shard;
-    END IF;
-    RETURN QUERY SELECT 0, NULL::bigint, NULL::bigint, NULL::text, v_latest
-        UNION ALL SELECT t.item, t.seq, t.delivery, t.sub, NULL::bigint
-        FROM unnest(v_items, v_seqs, v_dids, v_dsubs) AS t (item, seq, delivery, sub);
-END $$;
-CREATE FUNCTION cebroker_complete(p_ids bigint[]) RETURNS int
-    LANGUAGE plpgsql SET enable_bitmapscan = off AS $$
-DECLARE
-    v_seqs bigint[];
-    v_subs text[];
-BEGIN
-    PERFORM set_config('synchronous_commit', 'off', true);  -- bookkeeping, as claims
-    WITH gone AS (DELETE FROM pipeline_deliveries d WHERE d.id = ANY(p_ids)
-                  RETURNING d.event_seq, d.subscription)
-    SELECT array_agg(event_seq), array_agg(subscription) INTO v_seqs, v_subs FROM gone;
-    IF v_seqs IS NULL THEN
-        RETURN 0;
-    END IF;
-    DELETE FROM pipeline_events e WHERE e.seq = ANY(v_seqs)
-        AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries d WHERE d.event_seq = e.seq);
-    INSERT INTO pipeline_stats AS s (subscription, delivered)
-        SELECT t.sub, count(*) FROM unnest(v_subs) AS t (sub) GROUP BY t.sub ORDER BY t.sub
-        ON CONFLICT (subscription) DO UPDATE SET delivered = s.delivered + excluded.delivered;
-    UPDATE pipeline_backlog SET pending = pending - cardinality(v_seqs) WHERE shard = pg_backend_pid() % 64;
-    RETURN cardinality(v_seqs);
-END $$;
-"""
-
-# Open circuits of subscriptions whose sinks are down (cebroker.storage.circuits): one row each,
-# written per transition and per probe, never per waiting delivery.
-_DELIVERIES_V3 = """
-CREATE TABLE pipeline_circuits (
-    subscription text PRIMARY KEY, opened_at double precision NOT NULL,
-    next_probe_at double precision NOT NULL, failed_probes int NOT NULL DEFAULT 0,
-    last_error text NOT NULL, probe_until double precision);
-"""
-
-# The event archive and replays (cebroker.storage.archive) and ordered delivery: an event row
-# is ``archived`` when it is kept for the retention (else it lives as long as its deliveries);
-# a delivery may belong to a replay and to an ordering group (``orderkey``). pipeline_archive
-# keeps the archive's size in shards, as pipeline_backlog does, and the time up to which
-# pruning by size has removed events. The one-statement operations learn them: the claims
-# return each delivery's replay; the append keeps events for the retention, holds a delivery
-# behind an earlier one of its ordering group and takes the replays' boundary lock; the
-# completion keeps archived events, counts replays' deliveries and frees the next delivery of
-# each ordering group. Ordering groups are locked by cebroker_lock_groups (see
-# cebroker.storage.postgres.ordering), here and in the statements sent from Python alike.
-_DELIVERIES_V4 = """
 ALTER TABLE pipeline_events ADD COLUMN archived boolean NOT NULL DEFAULT false;
 CREATE INDEX pipeline_events_archive ON pipeline_events (received, seq) WHERE archived;
 ALTER TABLE pipeline_deliveries ADD COLUMN replay text, ADD COLUMN orderkey text;
@@ -444,7 +277,6 @@ BEGIN
     WHERE d.id = h.id AND d.next_at = p_held
     RETURNING d.subscription;
 END $$;
-DROP FUNCTION cebroker_claim_many(text[], text, double precision, int[], int[], double precision[]);
 DROP FUNCTION cebroker_claim(text, text, double precision, int, int, double precision);
 CREATE FUNCTION cebroker_claim(p_sub text, p_owner text, p_now double precision, p_limit int,
         p_concurrency int, p_rate double precision)
@@ -517,8 +349,6 @@ BEGIN
             p_concurrency[i], p_rates[i]) AS c;
     END LOOP;
 END $$;
-DROP FUNCTION cebroker_append(double precision, double precision, bigint[], text[], text[], text[], int[],
-    text[]);
 CREATE FUNCTION cebroker_append(p_now double precision, p_horizon double precision, p_versions bigint[],
         p_sources text[], p_ids text[], p_bodies text[], p_items int[], p_subs text[], p_groups text[],
         p_keep boolean, p_held double precision, p_boundary bigint)
@@ -614,7 +444,6 @@ BEGIN
         UNION ALL SELECT t.item, t.seq, t.delivery, t.sub, NULL::bigint
         FROM unnest(v_items, v_seqs, v_dids, v_dsubs) AS t (item, seq, delivery, sub);
 END $$;
-DROP FUNCTION cebroker_complete(bigint[]);
 CREATE FUNCTION cebroker_complete(p_ids bigint[], p_now double precision, p_held double precision)
     RETURNS int LANGUAGE plpgsql SET enable_bitmapscan = off AS $$
 DECLARE
@@ -656,6 +485,15 @@ BEGIN
 END $$;
 """
 
+# Open circuits of subscriptions whose sinks are down (cebroker.storage.circuits): one row each,
+# written per transition and per probe, never per waiting delivery.
+_DELIVERIES_V3 = """
+CREATE TABLE pipeline_circuits (
+    subscription text PRIMARY KEY, opened_at double precision NOT NULL,
+    next_probe_at double precision NOT NULL, failed_probes int NOT NULL DEFAULT 0,
+    last_error text NOT NULL, probe_until double precision);
+"""
+
 # xid sorts bytewise ("C"): the subtree of x is the range [x/, x0), '/' sorting right before '0'.
 _REGISTRY_V1 = """
 CREATE TABLE xreg_entity (
@@ -685,7 +523,7 @@ INSERT INTO xreg_version VALUES (1, 0);
 MIGRATIONS: dict[str, tuple[str, ...]] = {
     "storage": (_STORAGE_V1,),
     "subscriptions": (_SUBSCRIPTIONS_V1, _SUBSCRIPTIONS_V2),
-    "deliveries": (_DELIVERIES_V1, _DELIVERIES_V2, _DELIVERIES_V3, _DELIVERIES_V4),
+    "deliveries": (_DELIVERIES_V1, _DELIVERIES_V2, _DELIVERIES_V3),
     "registry": (_REGISTRY_V1, _REGISTRY_V2),
 }
 
