@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
-from drains import InProcess, event, uptime
-from harness import sink, sink_stats
+from drains import InProcess, event, median_round, options, run_rounds
+from harness import sink_stats
 
 from cebroker.storage import Incoming
 from cebroker.subscription import Subscription
@@ -72,25 +70,11 @@ async def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--events", type=int, default=10_000)
+    parser = options(__doc__, events=10_000)
     parser.add_argument("--keys", type=int, default=100)
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--db", help="a PostgreSQL URL (default: a SQLite file)")
     args = parser.parse_args()
-    print(f"load before: {uptime()}")
-    target = sink()
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            db: Path | str = args.db or Path(tmp) / "bench.db"
-            rounds = asyncio.run(measure(db, target.url + "/deliver", target.url, args))
-    finally:
-        target.stop()
-    print(f"load after:  {uptime()}")
-    ratios = [ordered / unordered for unordered, ordered in rounds]
-    median = statistics.median(ratios)
-    unordered, ordered = rounds[ratios.index(median)] if median in ratios else rounds[0]
+    rounds = run_rounds(args, measure)
+    median, ratios, (unordered, ordered) = median_round(rounds, lambda r: r[1] / r[0])
     print(
         f"ordered ({args.keys} keys) vs unordered delivery ({args.events} events a round, "
         f"concurrency {args.concurrency}, one process)"

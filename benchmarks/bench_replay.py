@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
-from drains import InProcess, event, uptime
-from harness import sink, sink_stats
+from drains import InProcess, event, median_round, options, run_rounds
+from harness import sink_stats
 
 from cebroker.storage import Incoming
 from cebroker.subscription import Subscription
@@ -60,24 +58,9 @@ async def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--events", type=int, default=10_000)
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--db", help="a PostgreSQL URL (default: a SQLite file)")
-    args = parser.parse_args()
-    print(f"load before: {uptime()}")
-    target = sink()
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            db: Path | str = args.db or Path(tmp) / "bench.db"
-            rounds = asyncio.run(measure(db, target.url + "/deliver", target.url, args))
-    finally:
-        target.stop()
-    print(f"load after:  {uptime()}")
-    ratios = [replayed / live for live, replayed in rounds]
-    median = statistics.median(ratios)
-    live, replayed = rounds[ratios.index(median)] if median in ratios else rounds[0]
+    args = options(__doc__, events=10_000).parse_args()
+    rounds = run_rounds(args, measure)
+    median, ratios, (live, replayed) = median_round(rounds, lambda r: r[1] / r[0])
     print(
         f"replay vs live delivery ({args.events} events a round, concurrency {args.concurrency}, one process)"
     )

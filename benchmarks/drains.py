@@ -5,10 +5,17 @@ replayer deliver. The sink is another process (``harness.sink``)."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import statistics
 import subprocess
+import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
+
+from harness import sink
 
 from cebroker.pipeline.component import PipelineComponent
 from cebroker.settings import Settings
@@ -18,6 +25,47 @@ from cebroker.subscription import Subscription
 
 #: Events written to the log per append while preparing a run.
 CHUNK = 1000
+
+
+#: One round's figures.
+R = TypeVar("R")
+
+
+def options(description: str | None, events: int) -> argparse.ArgumentParser:
+    """The options every in-process delivery benchmark takes; a script adds its own."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--events", type=int, default=events)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--db", help="a PostgreSQL URL (default: a SQLite file)")
+    return parser
+
+
+def run_rounds(
+    args: argparse.Namespace,
+    measure: Callable[[Path | str, str, str, argparse.Namespace], Coroutine[Any, Any, list[R]]],
+) -> list[R]:
+    """``measure(db, url, sink_url, args)``'s rounds against a counting sink (its ``/deliver``
+    the subscriptions' sink), on ``--db`` or a SQLite file of its own; the load before and
+    after printed."""
+    print(f"load before: {uptime()}")
+    target = sink()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            db: Path | str = args.db or Path(tmp) / "bench.db"
+            rounds = asyncio.run(measure(db, target.url + "/deliver", target.url, args))
+    finally:
+        target.stop()
+    print(f"load after:  {uptime()}")
+    return rounds
+
+
+def median_round(rounds: list[R], ratio: Callable[[R], float]) -> tuple[float, list[float], R]:
+    """The median of the rounds' ratios, every ratio, and the round of the median (the first
+    round when the median falls between two)."""
+    ratios = [ratio(r) for r in rounds]
+    median = statistics.median(ratios)
+    return median, ratios, rounds[ratios.index(median)] if median in ratios else rounds[0]
 
 
 def uptime() -> str:
