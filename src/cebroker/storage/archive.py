@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 #: Where a scan of the archive stands: (acceptance time, seq) of the last event it passed;
 #: events come in that order. ``(since, -1)`` starts at the first event accepted at ``since``.
@@ -92,6 +92,15 @@ class ReplayRequest:
     boundary: bool = False
 
 
+#: The columns of a stored replay, in the order :meth:`Replay.from_row` reads them.
+REPLAY_COLUMNS = (
+    "id, subscription, created, since, until, last_seq, filter, events, at_time, at_seq, cancelled, "
+    "scanned, queued, delivered, failed, deadlettered, removed"
+)
+#: The sequence bound of a replay whose range has no last event yet (the largest 64-bit one).
+NO_SEQ_BOUND = 2**63 - 1
+
+
 @dataclass(frozen=True, slots=True)
 class Replay:
     """A replay and its progress.
@@ -117,6 +126,29 @@ class Replay:
     failed: int
     deadlettered: int
     removed: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Replay:
+        """A replay from a stored row whose columns are :data:`REPLAY_COLUMNS` (the table is the
+        same on every backend; booleans may be stored as integers)."""
+        return cls(
+            id=str(row[0]),
+            subscription=str(row[1]),
+            created=float(row[2]),
+            since=float(row[3]),
+            until=float(row[4]),
+            last_seq=None if row[5] is None else int(row[5]),
+            filter=row[6],
+            events=None if row[7] is None else int(row[7]),
+            position=(float(row[8]), int(row[9])),
+            cancelled=bool(row[10]),
+            scanned=bool(row[11]),
+            queued=int(row[12]),
+            delivered=int(row[13]),
+            failed=int(row[14]),
+            deadlettered=int(row[15]),
+            removed=int(row[16]),
+        )
 
     @property
     def pending(self) -> int:

@@ -19,17 +19,22 @@ position and counts.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
-from cebroker.storage.archive import Archived, ArchiveStats, Pick, Position, Queued, Replay, ReplayRequest
+from cebroker.storage.archive import (
+    NO_SEQ_BOUND,
+    REPLAY_COLUMNS,
+    Archived,
+    ArchiveStats,
+    Pick,
+    Position,
+    Queued,
+    Replay,
+    ReplayRequest,
+)
 from cebroker.storage.postgres.database import AsyncConn, Database
 from cebroker.storage.postgres.deliveries import BOUNDARY, NewDelivery, PostgresDeliveryLog
 
-_REPLAY_COLUMNS = (
-    "id, subscription, created, since, until, last_seq, filter, events, at_time, at_seq, cancelled, "
-    "scanned, queued, delivered, failed, deadlettered, removed"
-)
 _SCAN = (
     "SELECT seq, received, body FROM pipeline_events WHERE archived AND (received, seq) > (%s, %s)"
     " AND received < %s AND seq <= %s ORDER BY received, seq LIMIT %s"
@@ -40,34 +45,12 @@ _PIN = (
 )
 #: The advisory lock key of pruning (any constant the broker alone uses).
 _PRUNING = 0x63656272_70727565 & 0x7FFF_FFFF_FFFF_FFFF
-_NO_SEQ_BOUND = 2**63 - 1
-
-
-def _replay(row: Any) -> Replay:
-    return Replay(
-        id=str(row[0]),
-        subscription=str(row[1]),
-        created=float(row[2]),
-        since=float(row[3]),
-        until=float(row[4]),
-        last_seq=None if row[5] is None else int(row[5]),
-        filter=row[6],
-        events=None if row[7] is None else int(row[7]),
-        position=(float(row[8]), int(row[9])),
-        cancelled=bool(row[10]),
-        scanned=bool(row[11]),
-        queued=int(row[12]),
-        delivered=int(row[13]),
-        failed=int(row[14]),
-        deadlettered=int(row[15]),
-        removed=int(row[16]),
-    )
 
 
 async def _scan(
     conn: AsyncConn, after: Position, until: float, limit: int, last_seq: int | None
 ) -> list[Archived]:
-    bound = _NO_SEQ_BOUND if last_seq is None else last_seq
+    bound = NO_SEQ_BOUND if last_seq is None else last_seq
     cur = await conn.execute(_SCAN, (after[0], after[1], until, bound, limit))
     return [Archived(int(r[0]), float(r[1]), str(r[2])) for r in await cur.fetchall()]
 
@@ -196,9 +179,11 @@ class PostgresEventArchive:
                 ),
             )
             cur = await conn.execute(
-                f"SELECT {_REPLAY_COLUMNS} FROM pipeline_replays WHERE id = %s".encode(), (request.id,)
+                f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE id = %s".encode(), (request.id,)
             )
-            return _replay(await cur.fetchone())
+            row = await cur.fetchone()
+            assert row is not None, "the replay written in this transaction"
+            return Replay.from_row(row)
 
         return await self._db.run(job)
 
@@ -208,14 +193,14 @@ class PostgresEventArchive:
 
         async def job(conn: AsyncConn) -> Queued:
             cur = await conn.execute(
-                f"SELECT {_REPLAY_COLUMNS} FROM pipeline_replays WHERE id = %s"
+                f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE id = %s"
                 " FOR UPDATE SKIP LOCKED".encode(),
                 (replay,),
             )
             found = await cur.fetchone()
             if found is None:  # gone, or another instance is stepping it
                 return Queued(0, False)
-            state = _replay(found)
+            state = Replay.from_row(found)
             room = window - state.pending
             if state.cancelled or state.scanned or room <= 0:
                 return Queued(0, False)
@@ -246,16 +231,16 @@ class PostgresEventArchive:
         async def job(conn: AsyncConn) -> list[Replay]:
             if subscription is None:
                 cur = await conn.execute(
-                    f"SELECT {_REPLAY_COLUMNS} FROM pipeline_replays WHERE NOT cancelled AND NOT scanned"
+                    f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE NOT cancelled AND NOT scanned"
                     " ORDER BY created, id".encode()
                 )
             else:
                 cur = await conn.execute(
-                    f"SELECT {_REPLAY_COLUMNS} FROM pipeline_replays WHERE subscription = %s"
+                    f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE subscription = %s"
                     " ORDER BY created, id".encode(),
                     (subscription,),
                 )
-            return [_replay(r) for r in await cur.fetchall()]
+            return [Replay.from_row(r) for r in await cur.fetchall()]
 
         return await self._db.run(job, write=False)
 
@@ -264,14 +249,14 @@ class PostgresEventArchive:
     ) -> tuple[Replay, int] | None:
         """Cancel a running replay; its deliveries no instance has claimed leave the log."""
         now = self._clock.now()
-        query = f"SELECT {_REPLAY_COLUMNS} FROM pipeline_replays WHERE id = %s AND subscription = %s".encode()
+        query = f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE id = %s AND subscription = %s".encode()
 
         async def job(conn: AsyncConn) -> tuple[Replay, int] | None:
             cur = await conn.execute(query + b" FOR UPDATE", (replay, subscription))
             found = await cur.fetchone()
             if found is None:
                 return None
-            state = _replay(found)
+            state = Replay.from_row(found)
             if state.state != "running":
                 return state, 0
             cur = await conn.execute(
@@ -286,16 +271,18 @@ class PostgresEventArchive:
                 (len(gone), replay),
             )
             cur = await conn.execute(query, (replay, subscription))
-            return _replay(await cur.fetchone()), len(gone)
+            row = await cur.fetchone()
+            assert row is not None, "the replay read and updated in this transaction"
+            return Replay.from_row(row), len(gone)
 
         return await self._db.run(job)
 
     async def _get(self, replay: str) -> Replay | None:
         async def job(conn: AsyncConn) -> Replay | None:
             cur = await conn.execute(
-                f"SELECT {_REPLAY_COLUMNS} FROM pipeline_replays WHERE id = %s".encode(), (replay,)
+                f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE id = %s".encode(), (replay,)
             )
             found = await cur.fetchone()
-            return None if found is None else _replay(found)
+            return None if found is None else Replay.from_row(found)
 
         return await self._db.run(job, write=False)

@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection
-from typing import Any
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
-from cebroker.storage.archive import Archived, ArchiveStats, Pick, Position, Queued, Replay, ReplayRequest
+from cebroker.storage.archive import (
+    NO_SEQ_BOUND,
+    REPLAY_COLUMNS,
+    Archived,
+    ArchiveStats,
+    Pick,
+    Position,
+    Queued,
+    Replay,
+    ReplayRequest,
+)
 from cebroker.storage.sqlite.database import Database
 from cebroker.storage.sqlite.deliveries import NewDelivery, SqliteDeliveryLog
 
-_REPLAY_COLUMNS = (
-    "id, subscription, created, since, until, last_seq, filter, events, at_time, at_seq, cancelled, "
-    "scanned, queued, delivered, failed, deadlettered, removed"
-)
 _SCAN = (
     "SELECT seq, received, body FROM pipeline_events WHERE archived = 1 AND (received, seq) > (?, ?) "
     "AND received < ? AND seq <= ? ORDER BY received, seq LIMIT ?"
@@ -31,34 +36,12 @@ _PIN = (
     "SELECT at_time, at_seq FROM pipeline_replays WHERE cancelled = 0 AND scanned = 0 "
     "ORDER BY at_time, at_seq LIMIT 1"
 )
-_NO_SEQ_BOUND = 2**63 - 1
-
-
-def _replay(row: Any) -> Replay:
-    return Replay(
-        id=str(row[0]),
-        subscription=str(row[1]),
-        created=float(row[2]),
-        since=float(row[3]),
-        until=float(row[4]),
-        last_seq=None if row[5] is None else int(row[5]),
-        filter=row[6],
-        events=None if row[7] is None else int(row[7]),
-        position=(float(row[8]), int(row[9])),
-        cancelled=bool(row[10]),
-        scanned=bool(row[11]),
-        queued=int(row[12]),
-        delivered=int(row[13]),
-        failed=int(row[14]),
-        deadlettered=int(row[15]),
-        removed=int(row[16]),
-    )
 
 
 def _scan(
     conn: sqlite3.Connection, after: Position, until: float, limit: int, last_seq: int | None
 ) -> list[Archived]:
-    bound = _NO_SEQ_BOUND if last_seq is None else last_seq
+    bound = NO_SEQ_BOUND if last_seq is None else last_seq
     rows = conn.execute(_SCAN, (after[0], after[1], until, bound, limit))
     return [Archived(int(r[0]), float(r[1]), r[2]) for r in rows]
 
@@ -157,10 +140,10 @@ class SqliteEventArchive:
 
         def job(conn: sqlite3.Connection) -> Replay:
             found = conn.execute(
-                f"SELECT {_REPLAY_COLUMNS} FROM pipeline_replays WHERE id = ?", (request.id,)
+                f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE id = ?", (request.id,)
             ).fetchone()
             if found is not None:
-                return _replay(found)
+                return Replay.from_row(found)
             last_seq = self._log.last_seq() if request.boundary else None
             conn.execute(
                 "INSERT INTO pipeline_replays (id, subscription, created, since, until, last_seq, filter, "
@@ -177,8 +160,8 @@ class SqliteEventArchive:
                     request.since,
                 ),
             )
-            row = conn.execute(f"SELECT {_REPLAY_COLUMNS} FROM pipeline_replays WHERE id = ?", (request.id,))
-            return _replay(row.fetchone())
+            row = conn.execute(f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE id = ?", (request.id,))
+            return Replay.from_row(row.fetchone())
 
         return await self._db.write(job)
 
@@ -187,11 +170,11 @@ class SqliteEventArchive:
         now = self._clock.now()
 
         def job(conn: sqlite3.Connection) -> Queued:
-            row = conn.execute(f"SELECT {_REPLAY_COLUMNS} FROM pipeline_replays WHERE id = ?", (replay,))
+            row = conn.execute(f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE id = ?", (replay,))
             found = row.fetchone()
             if found is None:
                 return Queued(0, False)
-            state = _replay(found)
+            state = Replay.from_row(found)
             room = window - state.pending
             if state.cancelled or state.scanned or room <= 0:
                 return Queued(0, False)
@@ -225,16 +208,16 @@ class SqliteEventArchive:
         def job(conn: sqlite3.Connection) -> list[Replay]:
             if subscription is None:
                 rows = conn.execute(
-                    f"SELECT {_REPLAY_COLUMNS} FROM pipeline_replays WHERE cancelled = 0 AND scanned = 0 "
+                    f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE cancelled = 0 AND scanned = 0 "
                     "ORDER BY created, id"
                 )
             else:
                 rows = conn.execute(
-                    f"SELECT {_REPLAY_COLUMNS} FROM pipeline_replays WHERE subscription = ? "
+                    f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE subscription = ? "
                     "ORDER BY created, id",
                     (subscription,),
                 )
-            return [_replay(r) for r in rows]
+            return [Replay.from_row(r) for r in rows]
 
         return await self._db.read(job)
 
@@ -245,11 +228,11 @@ class SqliteEventArchive:
         now = self._clock.now()
 
         def job(conn: sqlite3.Connection) -> tuple[Replay, int] | None:
-            query = f"SELECT {_REPLAY_COLUMNS} FROM pipeline_replays WHERE id = ? AND subscription = ?"
+            query = f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE id = ? AND subscription = ?"
             found = conn.execute(query, (replay, subscription)).fetchone()
             if found is None:
                 return None
-            state = _replay(found)
+            state = Replay.from_row(found)
             if state.state != "running":
                 return state, 0
             ids = [
@@ -262,14 +245,14 @@ class SqliteEventArchive:
                 "UPDATE pipeline_replays SET cancelled = 1, removed = removed + ? WHERE id = ?",
                 (len(gone), replay),
             )
-            return _replay(conn.execute(query, (replay, subscription)).fetchone()), len(gone)
+            return Replay.from_row(conn.execute(query, (replay, subscription)).fetchone()), len(gone)
 
         return await self._db.write(job)
 
     async def _get(self, replay: str) -> Replay | None:
         def job(conn: sqlite3.Connection) -> Replay | None:
-            row = conn.execute(f"SELECT {_REPLAY_COLUMNS} FROM pipeline_replays WHERE id = ?", (replay,))
+            row = conn.execute(f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE id = ?", (replay,))
             found = row.fetchone()
-            return None if found is None else _replay(found)
+            return None if found is None else Replay.from_row(found)
 
         return await self._db.read(job)
