@@ -75,8 +75,14 @@ async def _failing(http: httpx.AsyncClient, subscription: str) -> None:
     await async_wait_until(failed, 60, "failed attempts recorded", interval=0.1)
 
 
-async def _ids(consumer: Consumer, count: int) -> set[str]:
-    return {r.event["id"] for r in await consumer.receive(count, within=60)}
+async def _ids(consumer: Consumer, wanted: set[str]) -> set[str]:
+    """Every id received until all of ``wanted`` has come (delivery is at-least-once: a message
+    may come twice, so a count of messages is not a count of events); fails after 60 s."""
+    seen: set[str] = set()
+    async with asyncio.timeout(60):
+        while not wanted <= seen:
+            seen |= {r.event["id"] for r in await consumer.receive(1, within=60)}
+    return seen
 
 
 async def _scenario(
@@ -96,7 +102,7 @@ async def _scenario(
         response = await http.post("/subscriptions", json={**subscription, "config": FAST_RETRY})
         assert response.status_code == 201, response.text
         await _post(http, before)
-        seen |= await _ids(consumer, 5)
+        seen |= await _ids(consumer, {e["id"] for e in before})
         await asyncio.to_thread(server.stop)
         await _post(http, during)
         await _failing(http, response.json()["id"])  # deliveries fail and are retried meanwhile
@@ -105,7 +111,7 @@ async def _scenario(
         await asyncio.to_thread(server.start)
         if reopen_after_restart:
             consumer = await open_consumer()
-        seen |= await _ids(consumer, 5)
+        seen |= await _ids(consumer, {e["id"] for e in during})
     await consumer.close()
     return {e["id"] for e in before + during}, seen
 
