@@ -93,6 +93,7 @@ def _serve(args: argparse.Namespace) -> int:
     from cebroker.sealing.cipher import SealingError
     from cebroker.sources.component import source_names
     from cebroker.storage import StorageError
+    from cebroker.web.heads import HeadLimits, LimitedConfig, protocol_class
 
     settings = settings_from_args(args)
     try:
@@ -161,20 +162,31 @@ def _serve(args: argparse.Namespace) -> int:
         )
     app = create_app(settings, components)
     logging.getLogger("uvicorn.error").addFilter(QuietInvalidHttp(app.state.incomplete))
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_config=config,
-        log_level=settings.log_level,
-        access_log=settings.access_log,
-        loop=chosen["--loop"],
-        http=chosen["--http"],
-        lifespan="on",
-        ssl_certfile=settings.tls_cert,
-        ssl_keyfile=settings.tls_key,
+    # The protocol is uvicorn's, with the limits on request heads (before any route runs).
+    server = uvicorn.Server(
+        LimitedConfig(
+            app,
+            head_limits=HeadLimits(
+                max_bytes=settings.max_header_size,
+                max_count=settings.max_header_count,
+                max_url=settings.max_url_length,
+                timeout=settings.header_timeout,
+            ),
+            host=settings.host,
+            port=settings.port,
+            log_config=config,
+            log_level=settings.log_level,
+            access_log=settings.access_log,
+            loop=chosen["--loop"],
+            http=protocol_class("h11" if chosen["--http"] == "h11" else "httptools"),
+            lifespan="on",
+            ssl_certfile=settings.tls_cert,
+            ssl_keyfile=settings.tls_key,
+        )
     )
-    return 0
+    server.run()
+    # As uvicorn.run: a server that never started (its port taken, say) is a start-up failure.
+    return 0 if server.started else 3
 
 
 async def _check_secrets(storage: Storage, sealer: Sealer) -> int:

@@ -147,6 +147,24 @@ class Settings:
     max_subscription_body: int = setting(64 * 1024, Size(), "largest subscription request body")
     max_event_size: int = setting(1024 * 1024, Size(), "largest event; larger gets 413")
     max_batch_size: int = setting(16 * 1024 * 1024, Size(), "largest batch request body")
+    #: Request heads, checked by the HTTP server before any route or authentication runs
+    #: (``cebroker.web.heads``; docs/limits.md).
+    max_header_size: int = setting(
+        32 * 1024,
+        Size(minimum=1024),
+        "largest request head (request line and header fields); larger gets 431",
+    )
+    max_header_count: int = setting(
+        100, Integer(minimum=1, maximum=10_000), "most header fields of a request; more gets 431"
+    )
+    max_url_length: int = setting(
+        8 * 1024, Size(minimum=256), "longest request target (path and query); longer gets 414"
+    )
+    header_timeout: float = setting(
+        10.0,
+        Duration(positive=True),
+        "how long a request head may take to arrive; then 408 and the connection is closed",
+    )
     dedup_window: float = setting(
         600.0, Duration(), "how long a repeated (source, id) is acknowledged but not delivered again"
     )
@@ -169,6 +187,13 @@ class Settings:
     )
     retention_bytes: int | None = setting(
         None, Size(), "largest archive (the events' JSON); past it the oldest events go first"
+    )
+    #: Replays still scanning the archive, at once (each reads its whole range): 429 above.
+    max_replays_per_subscription: int = setting(
+        2, Integer(minimum=1), "replays of one subscription still scanning the archive at once; 429 above"
+    )
+    max_replays_per_tenant: int = setting(
+        8, Integer(minimum=1), "replays of one tenant's subscriptions still scanning at once; 429 above"
     )
     webhook_validation: bool = setting(
         True, Boolean(), "CloudEvents webhook validation handshake before HTTP delivery"

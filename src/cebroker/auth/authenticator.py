@@ -73,9 +73,10 @@ class Authenticator:
             except InvalidToken as exc:
                 raise _invalid(str(exc)) from None
             except IssuerUnavailable as exc:
-                log.warning("cannot verify OIDC tokens: %s", exc)
+                # The verifier logs each failed fetch once; a call refused meanwhile is no news.
+                log.debug("cannot verify an OIDC token: %s", exc)
                 raise Overloaded(
-                    "the token issuer cannot be reached to check the token", retry_after=5.0
+                    "the token issuer cannot be reached to check the token", retry_after=exc.retry_after
                 ) from None
         if self.keys is not None:
             principal = self.keys.find(credentials)

@@ -4,8 +4,19 @@ The issuer's keys (JWKS) are found through its discovery document
 (``<issuer>/.well-known/openid-configuration``, whose ``issuer`` must be the configured one),
 cached for :data:`KEYS_TTL`, and fetched again when a token names a key id the cache does not
 hold, at most once per :data:`REFETCH_INTERVAL` (a stream of tokens with made-up key ids must
-not become a stream of requests to the issuer). Verification (signature, ``iss``, ``aud``,
-``exp``, ``nbf`` with :data:`LEEWAY` of clock skew) is PyJWT's; the algorithm is fixed by the
+not become a stream of requests to the issuer).
+
+The issuer is never asked twice at once: one fetch is in flight at a time and every token that
+needs it waits for that one (single flight), for at most :data:`WAIT_BOUND` seconds, so a
+hanging issuer holds no call longer than that (the fetch itself goes on, up to
+:data:`FETCH_TIMEOUT`). A fetch that fails is not tried again for a while (a negative cache:
+:data:`FIRST_BACKOFF` seconds, doubling with each failure in a row up to :data:`MAX_BACKOFF`);
+meanwhile a token that needs keys the broker does not hold is answered at once with
+:class:`IssuerUnavailable` (503 with ``Retry-After``). So a stream of JWT-shaped bearers, while
+the issuer is down or hangs, costs the issuer one request per back-off period.
+
+Verification (signature, ``iss``, ``aud``, ``exp``, ``nbf`` with :data:`LEEWAY` of clock
+skew) is PyJWT's; the algorithm is fixed by the
 broker, never taken from the token alone, so a token cannot pick ``none`` or an HMAC keyed with
 the public key.
 
@@ -42,6 +53,11 @@ KEYS_TTL = 3600.0
 REFETCH_INTERVAL = 30.0
 #: Seconds the issuer has to answer.
 FETCH_TIMEOUT = 5.0
+#: Most seconds a call waits for the fetch in flight before it is answered 503.
+WAIT_BOUND = 1.0
+#: Seconds no fetch is tried after a first failure; doubles per failure in a row, up to the most.
+FIRST_BACKOFF = 2.0
+MAX_BACKOFF = 60.0
 
 
 class InvalidToken(Exception):
@@ -49,7 +65,12 @@ class InvalidToken(Exception):
 
 
 class IssuerUnavailable(Exception):
-    """The issuer's keys could not be fetched, so no token can be checked right now."""
+    """The issuer's keys could not be fetched, so no token can be checked right now;
+    ``retry_after`` is how many seconds until the broker tries again."""
+
+    def __init__(self, message: str, retry_after: float = FIRST_BACKOFF) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,12 +125,20 @@ class OidcVerifier:
         self._monotonic = monotonic
         self._keys: _Keys | None = None
         self._last_fetch: float | None = None
-        self._lock = asyncio.Lock()
+        #: The fetch in flight (single flight), if any.
+        self._inflight: asyncio.Task[_Keys] | None = None
+        #: The negative cache: no fetch before this time; the failure and the back-off it set.
+        self._failed_until = 0.0
+        self._failure: str | None = None
+        self._backoff = 0.0
         #: How many times the keys were fetched (for tests and operators).
         self.fetches = 0
 
     async def aclose(self) -> None:
-        """Close the HTTP client."""
+        """Stop the fetch in flight and close the HTTP client."""
+        if self._inflight is not None:
+            self._inflight.cancel()
+            await asyncio.gather(self._inflight, return_exceptions=True)
         await self._client.aclose()
 
     async def verify(self, token: str) -> Principal:
@@ -189,20 +218,63 @@ class OidcVerifier:
         return last is None or self._monotonic() - last >= REFETCH_INTERVAL
 
     async def _fetch(self, *, required: bool) -> _Keys:
-        async with self._lock:
-            last = self._last_fetch
-            if self._keys is not None and last is not None and self._monotonic() - last < 1.0:
-                return self._keys  # another caller fetched them while this one waited
-            self._last_fetch = self._monotonic()
-            try:
-                keys = await self._download()
-            except IssuerUnavailable as exc:
-                if required or self._keys is None:
-                    raise
-                log.warning("the OIDC issuer's keys were not refreshed, the cached ones stay: %s", exc)
-                return self._keys
-            self._keys = keys
-            return keys
+        """The issuer's keys, fetched by the one fetch in flight (started here if none is).
+
+        With ``required`` false the cached keys are the answer whenever no fresh ones come
+        (the issuer fails, hangs past the wait bound, or is backing off)."""
+        cached = self._keys
+        now = self._monotonic()
+        if now < self._failed_until:
+            if cached is not None and not required:
+                return cached
+            raise IssuerUnavailable(
+                f"the issuer's keys could not be fetched ({self._failure}); the next try is in"
+                f" {self._failed_until - now:.0f} s",
+                retry_after=self._failed_until - now,
+            )
+        if self._inflight is None:
+            self._last_fetch = now
+            self._inflight = asyncio.get_running_loop().create_task(self._fetch_once())
+            # Its failure is reported to whoever still waits, and logged once by the fetch.
+            self._inflight.add_done_callback(_retrieve)
+        try:
+            # shield: a caller that stops waiting leaves the fetch to the others.
+            return await asyncio.wait_for(asyncio.shield(self._inflight), WAIT_BOUND)
+        except TimeoutError:
+            if cached is not None and not required:
+                return cached
+            raise IssuerUnavailable(
+                f"the issuer has not answered within {WAIT_BOUND:g} s", retry_after=FIRST_BACKOFF
+            ) from None
+        except IssuerUnavailable:
+            if cached is not None and not required:
+                return cached
+            raise
+
+    async def _fetch_once(self) -> _Keys:
+        """One fetch: on success the keys are cached; on failure the back-off grows."""
+        try:
+            keys = await asyncio.wait_for(self._download(), FETCH_TIMEOUT)
+        except (IssuerUnavailable, TimeoutError) as exc:
+            reason = (
+                str(exc) if isinstance(exc, IssuerUnavailable) else f"no answer within {FETCH_TIMEOUT:g} s"
+            )
+            self._backoff = min(MAX_BACKOFF, self._backoff * 2 if self._backoff else FIRST_BACKOFF)
+            self._failed_until = self._monotonic() + self._backoff
+            self._failure = reason
+            if self._keys is None:
+                log.warning(
+                    "cannot fetch the OIDC issuer's keys (next try in %.0f s): %s", self._backoff, reason
+                )
+            else:
+                log.warning("the OIDC issuer's keys were not refreshed, the cached ones stay: %s", reason)
+            raise IssuerUnavailable(reason, retry_after=self._backoff) from None
+        finally:
+            self._inflight = None
+        self._backoff = 0.0
+        self._failure = None
+        self._keys = keys
+        return keys
 
     async def _download(self) -> _Keys:
         discovery = await self._json(self.issuer.rstrip("/") + "/.well-known/openid-configuration")
@@ -248,6 +320,11 @@ class OidcVerifier:
         if not isinstance(doc, dict):
             raise IssuerUnavailable(f"{url} did not answer a JSON object")
         return doc
+
+
+def _retrieve(task: asyncio.Task[_Keys]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _pick(keys: _Keys, kid: str | None, algorithm: str) -> list[jwt.PyJWK]:

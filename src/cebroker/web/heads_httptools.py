@@ -1,0 +1,106 @@
+"""uvicorn's httptools protocol with the head limits of :mod:`cebroker.web.heads` (a module of
+its own: httptools is optional, h11 is not).
+
+httptools calls ``on_url`` with each piece of the request target, but ``on_header`` only once a
+value is complete, buffering the value until then: so the bytes received while a head is
+incomplete are counted as they arrive (a refusal comes at most one socket read past the
+limit), and the exact size and count are checked as each header is handed over. Nothing of a
+refused request reaches the application.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from cebroker.web.heads import LINE_OVERHEAD, HeadGuard, limits_of
+
+
+class LimitedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the head limits of its configuration."""
+
+    def __init__(
+        self, config: uvicorn.Config, server_state: Any, app_state: dict[str, Any], **kw: Any
+    ) -> None:
+        super().__init__(config, server_state, app_state, **kw)
+        self.guard = HeadGuard(limits_of(config), self.loop)
+        self._in_head = True
+        self._head_size = 0
+        self._head_count = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream transport (uvloop's are not subclasses of asyncio.Transport).
+        stream = cast(asyncio.Transport, transport)
+        super().connection_made(stream)
+        self.guard.opened(stream)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.guard.closed()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        guard = self.guard
+        if guard.refused:
+            guard.drop(data)
+            return
+        if self._in_head:
+            guard.received += len(data)
+            guard.arm()
+        super().data_received(data)
+        # Still inside one head after this read: everything counted so far is head.
+        if self._in_head and not guard.refused and guard.received > guard.limits.max_bytes:
+            guard.too_long(url_complete=True)  # a target over its own limit is refused earlier
+
+    def send_400_response(self, msg: str) -> None:
+        if not self.guard.refused:  # a broken request after a refusal needs no second answer
+            super().send_400_response(msg)
+
+    def on_message_begin(self) -> None:
+        self._in_head = True
+        self._head_size = 0
+        self._head_count = 0
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        if self.guard.refused:
+            return
+        super().on_url(url)
+        if len(self.url) > self.guard.limits.max_url:
+            self.guard.url_too_long()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.guard.refused:
+            return
+        limits = self.guard.limits
+        if self._head_size == 0:
+            self._head_size = len(self.url) + LINE_OVERHEAD
+        self._head_size += len(name) + len(value) + 4
+        self._head_count += 1
+        if self._head_count > limits.max_count:
+            self.guard.too_many()
+        elif self._head_size > limits.max_bytes:
+            self.guard.too_long(url_complete=True)
+        else:
+            super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        if self.guard.refused:
+            return
+        self.guard.complete()
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self.guard.refused:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if self.guard.refused:
+            return
+        super().on_message_complete()
+        # What follows on this connection is the next request's head.
+        self._in_head = True
+        self.guard.received = 0
