@@ -148,7 +148,7 @@ def _serve(args: argparse.Namespace) -> int:
         # Every stored secret must open with this key file: a wrong one stops here, not later
         # in a delivery. The check opens a storage of its own on a loop of its own, so that
         # nothing of it is bound to the server's loop.
-        clear = asyncio.run(_check_secrets(storage_from_settings(settings), sealer))
+        clear, userinfo = asyncio.run(_check_secrets(storage_from_settings(settings), sealer))
         storage.prepare()
     except StorageError as exc:
         print(f"cebroker serve: {exc}", file=sys.stderr)
@@ -159,6 +159,15 @@ def _serve(args: argparse.Namespace) -> int:
     if clear:
         logging.getLogger("cebroker").warning(
             "%d secrets are stored in clear by an earlier release: run cebroker secrets rotate", clear
+        )
+    for subscription, pointers in userinfo:
+        # Stored by a release that accepted them; shown as *** everywhere, used as they are.
+        logging.getLogger("cebroker").warning(
+            "subscription %s was stored by an earlier release with user information in %s: it is"
+            " shown as *** but kept in clear in the database; replace the subscription with the"
+            " credentials in sinkcredential",
+            subscription,
+            ", ".join(pointers),
         )
     app = create_app(settings, components)
     logging.getLogger("uvicorn.error").addFilter(QuietInvalidHttp(app.state.incomplete))
@@ -189,14 +198,22 @@ def _serve(args: argparse.Namespace) -> int:
     return 0 if server.started else 3
 
 
-async def _check_secrets(storage: Storage, sealer: Sealer) -> int:
+async def _check_secrets(storage: Storage, sealer: Sealer) -> tuple[int, list[tuple[str, list[str]]]]:
     """Open every stored secret once (``storage`` is opened and closed again); return how many
-    are still in clear."""
+    are still in clear, and the subscriptions whose URLs carry user information (with the
+    pointers of those URLs)."""
     from cebroker.sealing.store import verify_sealed
+    from cebroker.subscription import urls_with_userinfo
 
     await storage.open()
     try:
-        return await verify_sealed(storage.subscriptions, sealer)
+        clear = await verify_sealed(storage.subscriptions, sealer)
+        userinfo = [
+            (subscription.id, pointers)
+            for subscription in await storage.subscriptions.all()
+            if (pointers := list(urls_with_userinfo(subscription)))
+        ]
+        return clear, userinfo
     finally:
         await storage.close()
 

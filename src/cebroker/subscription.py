@@ -2,14 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
+
+from ceprotocols.endpoint import redact_text
 
 #: Credential fields that are write-only: stored, used for delivery, never returned or logged.
 SECRET_CREDENTIAL_FIELDS = frozenset({"secret", "accesstoken", "refreshtoken"})
 #: The ``protocolsettings`` member of an HTTP subscription holding its webhook secret (write-only).
 WEBHOOK_SECRET = "webhooksecret"
+#: The URLs of a subscription besides its sink: its dead-letter sink and its token endpoint.
+DEAD_LETTER_SINK = "deadlettersink"
+TOKEN_ENDPOINT = "refreshtokenendpoint"
+
+
+def has_userinfo(url: str) -> bool:
+    """Whether ``url`` carries user information (a user name, a password, a token) before its
+    host: the API refuses such URLs, since a URL is listed, queried by and logged."""
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:
+        return "@" in url
+    return "@" in netloc
+
+
+def urls_with_userinfo(subscription: Subscription) -> Iterator[str]:
+    """The JSON Pointers of ``subscription``'s URLs that carry user information (possible only
+    in subscriptions stored by a release that accepted them)."""
+    if has_userinfo(subscription.sink):
+        yield "/sink"
+    dead = subscription.config.get(DEAD_LETTER_SINK)
+    if isinstance(dead, str) and has_userinfo(dead):
+        yield f"/config/{DEAD_LETTER_SINK}"
+    endpoint = (subscription.sinkcredential or {}).get(TOKEN_ENDPOINT)
+    if isinstance(endpoint, str) and has_userinfo(endpoint):
+        yield f"/sinkcredential/{TOKEN_ENDPOINT}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +81,8 @@ class Subscription:
         return f'"{self.id}-{self.revision}"'
 
     def to_json(self, *, include_secrets: bool = False) -> dict[str, Any]:
-        """The subscription as the API returns it; secrets are left out unless asked for."""
+        """The subscription as the API returns it; secrets are left out unless asked for, and
+        the user information of its URLs (stored by an earlier release) is shown as ``***``."""
         doc: dict[str, Any] = {"id": self.id}
         if self.source is not None:
             doc["source"] = self.source
@@ -60,7 +90,9 @@ class Subscription:
             doc["types"] = list(self.types)
         doc["config"] = dict(self.config)
         doc["filters"] = [dict(f) for f in self.filters]
-        doc["sink"] = self.sink
+        doc["sink"] = self.sink if include_secrets else redact_text(self.sink)
+        if not include_secrets and isinstance(self.config.get(DEAD_LETTER_SINK), str):
+            doc["config"][DEAD_LETTER_SINK] = redact_text(self.config[DEAD_LETTER_SINK])
         doc["protocol"] = self.protocol
         doc["protocolsettings"] = dict(self.protocolsettings)
         if include_secrets and self.webhook_secret is not None:
@@ -69,6 +101,8 @@ class Subscription:
             cred = dict(self.sinkcredential)
             if not include_secrets:
                 cred = {k: v for k, v in cred.items() if k not in SECRET_CREDENTIAL_FIELDS}
+                if isinstance(cred.get(TOKEN_ENDPOINT), str):
+                    cred[TOKEN_ENDPOINT] = redact_text(cred[TOKEN_ENDPOINT])
             doc["sinkcredential"] = cred
         return doc
 

@@ -1,6 +1,7 @@
-"""The user information of a sink URL (a token given as the user name, or a password in a
-subscription stored before the API refused passwords) never shows in what the broker records
-about failed deliveries: the dead letters, the delivery status and the log.
+"""The user information of a sink URL (a token given as the user name, or a password, in a
+subscription stored before the API refused them) never shows in what the broker records
+about failed deliveries (the dead letters, the delivery status and the log), nor in the
+subscription itself, its listing or the status overview.
 
 The sinks are real: one that answers 500 and a port on 127.0.0.1 that refuses connections, each
 reached by the delivery itself, and by the webhook validation handshake before it."""
@@ -69,12 +70,13 @@ def test_sink_userinfo_stays_out_of_dead_letters_status_and_log(
         {
             "password-500": f"http://user:{SECRET}@{answering}/fails",
             "password-refused": f"http://user:{SECRET}@{refusing}/x",
+            # A token as the user name: the API refuses it now, an earlier release took it.
+            "token-500": f"http://{SECRET}@{answering}/fails",
+            "token-refused": f"http://{SECRET}@{refusing}/x",
         },
     )
     broker = make_broker(db=db, webhook_validation=handshake)
-    ids = ["password-500", "password-refused"]
-    for url in (f"http://{SECRET}@{answering}/fails", f"http://{SECRET}@{refusing}/x"):
-        ids.append(broker.subscribe(url, types=TYPES, config=CONFIG)["id"])
+    ids = ["password-500", "password-refused", "token-500", "token-refused"]
     assert broker.send(event(1)).status_code == 202
 
     def dead_letters(sub_id: str) -> list[dict[str, Any]]:
@@ -96,7 +98,9 @@ def test_sink_userinfo_stays_out_of_dead_letters_status_and_log(
     assert "cannot reach http://***@127.0.0.1:" in recorded["password-refused"]  # ...and where
     texts = list(recorded.values())
     overview = broker.http.get("/status/subscriptions").json()["items"]
-    texts += [str(item.get("lastError")) for item in overview]
+    texts += [json.dumps(item) for item in overview]
+    texts.append(broker.http.get("/subscriptions").text)
+    texts += [broker.http.get(f"/subscriptions/{sub_id}").text for sub_id in ids]
     texts += [record.getMessage() for record in caplog.records]
     texts.append(caplog.text)  # tracebacks included
     leaks = [text[max(0, at - 100) : at + 40] for text in texts if (at := text.find(SECRET)) >= 0]

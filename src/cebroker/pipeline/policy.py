@@ -177,7 +177,13 @@ def parse_policy(config: Mapping[str, Any]) -> DeliveryPolicy:
             problems.append(FieldProblem("/config/deadlettersink", "must be an http(s) URL"))
         elif "@" in sink.split("/", 3)[2]:
             # Userinfo would be stored, listed and logged with the URL (it is no credential store).
-            problems.append(FieldProblem("/config/deadlettersink", "must not carry user information"))
+            problems.append(
+                FieldProblem(
+                    "/config/deadlettersink",
+                    "must not carry user information (a user name, password or token before '@'):"
+                    " a URL is stored, listed and logged; give credentials in 'sinkcredential'",
+                )
+            )
         else:
             values["deadlettersink"] = sink
     if problems:

@@ -136,15 +136,19 @@ def host_and_port(parts: SplitResult, pointer: str, problems: Problems) -> None:
         problems.add(pointer, "the port must be a number between 1 and 65535")
 
 
-def no_password(parts: SplitResult, pointer: str, problems: Problems) -> None:
-    """No password in the URL's user information: it would be stored, listed and logged with
-    the URL. Credentials go in ``sinkcredential``, which is write-only and encrypted at rest."""
-    try:
-        password = parts.password
-    except ValueError:
-        password = None
-    if password is not None or ":" in parts.netloc.rpartition("@")[0]:
-        problems.add(pointer, "must not carry a password: give credentials in 'sinkcredential'")
+#: Why a URL with user information is refused (the same words for every URL of a subscription).
+USERINFO_REFUSED = (
+    "must not carry user information (a user name, password or token before '@'): a URL is"
+    " stored, listed and logged; give credentials in 'sinkcredential'"
+)
+
+
+def no_userinfo(parts: SplitResult, pointer: str, problems: Problems) -> None:
+    """No user information in the URL, neither a password nor a user name alone (which is
+    often a token): it would be stored, listed and logged with the URL. Credentials go in
+    ``sinkcredential``, which is write-only and encrypted at rest."""
+    if "@" in parts.netloc:
+        problems.add(pointer, USERINFO_REFUSED)
 
 
 def timestamp(value: Any, pointer: str, problems: Problems) -> None:

@@ -28,7 +28,7 @@ def _http_url(value: Any, pointer: str, problems: Problems) -> None:
     parts = checks.absolute_uri(value, pointer, problems, ("http", "https"))
     if parts is not None:
         checks.host_and_port(parts, pointer, problems)
-        checks.no_password(parts, pointer, problems)
+        checks.no_userinfo(parts, pointer, problems)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -120,7 +120,7 @@ def _sink(value: Any, protocol: str, rules: ProtocolRules | None, problems: Prob
     )
     if parts is not None:
         rules.sink_check(parts, "/sink", problems)
-        checks.no_password(parts, "/sink", problems)
+        checks.no_userinfo(parts, "/sink", problems)
     return parts
 
 

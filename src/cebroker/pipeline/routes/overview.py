@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.redaction import redact_userinfo
 from cebroker.pipeline.routes.circuit import circuit_document
 from cebroker.storage.archive import EventArchive
 from cebroker.storage.circuits import CircuitStore
@@ -130,7 +131,7 @@ class OverviewApi:
                 {
                     "id": sub.id,
                     "protocol": sub.protocol,
-                    "sink": sub.sink,
+                    "sink": redact_userinfo(sub.sink),
                     "source": sub.source,
                     "types": list(sub.types) if sub.types is not None else None,
                     "delivered": status.get("delivered", 0),
