@@ -207,10 +207,22 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "string",
     ),
     (
-        "amqp-camelcase",
-        {**VALID["AMQP"], "protocolsettings": {"linkName": "x"}},
+        "amqp-unknown",
+        {**VALID["AMQP"], "protocolsettings": {"linkTitle": "x"}},
+        "/protocolsettings/linkTitle",
+        "unknown setting 'linkTitle' for AMQP; known settings: address, contentmode, linkname",
+    ),
+    (
+        "amqp-two-spellings",
+        {**VALID["AMQP"], "protocolsettings": {"linkname": "x", "linkName": "y"}},
         "/protocolsettings/linkName",
-        "unknown setting 'linkName' for AMQP; known settings: address, contentmode, linkname",
+        "gives the setting 'linkname' a second time",
+    ),
+    (
+        "amqp-camelcase-checked",
+        {**VALID["AMQP"], "protocolsettings": {"linkName": ""}},
+        "/protocolsettings/linkName",
+        "empty",
     ),
     # contentmode and the Kafka key attribute: broker extensions registered by the protocol bridge
     (
@@ -396,6 +408,19 @@ async def test_rule(client: httpx.AsyncClient, body: dict[str, Any], pointer: st
     assert matching, problem["errors"]
     assert any(fragment in e["detail"] for e in matching), matching
     assert (await client.get("/subscriptions")).json() == []
+
+
+async def test_setting_names_match_in_any_case(client: httpx.AsyncClient) -> None:
+    """docs/protocols.md: setting names match case-insensitively, so the upstream OpenAPI's
+    ``linkName`` and ``linkProperties`` work; the realized subscription spells them as declared."""
+    settings = {"linkName": "l", "LinkProperties": {"a": "b"}, "SenderSettlementMode": "settled"}
+    doc = await create(client, {**VALID["AMQP"], "protocolsettings": settings})
+    realized = doc["protocolsettings"]
+    assert (realized["linkname"], realized["linkproperties"]) == ("l", {"a": "b"})
+    assert realized["sendersettlementmode"] == "settled"
+    assert not {"linkName", "LinkProperties", "SenderSettlementMode"} & realized.keys()
+    kafka = await create(client, {**VALID["KAFKA"], "protocolsettings": {"TopicName": "t", "ACKS": "1"}})
+    assert (kafka["protocolsettings"]["topicname"], kafka["protocolsettings"]["acks"]) == ("t", "1")
 
 
 async def test_same_rules_apply_to_replace(client: httpx.AsyncClient) -> None:

@@ -4,20 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cebroker.spark.feed import FeedConfig, reason
+import pytest
+
+from cebroker.spark.feed import FeedConfig, FeedError, reason
+from cebroker.spark.options import SinkConfigError, SinkOptions
 from cebroker.spark.progress import ProgressReporter
 from cebroker.spark.rejects import streaming_scope, write_summary
 
 
 def test_feed_options_defaults(tmp_path: Path) -> None:
-    """Rows without source get the input directory as a file URI; flags win over --option pairs,
-    whatever the case of their names (Spark options are case-insensitive)."""
+    """Rows without source get the input directory as a file URI; --option pairs are passed
+    whatever the case of their names (Spark options are case-insensitive), and one that a flag
+    given too sets is refused: neither silently wins (docs/spark.md)."""
     config = FeedConfig(
         url="http://b/events",
         input=tmp_path,
         checkpoint=tmp_path / "ck",
         batch_size=7,
-        sink_options={"BatchSize": "5", "retryMaxTime": "9", "source": "/mine"},
+        sink_options={"retryMaxTime": "9", "source": "/mine"},
     )
     assert config.options() == {
         "url": "http://b/events",
@@ -26,6 +30,24 @@ def test_feed_options_defaults(tmp_path: Path) -> None:
         "retrymaxtime": "9",
         "source": "/mine",
     }
+    honoured = FeedConfig(url="http://b/events", input=tmp_path, sink_options={"batchSize": "0"})
+    assert honoured.options()["batchsize"] == "0"  # the data source then refuses it, by name
+    with pytest.raises(SinkConfigError, match="batchSize"):
+        SinkOptions.parse(honoured.options())
+    own = FeedConfig(url="http://b/events", input=tmp_path, sink_options={"checkpointLocation": "/ck"})
+    assert own.options()["checkpointlocation"] == "/ck"
+    assert own.checkpoint_dir() == Path("/ck")
+    for flag, option in (
+        ({"batch_size": 7}, "BatchSize"),
+        ({"checkpoint": tmp_path}, "checkpointLocation"),
+        ({"source": "/s"}, "source"),
+        ({"type": "t"}, "TYPE"),
+        ({"error_path": tmp_path}, "errorPath"),
+        ({}, "url"),
+    ):
+        clash = FeedConfig(url="http://b/events", input=tmp_path, sink_options={option: "x"}, **flag)
+        with pytest.raises(FeedError, match=f"--option {option} conflicts with"):
+            clash.options()
     plain = FeedConfig(url="http://b/events", input=tmp_path).options()
     assert plain["source"] == f"file://{tmp_path.resolve()}"
     assert "type" not in plain

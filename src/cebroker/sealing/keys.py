@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cebroker.errors import ConfigurationError
+from cebroker.options.kinds import redact_url
 
 log = logging.getLogger("cebroker.sealing")
 
@@ -156,7 +157,8 @@ def key_ring(key_file: Path | None, db: str | os.PathLike[str]) -> tuple[KeyRing
     path = default_key_file(db)
     if path is None:
         raise ConfigurationError(
-            f"{db}: the database is not a file beside which a key could be kept; give --secrets-key-file"
+            f"{redact_url(str(db))}: the database is not a file beside which a key could be kept;"
+            " give --secrets-key-file"
         )
     if not path.exists():
         try:

@@ -48,7 +48,10 @@ def add_spark_feed(sub: argparse._SubParsersAction[OptionParser]) -> None:
         help="checkpoint directory (default: ./.spark-feed/<hash of input and url>)",
     )
     p.add_argument(
-        "--batch-size", type=_POSITIVE, default=1000, help="events per HTTP request (default: 1000)"
+        "--batch-size",
+        type=_POSITIVE,
+        default=None,
+        help="events per HTTP request (default: 1000, the data source's batchSize)",
     )
     p.add_argument("--error-path", type=Path, help="where rejected rows go (default: <checkpoint>/errors)")
     p.add_argument("--source", help="source attribute for rows without one (default: file://<input dir>)")

@@ -41,6 +41,17 @@ class FeedError(RuntimeError):
     """The feed cannot start or failed; the message says why and what to do."""
 
 
+#: The data source options that have a flag (or argument) of their own: lower-cased name -> flag.
+FLAG_OPTIONS = {
+    "url": "--url",
+    "checkpointlocation": "--checkpoint",
+    "batchsize": "--batch-size",
+    "errorpath": "--error-path",
+    "source": "--source",
+    "type": "--type",
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class FeedConfig:
     """What ``spark-feed`` runs; built from the command line."""
@@ -61,15 +72,37 @@ class FeedConfig:
     sink_options: Mapping[str, str] = field(default_factory=dict)
 
     def checkpoint_dir(self) -> Path:
-        """The checkpoint: given, or one per (input, url) under ``./.spark-feed/``."""
+        """The checkpoint: given (``--checkpoint``, or ``--option checkpointLocation=...``), or
+        one per (input, url) under ``./.spark-feed/``."""
         if self.checkpoint is not None:
             return self.checkpoint
+        for key, value in self.sink_options.items():
+            if key.lower() == "checkpointlocation":
+                return Path(value)
         what = f"{self.input.resolve() if self.input else f'rate:{self.rate}'}|{self.url}"
         return Path.cwd() / ".spark-feed" / hashlib.sha256(what.encode()).hexdigest()[:16]
 
     def options(self) -> dict[str, str]:
-        """The data source options of the query: the ``--option`` pairs, then the flags (which
-        win). Names are lower-cased, as Spark treats them case-insensitively."""
+        """The data source options of the query: the ``--option`` pairs and the flags. Names are
+        lower-cased, as Spark treats them case-insensitively.
+
+        Raises:
+            FeedError: an ``--option`` sets what a flag given too sets (``batchSize`` and
+                ``--batch-size``, say): neither silently wins.
+        """
+        flags: dict[str, object] = {
+            "url": self.url,
+            "checkpointlocation": self.checkpoint,
+            "batchsize": self.batch_size,
+            "errorpath": self.error_path,
+            "source": self.source,
+            "type": self.type,
+        }
+        for key in self.sink_options:
+            if flags.get(key.lower()) is not None:
+                raise FeedError(
+                    f"--option {key} conflicts with {FLAG_OPTIONS[key.lower()]}: give one of them"
+                )
         opts = {key.lower(): value for key, value in self.sink_options.items()}
         opts["url"] = self.url
         opts["checkpointlocation"] = str(self.checkpoint_dir())
@@ -182,8 +215,9 @@ def run(config: FeedConfig, out: Callable[[str], None] = print) -> int:
 
     if config.once and config.rate is not None:
         raise FeedError("--once needs --input: the rate source never runs out of rows")
-    spark = build_session(config.master)
+    # The options are checked before Spark starts: a bad one costs no JVM.
     options = SinkOptions.parse(config.options())
+    spark = build_session(config.master)
     reporter = ProgressReporter(options.error_path, out)
     what = config.input.resolve() if config.input else f"{config.rate} rows/s"
     out(f"feeding {what} into {config.url} (checkpoint {config.checkpoint_dir()})")

@@ -133,20 +133,29 @@ def _settings(
         return {}
     if rules is None:
         return dict(value)
-    for name, item in value.items():
-        at = child(pointer, name)
-        if name in rules.settings:
+    # Setting names match case-insensitively (the upstream OpenAPI file spells AMQP's
+    # ``linkName``, the prose spec ``linkname``); the realized subscription holds the declared
+    # lower-case name. Two spellings of one setting in one body are refused.
+    declared = {name.lower(): name for name in (*rules.settings, *rules.refused)}
+    realized: dict[str, Any] = {}
+    for given, item in value.items():
+        at = child(pointer, given)
+        name: str = declared.get(str(given).lower(), str(given))
+        if name in realized:
+            problems.add(at, f"gives the setting {quote(name)} a second time (names match in any case)")
+        elif name in rules.settings:
             _guarded(rules.settings[name], item, at, problems)
         elif name in rules.refused:
             problems.add(at, rules.refused[name])
         else:
             known = ", ".join(sorted(rules.settings))
-            problems.add(at, f"unknown setting {quote(name)} for {protocol}; known settings: {known}")
-    for name in sorted(rules.required - value.keys()):
+            problems.add(at, f"unknown setting {quote(given)} for {protocol}; known settings: {known}")
+        realized.setdefault(name, item)
+    for name in sorted(rules.required - realized.keys()):
         problems.add(child(pointer, name), f"is required for protocol {protocol}")
     for cross_check in rules.cross_checks:
-        cross_check(value, sink, pointer, problems)
-    return {**rules.defaults, **value}
+        cross_check(realized, sink, pointer, problems)
+    return {**rules.defaults, **realized}
 
 
 def _guarded(check: Check, value: Any, pointer: str, problems: Problems) -> None:
