@@ -144,6 +144,19 @@ class QuotaExceeded(BrokerError):
     type_suffix = "quota-exceeded"
 
 
+class TooManyReplays(BrokerError):
+    """A subscription, or its tenant, already has as many replays scanning the archive as it
+    may; the client should retry after ``retry_after`` seconds."""
+
+    status = 429
+    title = "Too many replays"
+    type_suffix = "too-many-replays"
+
+    def __init__(self, detail: str, retry_after: float) -> None:
+        self.retry_after = retry_after
+        super().__init__(detail)
+
+
 class ConfigurationError(Exception):
     """A setting or a file it names cannot be used; ``cebroker serve`` refuses to start (exit 2)
     with this message, which names the setting or the file and says why."""

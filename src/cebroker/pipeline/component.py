@@ -35,7 +35,7 @@ from cebroker.pipeline.routes.events import EventsApi
 from cebroker.pipeline.routes.explain import ExplainApi, Realize
 from cebroker.pipeline.routes.metrics import MetricsApi
 from cebroker.pipeline.routes.overview import OverviewApi
-from cebroker.pipeline.routes.replays import ReplaysApi
+from cebroker.pipeline.routes.replays import ReplayCaps, ReplaysApi
 from cebroker.pipeline.routes.tail import TailApi
 from cebroker.pipeline.senders import SenderPool
 from cebroker.pipeline.tail import TailHub
@@ -170,6 +170,10 @@ class PipelineComponent:
                     base_url=settings.public_url,
                     clock=clock,
                     receive=self.matcher.receive_filter,
+                    caps=ReplayCaps(
+                        per_subscription=settings.max_replays_per_subscription,
+                        per_tenant=settings.max_replays_per_tenant,
+                    ),
                 )
             )
         if realize is not None:  # drafts are validated by the Subscriptions API's rules

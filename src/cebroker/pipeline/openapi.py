@@ -238,9 +238,9 @@ SCHEMAS: dict[str, Schema] = {
         "properties": {
             "from": {"type": "string", "format": "date-time", "description": "Earliest acceptance time."},
             "to": {
-                "type": "string",
+                "type": ["string", "null"],
                 "format": "date-time",
-                "description": "Events accepted before this (default and latest: now).",
+                "description": "Events accepted before this (default and latest: now; null: now).",
             },
             "filter": {
                 "type": "object",
@@ -488,6 +488,13 @@ PATHS: dict[str, Any] = {
                             "schema": {"type": "string"},
                         }
                     },
+                },
+                "429": {
+                    **_problem(
+                        "The subscription, or its tenant, has as many replays scanning the archive as"
+                        " it may (--max-replays-per-subscription, --max-replays-per-tenant)."
+                    ),
+                    "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}},
                 },
                 **_BODY_PROBLEMS,
                 **_NOT_FOUND,

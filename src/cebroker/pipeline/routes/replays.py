@@ -8,6 +8,11 @@
 * ``GET /subscriptions/{id}/replays/{replay}``: one replay and its progress.
 * ``DELETE /subscriptions/{id}/replays/{replay}``: cancel it.
 
+Replays still scanning the archive (each reads its whole range) are capped per subscription and
+per tenant (``--max-replays-per-subscription``, ``--max-replays-per-tenant``): one more is a 429
+with ``Retry-After``, and nothing is created. Dry runs are not counted: they scan within their
+own request.
+
 Every route first resolves the subscription with the same lookup as the other per-subscription
 routes (``lookup``), so they answer 404 alike and inherit its checks. ``from`` older than what
 the archive holds is a 400 naming ``/from`` and the oldest event held. The matching count reads
@@ -16,9 +21,11 @@ the range a page at a time, never all of it at once.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import cefilters
@@ -28,7 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from cebroker.clock import Clock
-from cebroker.errors import FieldProblem, NotFound, ValidationError
+from cebroker.errors import FieldProblem, NotFound, TooManyReplays, ValidationError
 from cebroker.options.units import format_duration
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.replays.matching import ReplayFilter
@@ -49,6 +56,17 @@ MAX_BODY = 64 * 1024
 PAGE = 1000
 #: Seconds: the precision of the times the API shows.
 TIME_RESOLUTION = 0.001
+#: Seconds a caller over a replay cap is asked to wait.
+CAP_RETRY_AFTER = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayCaps:
+    """How many replays may scan the archive at once, per subscription and per tenant (the
+    replays of subscriptions without a tenant count together)."""
+
+    per_subscription: int = 2
+    per_tenant: int = 8
 
 
 def replay_json(replay: Replay) -> dict[str, Any]:
@@ -86,7 +104,7 @@ def _filter(value: Any) -> dict[str, Any]:
 
 def _time(body: dict[str, Any], name: str, problems: list[FieldProblem]) -> float | None:
     value = body.get(name)
-    if value is None:
+    if name not in body:
         return None
     if isinstance(value, str):
         try:
@@ -114,7 +132,12 @@ class ReplaysApi:
         base_url: str,
         clock: Clock,
         receive: Callable[[Subscription], Mapping[str, Any] | None] = lambda subscription: None,
+        caps: ReplayCaps = ReplayCaps(),
     ) -> None:
+        self._caps = caps
+        # The cap is checked and the replay created under this lock, so that concurrent
+        # requests to this instance cannot both take the last place.
+        self._creating = asyncio.Lock()
         self._clock = clock
         self._receive = receive
         self._lookup = lookup
@@ -147,7 +170,8 @@ class ReplaysApi:
         if "from" not in body:
             problems.append(FieldProblem("/from", "is required"))
         since = _time(body, "from", problems)
-        until = _time(body, "to", problems)
+        # "to" may be null (the same as leaving it out: up to now); "from" may not.
+        until = _time(body, "to", problems) if body.get("to") is not None else None
         dryrun = body.get("dryrun", False)
         if not isinstance(dryrun, bool):
             problems.append(FieldProblem("/dryrun", "must be true or false"))
@@ -177,7 +201,9 @@ class ReplaysApi:
             filter=orjson.dumps(extra).decode() if extra is not None else None,
             events=events,
         )
-        replay = await self._archive.create_replay(request_)
+        async with self._creating:
+            await self._check_caps(subscription)
+            replay = await self._archive.create_replay(request_)
         self._replayer.started(replay)
         location = f"{self._base}/subscriptions/{subscription_id}/replays/{replay.id}"
         answer = {"replay": replay.id, "events": events}
@@ -207,6 +233,31 @@ class ReplaysApi:
             if replay.id == replay_id:
                 return JSONResponse(replay_json(replay), headers={"Cache-Control": "no-store"})
         raise NotFound(f"no replay {replay_id[:64]!r} of this subscription")
+
+    async def _check_caps(self, subscription: Subscription) -> None:
+        """429 when ``subscription``, or its tenant, has as many replays scanning as it may."""
+        scanning = await self._archive.replays(None)  # every replay with events left to queue
+        own = sum(1 for replay in scanning if replay.subscription == subscription.id)
+        if own >= self._caps.per_subscription:
+            raise TooManyReplays(
+                f"the subscription has {own} replays still scanning the archive, as many as it may"
+                f" (--max-replays-per-subscription {self._caps.per_subscription}); wait for one to"
+                " finish or cancel one",
+                CAP_RETRY_AFTER,
+            )
+        tenants = {
+            replay.subscription: sub.tenant
+            for replay in scanning
+            if (sub := self._subscriptions.get(replay.subscription)) is not None
+        }
+        theirs = sum(1 for replay in scanning if tenants.get(replay.subscription, "") == subscription.tenant)
+        if theirs >= self._caps.per_tenant:
+            raise TooManyReplays(
+                f"the tenant's subscriptions have {theirs} replays still scanning the archive, as many"
+                f" as it may (--max-replays-per-tenant {self._caps.per_tenant}); wait for one to finish"
+                " or cancel one",
+                CAP_RETRY_AFTER,
+            )
 
     async def _held(self, since: float) -> None:
         """Refuse a range that starts before what the archive can hold (to the millisecond, as
