@@ -28,6 +28,8 @@ that changed rows.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -45,6 +47,8 @@ from cebroker.storage.sqlite.migrations import migrate
 from cebroker.storage.sqlite.writer import Job, SqliteWriter
 
 T = TypeVar("T")
+
+log = logging.getLogger("cebroker.storage")
 
 #: The WAL is cut back to this size when it restarts after a burst (bytes): the bound at which
 #: the checkpointer truncates it anyway.
@@ -97,6 +101,7 @@ class Database:
             ) from exc
         self._lock.acquire()
         try:
+            self._create_private()
             conn = self._connect()
             try:
                 mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -112,6 +117,26 @@ class Database:
             self._lock.release()
             raise
         self._prepared = True
+
+    def _create_private(self) -> None:
+        """Create the database file, empty, readable and writable by its owner only (0600)
+        before SQLite opens it: SQLite gives its ``-wal`` and ``-shm`` files the mode of the
+        database file, and the default would let every local user read the events, the
+        subscriptions and the dead letters. A file that exists keeps its mode; one that others
+        may read is reported."""
+        try:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        except FileExistsError:
+            mode = self.path.stat().st_mode & 0o777
+            if mode & 0o077:
+                log.warning(
+                    "the database %s has mode %04o: other users may read it; chmod 600 it and its"
+                    " -wal, -shm and .lock files",
+                    self.path,
+                    mode,
+                )
+        except OSError as exc:
+            raise StorageUnavailable("cannot create the database", f"{self.path}: {exc.strerror}") from exc
 
     async def open(self, init: Job) -> None:
         """Prepare if needed, then start the writer (running ``init`` first), the reader, the

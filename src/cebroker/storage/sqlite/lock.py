@@ -46,7 +46,8 @@ class DatabaseLock:
         if self._fd is not None:
             return
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            # Owner only, as the database beside it (it names the host and the process).
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise StorageUnavailable("cannot create the lock file", f"{self.path}: {exc.strerror}") from exc
         try:
