@@ -302,6 +302,20 @@ SCHEMAS: dict[str, Schema] = {
         },
         "additionalProperties": False,
     },
+    "TailReady": {
+        "type": "object",
+        "description": "The `data` of a tail's `ready` event: the watch is registered.",
+        "required": ["subscription"],
+        "properties": {"subscription": {"type": "string"}},
+        "additionalProperties": False,
+    },
+    "TailDropped": {
+        "type": "object",
+        "description": "The `data` of a tail's `dropped` event: copies skipped as the reader fell behind.",
+        "required": ["dropped"],
+        "properties": {"dropped": {"type": "integer", "minimum": 1}},
+        "additionalProperties": False,
+    },
     "SubscriptionHealth": {
         "type": "object",
         "required": [
@@ -574,14 +588,25 @@ PATHS: dict[str, Any] = {
             "operationId": "tail",
             "summary": "The events the subscription matches from now on (Server-Sent Events)",
             "description": (
-                "`event: ready`, then `event: cloudevent` per matched event (the event as JSON), "
-                '`event: dropped` (`{"dropped": n}`) when the reader fell behind. Ends when the '
-                "subscription is deleted or the broker stops."
+                '`event: ready` (`{"subscription": id}`: the watch is registered), then '
+                "`event: cloudevent` per matched event (the event in the JSON format), "
+                '`event: dropped` (`{"dropped": n}`) when the reader fell behind, and `: ping` '
+                "comments while idle. Ends when the subscription is deleted or the broker stops. "
+                "`x-events` gives the schema of each event's `data` by event name."
             ),
             "responses": {
                 "200": {
                     "description": "The stream.",
-                    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    "content": {
+                        "text/event-stream": {
+                            "schema": {"type": "string", "description": "Server-Sent Events."},
+                            "x-events": {
+                                "ready": _ref("TailReady"),
+                                "cloudevent": _ref("CloudEvent"),
+                                "dropped": _ref("TailDropped"),
+                            },
+                        }
+                    },
                 },
                 **_NOT_FOUND,
             },
