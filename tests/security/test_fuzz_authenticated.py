@@ -1,6 +1,7 @@
 """Schemathesis over the whole API an authenticated broker serves, with a valid key (every scope
-of one tenant): no 5xx, every answer as documented; and the same requests without the key: 401
-with a Bearer challenge, except on the public routes."""
+of one tenant): no 5xx, every answer as documented (status, headers, content type and body
+schema; problem+json for every 4xx); and the same requests without the key: 401 with a Bearer
+challenge, except on the public routes."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     negative_data_rejection,
     response_headers_conformance,
+    response_schema_conformance,
     status_code_conformance,
 )
 
@@ -37,6 +39,7 @@ CHECKS = [
     status_code_conformance,
     content_type_conformance,
     response_headers_conformance,
+    response_schema_conformance,
     negative_data_rejection,
 ]
 
@@ -78,6 +81,10 @@ def _remove_dir() -> Iterator[None]:
 def test_with_a_valid_key(case: OpenApiCase) -> None:
     response = case.call(headers={"authorization": f"Bearer {KEY}"})
     case.validate_response(response, checks=CHECKS)
+    if 400 <= response.status_code < 500:
+        assert response.headers["content-type"][0].startswith("application/problem+json")
+        if case.method != "HEAD":  # HEAD answers carry no body
+            assert response.json()["status"] == response.status_code
     needed = required_scope(case.method.upper(), case.formatted_path)
     assert response.status_code != 401, response.text
     assert response.status_code != 403 or needed == ADMIN, response.text  # the key is not an admin

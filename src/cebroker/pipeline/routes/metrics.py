@@ -1,7 +1,12 @@
-"""``GET /metrics``: the pipeline's Prometheus metrics (text exposition format)."""
+"""``GET /metrics``: the pipeline's Prometheus metrics (text exposition format).
+
+The text grows with the number of subscriptions (several series each), so it is written on a
+worker thread (``prometheus_client`` collects under its own locks), not on the event loop.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -24,4 +29,5 @@ class MetricsApi:
 
     async def get(self, request: Request) -> Response:
         """The current values of every metric."""
-        return Response(generate_latest(self._metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        text = await asyncio.to_thread(generate_latest, self._metrics.registry)
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
