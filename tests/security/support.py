@@ -43,6 +43,9 @@ class Issuer:
         self.ec = ec.generate_private_key(ec.SECP256R1())
         self.published: dict[str, Any] = {"rsa-1": self.rsa, "ec-1": self.ec}
         self.jwks_requests = 0
+        #: Requests of the discovery document; while ``down``, each is answered 503.
+        self.discovery_requests = 0
+        self.down = False
 
     def _jwks(self) -> dict[str, Any]:
         keys = []
@@ -54,6 +57,9 @@ class Issuer:
 
     def app(self) -> Starlette:
         async def discovery(request: Request) -> JSONResponse:
+            self.discovery_requests += 1
+            if self.down:
+                return JSONResponse({"error": "down"}, status_code=503)
             return JSONResponse({"issuer": self.url, "jwks_uri": f"{self.url}/jwks"})
 
         async def jwks(request: Request) -> JSONResponse:

@@ -4,6 +4,7 @@ ids refetched at a limited pace, the tenant claim)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from pathlib import Path
@@ -14,7 +15,14 @@ import pytest
 
 from cebroker.auth.authenticator import Authenticator
 from cebroker.auth.keys import ApiKeyRing, parse_api_keys
-from cebroker.auth.oidc import REFETCH_INTERVAL, InvalidToken, OidcVerifier
+from cebroker.auth.oidc import (
+    FIRST_BACKOFF,
+    MAX_BACKOFF,
+    REFETCH_INTERVAL,
+    InvalidToken,
+    IssuerUnavailable,
+    OidcVerifier,
+)
 from cebroker.errors import ConfigurationError, Unauthorized
 from security.support import AUDIENCE, Issuer
 
@@ -143,4 +151,44 @@ async def test_unknown_key_ids_are_refetched_at_a_limited_pace(issuer: Issuer) -
         with pytest.raises(InvalidToken, match="a key the issuer does not publish"):
             await verifier.verify(issuer.token(kid="made-up", key=rotated))
     assert verifier.fetches == 2
+    await verifier.aclose()
+
+
+async def test_a_failing_issuer_is_asked_once_per_back_off_which_doubles(issuer: Issuer) -> None:
+    """The negative cache: while the issuer fails, tokens are refused at once (with the time
+    left as retry-after) and the issuer is asked again only when the back-off has passed; the
+    back-off doubles up to its most and is forgotten once a fetch succeeds."""
+    now = [1000.0]
+    verifier = OidcVerifier(
+        issuer.url, AUDIENCE, client=httpx.AsyncClient(timeout=5), monotonic=lambda: now[0]
+    )
+    issuer.down = True
+    backoff = FIRST_BACKOFF
+    for _ in range(8):
+        hits = issuer.discovery_requests
+        with pytest.raises(IssuerUnavailable):
+            await verifier.verify(issuer.token())
+        assert issuer.discovery_requests == hits + 1
+        for _ in range(5):  # within the back-off: refused without asking
+            with pytest.raises(IssuerUnavailable) as refused:
+                await verifier.verify(issuer.token())
+            assert 0 < refused.value.retry_after <= backoff
+        assert issuer.discovery_requests == hits + 1
+        now[0] += backoff
+        backoff = min(MAX_BACKOFF, backoff * 2)
+    assert backoff == MAX_BACKOFF
+    issuer.down = False
+    assert (await verifier.verify(issuer.token())).tenant == "acme"
+    issuer.down = True
+    now[0] += 3600 + 1  # the keys are old: the refresh fails, the cached keys still serve
+    assert (await verifier.verify(issuer.token())).tenant == "acme"
+    assert issuer.discovery_requests == hits + 3  # the success, the failed refresh
+    await verifier.aclose()
+
+
+async def test_concurrent_tokens_share_one_fetch(issuer: Issuer) -> None:
+    verifier = OidcVerifier(issuer.url, AUDIENCE, client=httpx.AsyncClient(timeout=5))
+    principals = await asyncio.gather(*(verifier.verify(issuer.token()) for _ in range(20)))
+    assert {p.tenant for p in principals} == {"acme"}
+    assert (issuer.discovery_requests, issuer.jwks_requests) == (1, 1)
     await verifier.aclose()
