@@ -4,8 +4,8 @@ its own: httptools is optional, h11 is not).
 httptools calls ``on_url`` with each piece of the request target, but ``on_header`` only once a
 value is complete, buffering the value until then: so the bytes received while a head is
 incomplete are counted as they arrive (a refusal comes at most one socket read past the
-limit), and the exact size and count are checked as each header is handed over. Nothing of a
-refused request reaches the application.
+limit), and the exact size and count are checked once the head is complete, before the
+request is handed to the application. Nothing of a refused request reaches it.
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, **kw)
         self.guard = HeadGuard(limits_of(config), self.loop)
         self._in_head = True
-        self._head_size = 0
-        self._head_count = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport (uvloop's are not subclasses of asyncio.Transport).
@@ -60,8 +58,6 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         self._in_head = True
-        self._head_size = 0
-        self._head_count = 0
         super().on_message_begin()
 
     def on_url(self, url: bytes) -> None:
@@ -71,26 +67,22 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if len(self.url) > self.guard.limits.max_url:
             self.guard.url_too_long()
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if self.guard.refused:
-            return
-        limits = self.guard.limits
-        if self._head_size == 0:
-            self._head_size = len(self.url) + LINE_OVERHEAD
-        self._head_size += len(name) + len(value) + 4
-        self._head_count += 1
-        if self._head_count > limits.max_count:
-            self.guard.too_many()
-        elif self._head_size > limits.max_bytes:
-            self.guard.too_long(url_complete=True)
-        else:
-            super().on_header(name, value)
-
     def on_headers_complete(self) -> None:
         self._in_head = False
-        if self.guard.refused:
+        guard = self.guard
+        if guard.refused:
             return
-        self.guard.complete()
+        # The exact measure, once per request (cheaper than a check per header): the bytes
+        # counted as they came bound a head only while it is incomplete.
+        headers = self.headers
+        if len(headers) > guard.limits.max_count:
+            guard.too_many()
+            return
+        size = len(self.url) + LINE_OVERHEAD + sum(len(name) + len(value) + 4 for name, value in headers)
+        if size > guard.limits.max_bytes:
+            guard.too_long(url_complete=True)
+            return
+        guard.complete()
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
