@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -94,9 +95,12 @@ class HeadGuard:
     """The per-connection state both protocols share: the head's timer, the refusal (once
     given, nothing else is read) and the lingering close after it."""
 
-    def __init__(self, limits: HeadLimits, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, limits: HeadLimits, loop: asyncio.AbstractEventLoop, busy: Callable[[], bool]) -> None:
         self.limits = limits
         self._loop = loop
+        #: Whether a response is being written on the connection (a pipelined head refused
+        #: meanwhile closes the connection without an answer that would cut into it).
+        self._busy = busy
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._linger: asyncio.TimerHandle | None = None
@@ -166,6 +170,9 @@ class HeadGuard:
         transport = self._transport
         if transport.is_closing():
             return
+        if self._busy():
+            transport.close()
+            return
         transport.write(refusal_bytes(status, detail, part=part, name=name))
         if transport.can_write_eof():
             transport.write_eof()
@@ -202,8 +209,11 @@ class LimitedH11Protocol(H11Protocol):
         self, config: uvicorn.Config, server_state: Any, app_state: dict[str, Any], **kw: Any
     ) -> None:
         super().__init__(config, server_state, app_state, **kw)
-        self.guard = HeadGuard(limits_of(config), self.loop)
+        self.guard = HeadGuard(limits_of(config), self.loop, self._responding)
         self.conn = _LimitedConnection(self.guard, h11.SERVER, limits_of(config).max_bytes)
+
+    def _responding(self) -> bool:
+        return self.cycle is not None and not self.cycle.response_complete
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport (uvloop's are not subclasses of asyncio.Transport).

@@ -26,8 +26,11 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self, config: uvicorn.Config, server_state: Any, app_state: dict[str, Any], **kw: Any
     ) -> None:
         super().__init__(config, server_state, app_state, **kw)
-        self.guard = HeadGuard(limits_of(config), self.loop)
+        self.guard = HeadGuard(limits_of(config), self.loop, self._responding)
         self._in_head = True
+
+    def _responding(self) -> bool:
+        return self.cycle is not None and not self.cycle.response_complete
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport (uvloop's are not subclasses of asyncio.Transport).
