@@ -35,6 +35,7 @@ from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.loader import Loader
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.tasks import Tasks
+from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.senders import SenderPool
@@ -113,6 +114,7 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
         )
+        transformer = Transformer(completions=self._completions, failures=failures, metrics=metrics)
         self._attempts = Attempts(
             journal=journal,
             senders=senders,
@@ -124,6 +126,7 @@ class Dispatcher:
             circuits=self.circuits,
             release=self._release,
             schedule=self._schedule,
+            transformer=transformer,
         )
         self._batches = BatchAttempts(
             journal=journal,
@@ -136,6 +139,7 @@ class Dispatcher:
             circuits=self.circuits,
             release=self._release,
             schedule=self._schedule,
+            transformer=transformer,
         )
         self._loader = Loader(
             journal,

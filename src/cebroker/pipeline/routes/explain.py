@@ -6,6 +6,10 @@
 * ``POST /explain`` with ``{"subscription": <a subscription body>, "event": <a CloudEvent>}``:
   the same for a draft, which is validated as a create would validate it and stored nowhere.
 
+For a subscription with a transformation (``config.transform``) a matched event's answer adds
+``transform``: the outgoing event or the drop, as the sink would receive it
+(:mod:`cebroker.pipeline.transform.preview`).
+
 An invalid event is a 400 naming each attribute (``/time``; ``/event/time`` in a draft request),
 an invalid draft the 400 of a create with its pointers under ``/subscription``.
 """
@@ -20,8 +24,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from cebroker.errors import FieldProblem, NotFound, ValidationError
-from cebroker.pipeline.explain import explain_draft, to_json
+from cebroker.pipeline.explain import Explanation, explain_draft, to_json
 from cebroker.pipeline.matcher import Matcher
+from cebroker.pipeline.transform.preview import preview
 from cebroker.pipeline.validation import event_problems, normalize
 from cebroker.subscription import Subscription
 from cebroker.web.access import principal_of
@@ -69,7 +74,7 @@ class ExplainApi:
             explanation = self._matcher.explain(subscription, event)
         except KeyError as exc:  # deleted meanwhile, or its filters could not be indexed
             raise NotFound(f"subscription {subscription[:64]!r} is not in the index") from exc
-        return JSONResponse(to_json(explanation))
+        return JSONResponse(_answer(explanation, found, event))
 
     async def draft(self, request: Request) -> Response:
         """Explain one event against a subscription body that is not stored."""
@@ -93,7 +98,18 @@ class ExplainApi:
         event_errors = event_problems(body["event"], "/event")
         if problems or event_errors:
             raise ValidationError([*problems, *event_errors])
-        return JSONResponse(to_json(explain_draft(draft, normalize(body["event"]))))
+        event = normalize(body["event"])
+        return JSONResponse(_answer(explain_draft(draft, event), draft, event))
+
+
+def _answer(explanation: Explanation, subscription: Subscription, event: dict[str, Any]) -> dict[str, Any]:
+    """The explanation, and for a matched event the transformation's outcome (when there is one)."""
+    doc = to_json(explanation)
+    if explanation.matched:
+        shown = preview(subscription, event)
+        if shown is not None:
+            doc["transform"] = shown
+    return doc
 
 
 def _event(doc: Any, prefix: str) -> dict[str, Any]:
