@@ -101,7 +101,10 @@ def _from_cel(value: object, budget: Budget, depth: int, size: list[int]) -> obj
     """A CEL value as plain Python, within the budget's depth and size (``size`` counts the
     bytes of the JSON text the value would take, roughly, as it is walked)."""
     from celpy import celtypes
+    from celpy.evaluation import CELEvalError
 
+    if isinstance(value, CELEvalError):  # an error held inside a map or list
+        raise CelEvaluationError(_error_summary(value))
     if depth > budget.max_depth:
         raise BudgetExceeded(f"the result is nested deeper than {budget.max_depth} levels")
     size[0] += 2
