@@ -39,6 +39,7 @@ from cebroker.pipeline.routes.replays import ReplaysApi
 from cebroker.pipeline.routes.tail import TailApi
 from cebroker.pipeline.senders import SenderPool
 from cebroker.pipeline.tail import TailHub
+from cebroker.pipeline.transform import output_check
 from cebroker.settings import Settings
 from cebroker.storage.archive import EventArchive
 from cebroker.storage.circuits import CircuitStore
@@ -101,6 +102,8 @@ class PipelineComponent:
             policy=policy if policy is not None else sink_policy(settings),
             resolver=resolver,
         )
+        # Transformed events are checked against the registry as ingested ones are.
+        check = output_check(validator, ValidationMode(settings.event_validation))
         self.dispatcher = Dispatcher(
             self.log,
             self.matcher,
@@ -110,6 +113,7 @@ class PipelineComponent:
             clock=clock,
             probe_max_delay=settings.probe_max_delay,
             replay_settled=self._replay_settled,
+            output_check=check,
         )
         self.archive = archive
         self.replayer: Replayer | None = None
@@ -170,6 +174,7 @@ class PipelineComponent:
                     base_url=settings.public_url,
                     clock=clock,
                     receive=self.matcher.receive_filter,
+                    check=check,
                 )
             )
         if realize is not None:  # drafts are validated by the Subscriptions API's rules
@@ -179,6 +184,7 @@ class PipelineComponent:
                     realize,
                     max_event_size=settings.max_event_size,
                     max_subscription_body=settings.max_subscription_body,
+                    check=check,
                 )
             )
         self._unsubscribe: Callable[[], None] | None = None

@@ -39,6 +39,7 @@ from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.senders import SenderPool
+from cebroker.pipeline.transform import OutputCheck
 from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import Appended, DeliveryLog, Pending
 from cebroker.storage.errors import StorageUnavailable
@@ -72,6 +73,7 @@ class Dispatcher:
         lane_capacity: int = 256,
         probe_max_delay: float = 10.0,
         replay_settled: Callable[[], None] = lambda: None,
+        output_check: OutputCheck | None = None,
     ) -> None:
         self._log = journal
         self._clock = clock
@@ -114,7 +116,9 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
         )
-        transformer = Transformer(completions=self._completions, failures=failures, metrics=metrics)
+        transformer = Transformer(
+            completions=self._completions, failures=failures, metrics=metrics, check=output_check
+        )
         self._attempts = Attempts(
             journal=journal,
             senders=senders,

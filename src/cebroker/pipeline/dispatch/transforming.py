@@ -10,6 +10,7 @@ stored event.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,15 +22,25 @@ from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.retry import GiveUp
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
-from cebroker.pipeline.transform import Dropped, Failed, Transforms, transform
+from cebroker.pipeline.transform import Dropped, Failed, OutputCheck, Transforms, transform
 from cebroker.subscription import Subscription
+
+log = logging.getLogger("cebroker.pipeline")
 
 
 class Transformer:
     """Applies transformations for the attempts and settles what they drop or fail."""
 
-    def __init__(self, *, completions: Completions, failures: Failures, metrics: PipelineMetrics) -> None:
+    def __init__(
+        self,
+        *,
+        completions: Completions,
+        failures: Failures,
+        metrics: PipelineMetrics,
+        check: OutputCheck | None = None,
+    ) -> None:
         self._transforms = Transforms()
+        self._check = check
         self._completions = completions
         self._failures = failures
         self._metrics = metrics
@@ -52,7 +63,7 @@ class Transformer:
         outcome = (
             compiled
             if isinstance(compiled, Failed)
-            else transform(compiled, item.event, destination, batch=batch)
+            else transform(compiled, item.event, destination, batch=batch, check=self._check)
         )
         if isinstance(outcome, Dropped):
             self._metrics.deliveries.labels(self._metrics.label(lane.id), "dropped").inc()
@@ -64,4 +75,11 @@ class Transformer:
                 lane, item, policy, GiveUp(item.row.attempts + 1, reason, None, None)
             )
             return None
+        if outcome.warnings:
+            self._metrics.validation_warnings.inc()
+            log.warning(
+                "subscription %s: a transformed event differs from its definition: %s",
+                lane.id,
+                "; ".join(outcome.warnings),
+            )
         return outcome.event, outcome.destination

@@ -38,7 +38,7 @@ from cebroker.pipeline.replays.matching import ReplayFilter
 from cebroker.pipeline.replays.replayer import Replayer
 from cebroker.pipeline.replays.starts import UNBOUNDED, instant
 from cebroker.pipeline.routes.overview import timestamp
-from cebroker.pipeline.transform import compile_of
+from cebroker.pipeline.transform import OutputCheck, compile_of
 from cebroker.pipeline.transform.preview import preview
 from cebroker.storage.archive import EventArchive, Replay, ReplayRequest
 from cebroker.subscription import Subscription
@@ -121,8 +121,10 @@ class ReplaysApi:
         base_url: str,
         clock: Clock,
         receive: Callable[[Subscription], Mapping[str, Any] | None] = lambda subscription: None,
+        check: OutputCheck | None = None,
     ) -> None:
         self._clock = clock
+        self._check = check
         self._receive = receive
         self._lookup = lookup
         self._archive = archive
@@ -180,7 +182,8 @@ class ReplaysApi:
                 chosen = ReplayFilter(subscription, replay_id, extra, receive=self._receive(subscription))
                 first = await self._first(chosen, since, end)
                 answer["transformed"] = [
-                    preview(subscription, {**event, REPLAY_ATTRIBUTE: replay_id}) for event in first
+                    preview(subscription, {**event, REPLAY_ATTRIBUTE: replay_id}, self._check)
+                    for event in first
                 ]
             return JSONResponse(answer)
         request_ = ReplayRequest(

@@ -10,7 +10,15 @@ delivery after the match, or drops it (docs/transformations.md).
 * :mod:`.preview`: an outcome as the explain and dry-run answers show it.
 """
 
-from cebroker.pipeline.transform.apply import Dropped, Failed, Outcome, Outgoing, transform
+from cebroker.pipeline.transform.apply import (
+    Dropped,
+    Failed,
+    Outcome,
+    Outgoing,
+    OutputCheck,
+    output_check,
+    transform,
+)
 from cebroker.pipeline.transform.programs import Transforms, compile_of
 from cebroker.pipeline.transform.spec import CONFIG_KEY, transform_problems
 
@@ -19,9 +27,11 @@ __all__ = [
     "Dropped",
     "Failed",
     "Outcome",
+    "OutputCheck",
     "Outgoing",
     "Transforms",
     "compile_of",
+    "output_check",
     "transform",
     "transform_problems",
 ]

@@ -19,6 +19,7 @@ event's, one that changes them fails (receivers de-duplicate on ``id`` across re
 from __future__ import annotations
 
 import base64
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -27,12 +28,22 @@ import orjson
 from ceprotocols.eventform import is_json_type
 from ceprotocols.sender import Destination
 
+from cebroker.contracts import EventValidator, ValidationMode
 from cebroker.pipeline.transform.engine import CelEvaluationError
 from cebroker.pipeline.transform.extras import NO_EXTRAS, Extras, ExtrasError, destination_with, parse_extras
 from cebroker.pipeline.transform.spec import BUDGET, Transformation
 from cebroker.pipeline.validation import event_problems
 
-__all__ = ["DELIVERY_MEMBER", "Dropped", "Failed", "Outcome", "Outgoing", "transform"]
+__all__ = [
+    "DELIVERY_MEMBER",
+    "Dropped",
+    "Failed",
+    "Outcome",
+    "OutputCheck",
+    "Outgoing",
+    "output_check",
+    "transform",
+]
 
 #: The output's reserved member for what the binding sends besides the event.
 DELIVERY_MEMBER: Final = "$delivery"
@@ -41,12 +52,31 @@ OWNED: Final = ("specversion", "id", "replayid")
 
 
 @dataclass(frozen=True, slots=True)
+class OutputCheck:
+    """The outgoing event checked against the registry's definition of its type (with
+    ``--event-validation``): ``enforce`` makes a violation fail the transformation, otherwise
+    the violations are warnings and the event goes out."""
+
+    validator: EventValidator
+    enforce: bool
+
+
+def output_check(validator: EventValidator | None, mode: ValidationMode) -> OutputCheck | None:
+    """The check of transformed events that ``--event-validation`` asks for (None: off)."""
+    if validator is None or mode is ValidationMode.OFF:
+        return None
+    return OutputCheck(validator, enforce=mode is ValidationMode.ENFORCE)
+
+
+@dataclass(frozen=True, slots=True)
 class Outgoing:
-    """Send ``event`` to ``destination``; ``extras`` is the output's validated ``$delivery``."""
+    """Send ``event`` to ``destination``; ``extras`` is the output's validated ``$delivery``;
+    ``warnings``: how it differs from its definition (``--event-validation warn``)."""
 
     event: Mapping[str, Any]
     destination: Destination
     extras: Extras = field(default=NO_EXTRAS)
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +101,16 @@ Outcome = Outgoing | Dropped | Failed
 
 
 def transform(
-    transformation: Transformation, event: Mapping[str, Any], destination: Destination, *, batch: bool = False
+    transformation: Transformation,
+    event: Mapping[str, Any],
+    destination: Destination,
+    *,
+    batch: bool = False,
+    check: OutputCheck | None = None,
 ) -> Outcome:
     """Transform one delivery of ``event`` (as stored) to ``destination``; never raises for a
     bad expression or output (those are :class:`Failed`). ``batch``: the delivery goes out in a
-    batch (no per-event ``$delivery``)."""
+    batch (no per-event ``$delivery``); ``check``: the registry's check of the output."""
     try:
         result = transformation.program.evaluate({"event": _view(event)})
     except CelEvaluationError as error:
@@ -85,11 +120,19 @@ def transform(
     if result is None:
         return Dropped()
     try:
-        return _outgoing(result, event, destination, batch)
+        outgoing = _outgoing(result, event, destination, batch)
     except ExtrasError as error:
         return Failed(f"the output's {error.pointer} {error.message}")
     except _OutputError as error:
         return Failed(str(error))
+    if check is None:
+        return outgoing
+    violations = tuple(f"{v.pointer or '/'} {v.message}" for v in check.validator.validate(outgoing.event))
+    if not violations:
+        return outgoing
+    if check.enforce:
+        return Failed(f"the output differs from its definition: {'; '.join(violations[:3])}")
+    return dataclasses.replace(outgoing, warnings=violations)
 
 
 class _OutputError(ValueError):

@@ -6,7 +6,9 @@
 headers (those of the subscription's settings and the transformation, then the binding's) and
 its ``body`` (``body_base64`` when it is not UTF-8), encoded by the HTTP binding the sender
 uses. Credentials and the webhook signature are added when the request is sent and are not
-shown. A failed outcome adds the ``error`` (``reason``, ``position``) a dead letter would show.
+shown. ``warnings``: how the output differs from its registered definition (with
+``--event-validation warn``; with ``enforce`` that is a failure). A failed outcome adds the
+``error`` (``reason``, ``position``) a dead letter would show.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ceprotocols.errors import BindingError
 from ceprotocols.http.binding import to_batch, to_binary, to_structured
 from ceprotocols.sender import Destination
 
-from cebroker.pipeline.transform.apply import Dropped, Failed, Outcome, Outgoing, transform
+from cebroker.pipeline.transform.apply import Dropped, Failed, Outcome, Outgoing, OutputCheck, transform
 from cebroker.pipeline.transform.programs import compile_of
 from cebroker.subscription import Subscription
 
@@ -40,14 +42,19 @@ def batching(subscription: Subscription) -> bool:
     return subscription.protocol == "HTTP" and mode == "batch"
 
 
-def preview(subscription: Subscription, event: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The transformation's outcome for ``event`` as JSON; ``None`` without a transformation."""
+def preview(
+    subscription: Subscription, event: Mapping[str, Any], check: OutputCheck | None = None
+) -> dict[str, Any] | None:
+    """The transformation's outcome for ``event`` as JSON; ``None`` without a transformation.
+    ``check``: the registry's check of the output, as deliveries have it."""
     compiled = compile_of(subscription)
     if compiled is None:
         return None
     if isinstance(compiled, Failed):
         return preview_json(compiled)
-    outcome = transform(compiled, event, destination_of(subscription), batch=batching(subscription))
+    outcome = transform(
+        compiled, event, destination_of(subscription), batch=batching(subscription), check=check
+    )
     return preview_json(outcome)
 
 
@@ -68,6 +75,8 @@ def preview_json(outcome: Outcome) -> dict[str, Any]:
     }
     if outcome.destination.protocol == "HTTP":
         doc["message"] = _http_message(outcome)
+    if outcome.warnings:
+        doc["warnings"] = list(outcome.warnings)
     return doc
 
 
