@@ -30,7 +30,7 @@ CONFIG_KEY: Final = "transform"
 #: What one evaluation of a transformation may spend (docs/transformations.md, "Limits"): the
 #: steps of the evaluation, the bytes of any value it builds (the outgoing event included) and
 #: the nesting of the values.
-BUDGET: Final = Budget(max_steps=100_000, max_output_bytes=256 * 1024, max_depth=32)
+BUDGET: Final = Budget(max_steps=10_000, max_output_bytes=256 * 1024, max_depth=32)
 
 
 class TransformSpecError(ValueError):
