@@ -29,7 +29,7 @@ from ceprotocols.eventform import is_json_type
 from ceprotocols.sender import Destination
 
 from cebroker.contracts import EventValidator, ValidationMode
-from cebroker.pipeline.transform.engine import CelEvaluationError
+from cebroker.pipeline.transform.engine import CelEvaluationError, evaluate
 from cebroker.pipeline.transform.extras import NO_EXTRAS, Extras, ExtrasError, destination_with, parse_extras
 from cebroker.pipeline.transform.spec import BUDGET, Transformation
 from cebroker.pipeline.validation import event_problems
@@ -112,7 +112,7 @@ def transform(
     bad expression or output (those are :class:`Failed`). ``batch``: the delivery goes out in a
     batch (no per-event ``$delivery``); ``check``: the registry's check of the output."""
     try:
-        result = transformation.program.evaluate({"event": _view(event)})
+        result = evaluate(transformation.program, {"event": _view(event)})
     except CelEvaluationError as error:
         return Failed(error.reason, error.position)
     except RecursionError:
