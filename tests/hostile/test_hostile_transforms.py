@@ -27,7 +27,8 @@ REFUSED = [
     ),
     pytest.param("[" * 200 + "1" + "]" * 200, "nested", id="deep-recursion"),
     pytest.param(
-        "event.data.l.map(a, event.data.l.map(b, event.data.l.map(c, event.data.s + event.data.s + event.data.s)))",
+        "event.data.l.map(a, event.data.l.map(b, event.data.l.map(c,"
+        " event.data.s + event.data.s + event.data.s)))",
         "over the budget",
         id="string-growth",
     ),
@@ -83,7 +84,8 @@ def probe(broker: Broker, stop: threading.Event, latencies: list[float]) -> None
 
 def idle_worst(broker: Broker, seconds: float) -> float:
     """The slowest ``/healthz`` of the idle broker (the machine may be shared)."""
-    stop, latencies = threading.Event(), []
+    stop = threading.Event()
+    latencies: list[float] = []
     prober = threading.Thread(target=probe, args=(broker, stop, latencies))
     prober.start()
     time.sleep(seconds)
@@ -106,7 +108,8 @@ def test_bounded_at_delivery_without_a_stall(
     baseline = idle_worst(broker, 1.0)
     large = {"l": list(range(1000)), "s": "x" * 20_000}
     events = [event(n, source="/hostile", data=large) for n in range(200)]
-    stop, latencies = threading.Event(), []
+    stop = threading.Event()
+    latencies: list[float] = []
     prober = threading.Thread(target=probe, args=(broker, stop, latencies))
     prober.start()
     try:
