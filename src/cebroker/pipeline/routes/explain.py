@@ -93,7 +93,7 @@ class ExplainApi:
         event_errors = event_problems(body["event"], "/event")
         if problems or event_errors:
             raise ValidationError([*problems, *event_errors])
-        return JSONResponse(to_json(explain_draft(draft, normalize(body["event"]))))
+        return JSONResponse(to_json(explain_draft(draft, normalize(body["event"]), self._matcher.observer)))
 
 
 def _event(doc: Any, prefix: str) -> dict[str, Any]:
