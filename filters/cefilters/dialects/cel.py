@@ -27,6 +27,7 @@ from ..cel import (
 from ..cel.values import to_output, type_name
 from ..checks import Check
 from ..errors import FilterError
+from ..observer import BudgetObserver
 from ..wording import QUOTE_LIMIT, quote, shorten
 from .attributes import PAYLOAD_MEMBERS
 
@@ -48,18 +49,23 @@ def environment() -> Any:
 class CelFilter:
     """A compiled ``cel`` filter; ``text`` is the source expression."""
 
-    __slots__ = ("_program", "text")
+    __slots__ = ("_observer", "_program", "text")
 
-    def __init__(self, text: str, program: CelProgram) -> None:
+    def __init__(self, text: str, program: CelProgram, observer: BudgetObserver | None = None) -> None:
         self.text = text
         self._program = program
+        self._observer = observer
 
     def matches(self, event: Event) -> bool:
         """``True`` only when the expression evaluates, without error and within its budget,
         to the boolean ``true``."""
         try:
             return self._program.evaluate_raw(event) is True
-        except Exception:  # an evaluation error or an over-budget run: no match
+        except BudgetExceeded as error:
+            if self._observer is not None:
+                self._observer.over_budget("cel", error.reason)
+            return False
+        except Exception:  # an evaluation error: no match
             return False
 
     def explain(self, event: Event, pointer: str) -> list[Check]:
@@ -67,6 +73,8 @@ class CelFilter:
         try:
             result = self._program.evaluate_raw(event)
         except BudgetExceeded as error:
+            if self._observer is not None:
+                self._observer.over_budget("cel", error.reason)
             return [Check(pointer, False, f"cel: over budget: {shorten(str(error))}")]
         except Exception as error:
             return [Check(pointer, False, f"cel: {_error_summary(error)}")]
@@ -89,7 +97,7 @@ def _error_summary(error: Exception) -> str:
     return f"evaluation error: {shorten(type(error).__name__)}"
 
 
-def compile_cel(value: object, path: str) -> CelFilter:
+def compile_cel(value: object, path: str, observer: BudgetObserver | None = None) -> CelFilter:
     """Compile a ``cel`` filter within :data:`cefilters.cel.DEFAULT_BUDGET`; raises FilterError at
     ``path`` when the text is not valid CEL or its static cost is over the budget."""
     if not isinstance(value, str):
@@ -98,4 +106,4 @@ def compile_cel(value: object, path: str) -> CelFilter:
         program = compile_program(value, DEFAULT_BUDGET, PAYLOAD_MEMBERS)
     except CelSyntaxError as error:
         raise type(error)(path, error.message, error.position) from None
-    return CelFilter(value, program)
+    return CelFilter(value, program, observer)

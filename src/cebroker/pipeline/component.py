@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from cefilters.cel import compile_cel
 from ceprotocols.egress import NetworkPolicy, Resolver, system_resolver
 from starlette.routing import BaseRoute
 
@@ -90,7 +91,10 @@ class PipelineComponent:
         self.metrics = PipelineMetrics()
         # Never unrestricted by omission: the settings' policies unless they are passed.
         tenant_policies = policies if policies is not None else load_tenant_policies(settings.tenant_policies)
-        self.matcher = Matcher(tenant_policies)
+        self.matcher = Matcher(tenant_policies, observer=self.metrics)
+        # Load the CEL grammar now (a fraction of a second), not on the event loop when the
+        # first ``cel`` filter is compiled by a request.
+        compile_cel("true")
         self.log = journal
         origin = urlsplit(settings.public_url).hostname or settings.host
         self.senders = SenderPool(

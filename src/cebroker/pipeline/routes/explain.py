@@ -108,7 +108,8 @@ class ExplainApi:
         if problems or event_errors:
             raise ValidationError([*problems, *event_errors])
         event = normalize(body["event"])
-        return JSONResponse(_answer(explain_draft(draft, event), draft, event, self._check))
+        explanation = explain_draft(draft, event, self._matcher.observer)
+        return JSONResponse(_answer(explanation, draft, event, self._check))
 
 
 def _answer(
