@@ -84,6 +84,10 @@ def test_a_replay_transforms_the_archived_originals(start_broker: Callable[..., 
     broker.settled()
     replayed = [r for r in sink.at("/hook") if r.headers.get("ce-replayid") == replay_id]
     assert sorted(json.loads(r.body)["n"] for r in replayed) == [0, 30]
+    # The dry run's bodies are the replayed requests' bytes (binary mode: the data).
+    assert sorted(r.body for r in replayed) == sorted(
+        p["message"]["body"].encode() for p in (shown[0], shown[3])
+    )
     dead = wait_until(lambda: broker.http.get(f"/subscriptions/{sub['id']}/deadletters").json()["items"])
     assert {d["event"]["id"] for d in dead} == {"e-2"}
     assert all(d["event"]["data"] == {"n": 2} for d in dead)
