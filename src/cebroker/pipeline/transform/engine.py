@@ -40,40 +40,47 @@ class _Converter:
     or map met again (a shared reference) is counted again in full but converted once."""
 
     def __init__(self, budget: Budget) -> None:
-        self._budget = budget
+        self._limit = budget.max_output_bytes
+        self._depth = budget.max_depth
         self._size = 0
         self._seen: dict[int, tuple[object, object, int]] = {}
 
-    def _add(self, size: int) -> None:
-        self._size += size
-        if self._size > self._budget.max_output_bytes:
-            raise BudgetExceeded(f"the result is larger than {self._budget.max_output_bytes} bytes as JSON")
+    def _over(self) -> BudgetExceeded:
+        return BudgetExceeded(f"the result is larger than {self._limit} bytes as JSON")
 
     def plain(self, value: object, depth: int) -> object:
         if isinstance(value, str):
-            self._add(len(value) + 2)
+            self._size += len(value) + 2
+            if self._size > self._limit:
+                raise self._over()
             return value
         scalar = _SCALARS.get(type(value))
         if scalar is not None:
-            self._add(scalar)
+            self._size += scalar
+            if self._size > self._limit:
+                raise self._over()
             return value
-        if depth > self._budget.max_depth:
-            raise BudgetExceeded(f"the result is nested deeper than {self._budget.max_depth} levels")
+        if depth > self._depth:
+            raise BudgetExceeded(f"the result is nested deeper than {self._depth} levels")
         if isinstance(value, list | dict):
             known = self._seen.get(id(value))
             if known is not None and known[0] is value:
-                self._add(known[2])
+                self._size += known[2]
+                if self._size > self._limit:
+                    raise self._over()
                 return known[1]
             before = self._size
+            self._size += 2
+            below = depth + 1
             converted: object
             if isinstance(value, list):
-                self._add(2)
-                converted = [self.plain(member, depth + 1) for member in value]
+                converted = [self.plain(member, below) for member in value]
             else:
-                self._add(2)
-                converted = {self.plain(k, depth + 1): self.plain(v, depth + 1) for k, v in value.items()}
+                converted = {self.plain(k, below): self.plain(v, below) for k, v in value.items()}
             self._seen[id(value)] = (value, converted, self._size - before)
             return converted
         plain = to_output(value)
-        self._add(len(plain) + 2 if isinstance(plain, str | bytes) else 8)
+        self._size += len(plain) + 2 if isinstance(plain, str | bytes) else 8
+        if self._size > self._limit:
+            raise self._over()
         return plain
