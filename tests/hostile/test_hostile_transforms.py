@@ -98,8 +98,9 @@ def idle_worst(broker: Broker, seconds: float) -> float:
 def test_bounded_at_delivery_without_a_stall(
     make_broker: Callable[..., Broker], sink: Sink, expression: str, words: str, located: bool
 ) -> None:
-    """200 large events through the hostile transformation: each a dead letter naming the limit,
-    ``/healthz`` within 100 ms of the idle broker's worst, an ordinary subscription served."""
+    """200 large events through the hostile transformation: each a dead letter naming the limit
+    (the sink's circuit stays closed), ``/healthz`` within 100 ms of the idle broker's worst, an
+    ordinary subscription served."""
     broker = make_broker()
     hostile = broker.subscribe(
         f"{sink.url}/hostile", source="/hostile", config={"transform": {"cel": expression}}
@@ -128,6 +129,7 @@ def test_bounded_at_delivery_without_a_stall(
         stop.set()
         prober.join()
     assert status["delivered"] == 0
+    assert status["circuit"]["state"] == "closed"  # 200 failures of the expression, none of the sink
     assert sink.at("/hostile") == []
     dead = broker.http.get(f"/subscriptions/{hostile['id']}/deadletters").json()["items"]
     assert dead
