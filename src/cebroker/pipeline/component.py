@@ -125,6 +125,7 @@ class PipelineComponent:
                 self._replayed,
                 clock=clock,
                 receive=self.matcher.receive_filter,
+                observer=self.metrics,
             )
             self._pruner = Pruner(
                 archive,
@@ -174,6 +175,7 @@ class PipelineComponent:
                     base_url=settings.public_url,
                     clock=clock,
                     receive=self.matcher.receive_filter,
+                    observer=self.metrics,
                 )
             )
         if realize is not None:  # drafts are validated by the Subscriptions API's rules

@@ -23,6 +23,7 @@ from typing import Any
 
 import cefilters
 import orjson
+from cefilters import BudgetObserver
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -114,8 +115,10 @@ class ReplaysApi:
         base_url: str,
         clock: Clock,
         receive: Callable[[Subscription], Mapping[str, Any] | None] = lambda subscription: None,
+        observer: BudgetObserver | None = None,
     ) -> None:
         self._clock = clock
+        self._observer = observer
         self._receive = receive
         self._lookup = lookup
         self._archive = archive
@@ -165,7 +168,11 @@ class ReplaysApi:
             raise NotFound(f"no subscription {subscription_id[:64]!r}")
         replay_id = str(uuid.uuid4())
         events = await self._count(
-            ReplayFilter(subscription, replay_id, extra, receive=self._receive(subscription)), since, end
+            ReplayFilter(
+                subscription, replay_id, extra, receive=self._receive(subscription), observer=self._observer
+            ),
+            since,
+            end,
         )
         if dryrun:
             return JSONResponse({"events": events})
