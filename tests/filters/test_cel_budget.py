@@ -147,3 +147,39 @@ def test_depth_is_bounded_statically() -> None:
 def test_budget_rejects_nonsense() -> None:
     with pytest.raises(ValueError, match="max_steps"):
         Budget(max_steps=0)
+
+
+def test_matches_uses_linear_time_regular_expressions() -> None:
+    """``matches`` runs RE2 (CEL's specified syntax), which does not backtrack: a pattern that
+    takes exponential time in a backtracking engine answers at once on a long hostile text."""
+    program = compile_cel('subject.matches("^(a+)+$")')
+    started = time.perf_counter()
+    assert program.evaluate({"subject": "a" * 100_000 + "b"}) is False
+    assert time.perf_counter() - started < 0.5
+    with pytest.raises(CelSyntaxError, match="invalid regular expression"):
+        compile_cel('subject.matches("(")')
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def over_budget(self, dialect: str, reason: str) -> None:
+        self.seen.append((dialect, reason))
+
+
+def test_an_over_budget_evaluation_is_no_match_and_is_told_to_the_observer() -> None:
+    """The filter answers "no match" and the observer hears why; other failures are not counted."""
+    counter = _Counter()
+    growth = "size(" + " + ".join(["subject"] * 40) + ") > 0"
+    index: cefilters.SubscriptionIndex[str] = cefilters.SubscriptionIndex(observer=counter)
+    index.add("cel", [{"cel": growth}])
+    index.add("sql", [{"sql": "LENGTH(CONCAT(subject, subject, subject)) > 0"}])
+    index.add("plain", [{"cel": "missing == 1"}])
+    assert index.match({"type": "t", "subject": "x"}) == {"cel", "sql"}
+    assert counter.seen == []
+    assert index.match({"type": "t", "subject": "x" * 400_000}) == set()
+    assert sorted(dialect for dialect, _ in counter.seen) == ["cel", "sql"]
+    assert all("over the budget" in reason or "over budget" in reason for _, reason in counter.seen)
+    checks = index.explain("cel", {"type": "t", "subject": "x" * 400_000}).checks
+    assert any(check.detail.startswith("cel: over budget: ") for check in checks)

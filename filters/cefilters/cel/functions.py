@@ -8,10 +8,11 @@ adds the position of the call to any error.
 from __future__ import annotations
 
 import datetime
+import functools
 import re
 import zoneinfo
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final, Protocol
 
 from .budget import CelEvaluationError
 from .values import INT_MIN, CelType, UInt, check_int, check_uint, type_name, type_of
@@ -50,12 +51,39 @@ def _ends_with(text: object, suffix: object) -> bool:
     raise _overload("endsWith", text, suffix)
 
 
-def regex(pattern: str) -> re.Pattern[str]:
-    """``pattern`` compiled, or the evaluation error that it is not a regular expression."""
+class Pattern(Protocol):
+    """A compiled RE2 regular expression (the part of google-re2's type used here)."""
+
+    pattern: str
+
+    def search(self, text: str) -> object | None: ...
+
+
+@functools.cache
+def _re2_options() -> Any:
+    import re2  # deferred with the rest of CEL
+
+    options = re2.Options()
+    options.log_errors = False  # the error is reported to the caller, not printed on stderr
+    return options
+
+
+def regex(pattern: str) -> Pattern:
+    """``pattern`` compiled with RE2, or the evaluation error that it is not a regular expression.
+
+    RE2, not Python's ``re``: CEL's ``matches`` is specified with RE2 syntax, and RE2 runs in
+    time linear in the text whatever the pattern, so ``matches("^(a+)+$")`` cannot backtrack
+    for ever on a hostile attribute (Python's ``re`` would, holding the event loop).
+    """
+    import re2
+
     try:
-        return re.compile(pattern)
-    except (re.error, OverflowError, RecursionError) as error:
-        raise CelEvaluationError(f"invalid regular expression: {error}") from None
+        compiled: Pattern = re2.compile(pattern, options=_re2_options())
+    except (re2.error, TypeError, ValueError) as error:
+        detail = error.args[0] if error.args else error
+        text = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+        raise CelEvaluationError(f"invalid regular expression: {text}") from None
+    return compiled
 
 
 def _matches(text: object, pattern: object) -> bool:

@@ -129,6 +129,7 @@ class PipelineComponent:
                 self._replayed,
                 clock=clock,
                 receive=self.matcher.receive_filter,
+                observer=self.metrics,
             )
             self._pruner = Pruner(
                 archive,
@@ -179,6 +180,7 @@ class PipelineComponent:
                     clock=clock,
                     receive=self.matcher.receive_filter,
                     check=check,
+                    observer=self.metrics,
                 )
             )
         if realize is not None:  # drafts are validated by the Subscriptions API's rules

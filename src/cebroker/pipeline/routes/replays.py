@@ -25,6 +25,7 @@ from typing import Any
 
 import cefilters
 import orjson
+from cefilters import BudgetObserver
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -122,9 +123,11 @@ class ReplaysApi:
         clock: Clock,
         receive: Callable[[Subscription], Mapping[str, Any] | None] = lambda subscription: None,
         check: OutputCheck | None = None,
+        observer: BudgetObserver | None = None,
     ) -> None:
         self._clock = clock
         self._check = check
+        self._observer = observer
         self._receive = receive
         self._lookup = lookup
         self._archive = archive
@@ -173,13 +176,13 @@ class ReplaysApi:
         if subscription is None:  # deleted meanwhile
             raise NotFound(f"no subscription {subscription_id[:64]!r}")
         replay_id = str(uuid.uuid4())
-        events = await self._count(
-            ReplayFilter(subscription, replay_id, extra, receive=self._receive(subscription)), since, end
+        chosen = ReplayFilter(
+            subscription, replay_id, extra, receive=self._receive(subscription), observer=self._observer
         )
+        events = await self._count(chosen, since, end)
         if dryrun:
             answer: dict[str, Any] = {"events": events}
             if compile_of(subscription) is not None:
-                chosen = ReplayFilter(subscription, replay_id, extra, receive=self._receive(subscription))
                 first = await self._first(chosen, since, end)
                 answer["transformed"] = [
                     preview(subscription, {**event, REPLAY_ATTRIBUTE: replay_id}, self._check)
