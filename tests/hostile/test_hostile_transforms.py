@@ -99,20 +99,21 @@ def test_bounded_at_delivery_without_a_stall(
     make_broker: Callable[..., Broker], sink: Sink, expression: str, words: str, located: bool
 ) -> None:
     """200 large events through the hostile transformation: each a dead letter naming the limit
-    (the sink's circuit stays closed), ``/healthz`` within 100 ms of the idle broker's worst, an
-    ordinary subscription served."""
+    (the sink's circuit stays closed), ``/healthz`` within 100 ms of the idle broker's worst
+    (probed before and after, as long as the attack took), an ordinary subscription served."""
     broker = make_broker()
     hostile = broker.subscribe(
         f"{sink.url}/hostile", source="/hostile", config={"transform": {"cel": expression}}
     )
     broker.subscribe(f"{sink.url}/plain", source="/tests")
-    baseline = idle_worst(broker, 1.0)
+    before = idle_worst(broker, 1.0)
     large = {"l": list(range(1000)), "s": "x" * 20_000}
     events = [event(n, source="/hostile", data=large) for n in range(200)]
     stop = threading.Event()
     latencies: list[float] = []
     prober = threading.Thread(target=probe, args=(broker, stop, latencies))
     prober.start()
+    started = time.perf_counter()
     try:
         for start in range(0, len(events), 50):
             response = broker.http.post("/events", json=events[start : start + 50], headers=BATCH)
@@ -128,6 +129,9 @@ def test_bounded_at_delivery_without_a_stall(
     finally:
         stop.set()
         prober.join()
+    # The machine may be shared: the idle broker is probed again for as long as the attack took,
+    # and the limit applies to what the attack adds to the worst idle answer.
+    baseline = max(before, idle_worst(broker, time.perf_counter() - started))
     assert status["delivered"] == 0
     assert status["circuit"]["state"] == "closed"  # 200 failures of the expression, none of the sink
     assert sink.at("/hostile") == []
