@@ -1,7 +1,8 @@
 """Hostile transformations from a tenant: each one is bounded, either refused when it is saved
 (a 400 naming ``/config/transform`` with the reason) or, when only the event makes it expensive,
-stopped by the evaluation budget and turned into a dead letter naming the limit; meanwhile
-``/healthz`` keeps answering fast and ordinary subscriptions keep receiving their events."""
+stopped by the evaluation budget and turned into a dead letter naming the limit; a regular
+expression that would backtrack for ever runs in linear time; meanwhile ``/healthz`` keeps
+answering fast and ordinary subscriptions keep receiving their events."""
 
 from __future__ import annotations
 
@@ -140,6 +141,36 @@ def test_bounded_at_delivery_without_a_stall(
     assert all(d["lastError"].startswith("transformation failed: ") for d in dead)
     assert all(words in d["lastError"] for d in dead), dead[0]["lastError"]
     assert all(("at line 1, column 21" in d["lastError"]) is located for d in dead), dead[0]["lastError"]
+    worst = max(latencies)
+    assert worst < baseline + 0.1, (
+        f"/healthz took {worst * 1000:.0f} ms (idle worst {baseline * 1000:.0f} ms)"
+    )
+
+
+def test_a_regular_expression_cannot_backtrack_for_ever(
+    make_broker: Callable[..., Broker], sink: Sink
+) -> None:
+    """``matches`` with a pattern that backtracks exponentially in a backtracking engine, on a long
+    attribute: evaluated in linear time (RE2), every event delivered, ``/healthz`` fast."""
+    broker = make_broker()
+    cel = 'event.data.r.matches("^(a+)+$") ? null : {"source": "/re", "type": "t", "data": event.data.n}'
+    broker.subscribe(f"{sink.url}/re", source="/hostile", config={"transform": {"cel": cel}})
+    before = idle_worst(broker, 1.0)
+    events = [event(n, source="/hostile", data={"n": n, "r": "a" * 5000 + "!"}) for n in range(100)]
+    stop = threading.Event()
+    latencies: list[float] = []
+    prober = threading.Thread(target=probe, args=(broker, stop, latencies))
+    prober.start()
+    started = time.perf_counter()
+    try:
+        response = broker.http.post("/events", json=events, headers=BATCH)
+        assert response.status_code == 202, response.text
+        got = sink.wait("/re", len(events), timeout=60)
+    finally:
+        stop.set()
+        prober.join()
+    baseline = max(before, idle_worst(broker, time.perf_counter() - started))
+    assert sorted(int(r.body) for r in got) == list(range(len(events)))
     worst = max(latencies)
     assert worst < baseline + 0.1, (
         f"/healthz took {worst * 1000:.0f} ms (idle worst {baseline * 1000:.0f} ms)"
