@@ -24,14 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import orjson
 from ceprotocols.eventform import is_json_type
 from ceprotocols.sender import Destination
 
 from cebroker.contracts import EventValidator, ValidationMode
 from cebroker.pipeline.transform.engine import CelEvaluationError, evaluate
 from cebroker.pipeline.transform.extras import NO_EXTRAS, Extras, ExtrasError, destination_with, parse_extras
-from cebroker.pipeline.transform.spec import BUDGET, Transformation
+from cebroker.pipeline.transform.spec import Transformation
 from cebroker.pipeline.validation import event_problems
 
 __all__ = [
@@ -139,12 +138,14 @@ class _OutputError(ValueError):
     """The output is not an event the broker can send."""
 
 
-def _view(event: Mapping[str, Any]) -> dict[str, Any]:
-    """The stored event as the expression sees it: binary data as bytes."""
-    view = dict(event)
-    encoded = view.pop("data_base64", None)
-    if encoded is not None:
-        view["data"] = base64.b64decode(str(encoded))
+def _view(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The stored event as the expression sees it: binary data as bytes (the evaluator only
+    reads it, so an event without binary data is handed over as it is)."""
+    encoded = event.get("data_base64")
+    if encoded is None:
+        return event
+    view = {name: value for name, value in event.items() if name != "data_base64"}
+    view["data"] = base64.b64decode(str(encoded))
     return view
 
 
@@ -177,9 +178,8 @@ def _outgoing(result: object, original: Mapping[str, Any], destination: Destinat
     if problems:
         shown = "; ".join(f"{problem.pointer or '/'} {problem.message}" for problem in problems[:3])
         raise _OutputError(f"the output is not a valid event: {shown}")
-    size = len(orjson.dumps(out))
-    if size > BUDGET.max_output_bytes:
-        raise _OutputError(f"the output event is {size} bytes, over the limit of {BUDGET.max_output_bytes}")
+    # Its size was counted as the result was converted (engine.evaluate), within the budget's
+    # max_output_bytes; binary data grows by a third as base64.
     return Outgoing(out, destination_with(destination, extras), extras)
 
 
