@@ -97,6 +97,7 @@ def test_a_failed_transformation_is_a_dead_letter_at_once(broker: Broker, sink: 
     assert dead["event"] == event(1)
     assert dead["lastError"].startswith("transformation failed: ")
     assert "order" in dead["lastError"]
+    assert "at line 1, column" in dead["lastError"]
     assert sink.at("/strict") == []
     assert broker.send(event(2, data={"order": 5})).status_code == 202
     (got,) = sink.wait("/strict", 1)
