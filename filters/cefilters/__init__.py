@@ -9,6 +9,8 @@ Public API::
                                              # explain(key, event) -> Explanation
     cefilters.Explanation, cefilters.Check   # why a subscription accepts an event, condition by condition
     cefilters.sql                            # the CloudEvents SQL v1 engine
+    cefilters.cel                            # bounded CEL: Budget, compile_cel, CelProgram
+    cefilters.BudgetObserver                 # told of evaluations stopped by their budget
 
 Dialects: ``exact``, ``prefix``, ``suffix``, ``all``, ``any``, ``not``, ``sql`` and the ``cel``
 extension. The library does no IO and depends on nothing but cel-python, which is loaded only when
@@ -23,8 +25,10 @@ from .checks import Check, Explainable, Explanation
 from .compiler import compile
 from .errors import FilterError
 from .index import SubscriptionIndex
+from .observer import BudgetObserver
 
 __all__ = [
+    "BudgetObserver",
     "Check",
     "Event",
     "Explainable",

@@ -13,6 +13,7 @@ from .base import MATCH_ALL, Filter
 from .dialects import DIALECTS
 from .dialects.logical import FilterArray
 from .errors import FilterError, pointer_token
+from .observer import BudgetObserver
 
 __all__ = ["MAX_DEPTH", "compile", "compile_expression"]
 
@@ -21,11 +22,13 @@ MAX_DEPTH: Final = 32
 FilterError rather than risking a RecursionError at compile or match time."""
 
 
-def compile(filters: Sequence[Mapping[str, object]]) -> Filter:
+def compile(filters: Sequence[Mapping[str, object]], *, observer: BudgetObserver | None = None) -> Filter:
     """Compile a ``filters`` array; the array is an implicit ``all``, and an empty one matches all.
 
     Args:
         filters: the subscription's ``filters`` value, as decoded from JSON.
+        observer: told of every evaluation of a ``cel`` or ``sql`` expression stopped by its
+            budget (which counts as "no match").
 
     Returns:
         A filter whose ``matches(event)`` never raises.
@@ -36,7 +39,7 @@ def compile(filters: Sequence[Mapping[str, object]]) -> Filter:
     """
     if not isinstance(filters, Sequence) or isinstance(filters, str | bytes):
         raise FilterError("", "filters must be an array of filter expressions")
-    compiled = tuple(compile_expression(item, f"/{i}") for i, item in enumerate(filters))
+    compiled = tuple(compile_expression(item, f"/{i}", 0, observer) for i, item in enumerate(filters))
     if not compiled:
         return MATCH_ALL
     if len(compiled) == 1:
@@ -44,7 +47,9 @@ def compile(filters: Sequence[Mapping[str, object]]) -> Filter:
     return FilterArray(compiled)
 
 
-def compile_expression(expression: object, path: str, depth: int = 0) -> Filter:
+def compile_expression(
+    expression: object, path: str, depth: int = 0, observer: BudgetObserver | None = None
+) -> Filter:
     """Compile one filter expression, ``{"<dialect>": <value>}``, located at ``path``."""
     if depth > MAX_DEPTH:
         raise FilterError(path, f"filter expressions are nested more than {MAX_DEPTH} levels deep")
@@ -60,6 +65,6 @@ def compile_expression(expression: object, path: str, depth: int = 0) -> Filter:
         raise FilterError(member, f"unsupported filter dialect {dialect!r} (supported: {known})")
 
     def nested(child: object, child_path: str, /) -> Filter:
-        return compile_expression(child, child_path, depth + 1)
+        return compile_expression(child, child_path, depth + 1, observer)
 
-    return compile_dialect(value, member, nested)
+    return compile_dialect(value, member, nested, observer)

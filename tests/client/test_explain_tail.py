@@ -55,6 +55,38 @@ def test_explain_stored_and_draft(cli: Cli, tmp_path: Path) -> None:
     assert cli("explain", "--event", str(small)).code == 2  # neither a subscription nor a draft
 
 
+def test_explain_shows_the_transformed_event(cli: Cli, tmp_path: Path) -> None:
+    """A draft with a transformation: the outgoing event, the drop, the failure."""
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(_event(amount=3, datacontenttype="application/json", data={"n": 1})))
+    draft = tmp_path / "draft.json"
+    shape = (
+        '{"type": "t.out", "source": "/out", "data": {"n": event.data.n + 1}, "$delivery": {"path": "/n"}}'
+    )
+    draft.write_text(
+        json.dumps(
+            {"protocol": "HTTP", "sink": "https://s.example/x", "config": {"transform": {"cel": shape}}}
+        )
+    )
+    ran = cli("explain", "--draft", str(draft), "--event", str(event))
+    assert ran.code == 0, ran.err
+    text = ran.out.split("transform: ", 1)[1]
+    assert text.splitlines()[0] == "delivered"
+    assert '"https://s.example/x/n"' in text
+    shown = json.loads(text.split("event:\n", 1)[1])
+    assert shown == {"type": "t.out", "source": "/out", "data": {"n": 2}, "specversion": "1.0", "id": "x-1"}
+    for cel, first, second in (("null", "dropped", None), ("event.data.nope", "failed", "nope")):
+        draft.write_text(
+            json.dumps(
+                {"protocol": "HTTP", "sink": "https://s.example/x", "config": {"transform": {"cel": cel}}}
+            )
+        )
+        lines = cli("explain", "--draft", str(draft), "--event", str(event)).out.split("transform: ", 1)[1]
+        assert lines.splitlines()[0] == first
+        if second is not None:
+            assert second in lines.splitlines()[1]
+
+
 def test_tail_prints_matched_events_as_they_come(broker_url: str, tmp_path: Path) -> None:
     http = httpx.Client(base_url=broker_url, timeout=10)
     sub = http.post(

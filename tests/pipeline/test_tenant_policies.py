@@ -144,3 +144,21 @@ def test_a_tenant_replays_its_own_subscriptions_only(broker: Broker, sink: Sink)
     assert other.status_code == 404  # another tenant's subscription does not exist for acme
     listing = broker.http.get(f"/subscriptions/{theirs['id']}/replays", headers=as_("acme"))
     assert listing.status_code == 404
+
+
+def test_a_transformation_cannot_widen_the_receive_policy(broker: Broker, sink: Sink) -> None:
+    """The receive policy applies to the event as published: a transformation that rewrites
+    ``source`` into the tenant's own does not make another tenant's event arrive."""
+    rewrite = {"transform": {"cel": '{"source": "/acme/copy", "type": event.type, "data": event.data}'}}
+    r = broker.http.post(
+        "/subscriptions",
+        json={"protocol": "HTTP", "sink": f"{sink.url}/acme-t", "config": rewrite},
+        headers=as_("acme"),
+    )
+    assert r.status_code == 201, r.text
+    assert publish(broker, "globex", event(1, source="/globex/a")).status_code == 202
+    assert publish(broker, "acme", event(2, source="/acme/a")).status_code == 202
+    broker.settled()
+    got = [json.loads(r.body)["n"] for r in sink.at("/acme-t")]
+    assert got == [2]
+    assert sink.at("/acme-t")[0].headers["ce-source"] == "/acme/copy"

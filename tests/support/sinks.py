@@ -37,6 +37,8 @@ class Received:
     peer: tuple[str, int] | None = None
     #: When it arrived (monotonic seconds).
     at: float = field(default_factory=time.monotonic)
+    #: The request's query string (without ``?``).
+    query: str = ""
 
 
 @dataclass
@@ -84,7 +86,14 @@ class Sink:
         request = Request(scope, receive)
         client = scope.get("client")
         peer = (str(client[0]), int(client[1])) if client else None
-        got = Received(request.method, request.url.path, dict(request.headers), await request.body(), peer)
+        got = Received(
+            request.method,
+            request.url.path,
+            dict(request.headers),
+            await request.body(),
+            peer,
+            query=request.url.query,
+        )
         if got.method == "OPTIONS":
             with self._lock:
                 self.options.append(got)

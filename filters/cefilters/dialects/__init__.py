@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Final
 
 from ..base import Filter
+from ..observer import BudgetObserver
 from .cel import compile_cel
 from .contract import DialectCompiler, NestedCompiler
 from .exact import compile_exact
@@ -24,10 +25,23 @@ __all__ = ["DIALECTS", "DialectCompiler", "NestedCompiler"]
 def _leaf(compile_value: Callable[[object, str], Filter]) -> DialectCompiler:
     """Adapts a dialect that has no nested expressions to the registry's signature."""
 
-    def compile_leaf(value: object, path: str, nested: NestedCompiler, /) -> Filter:
+    def compile_leaf(
+        value: object, path: str, nested: NestedCompiler, observer: BudgetObserver | None, /
+    ) -> Filter:
         return compile_value(value, path)
 
     return compile_leaf
+
+
+def _bounded(compile_value: Callable[[object, str, BudgetObserver | None], Filter]) -> DialectCompiler:
+    """Adapts an expression dialect (which has a budget, and tells the observer) to the registry."""
+
+    def compile_bounded(
+        value: object, path: str, nested: NestedCompiler, observer: BudgetObserver | None, /
+    ) -> Filter:
+        return compile_value(value, path, observer)
+
+    return compile_bounded
 
 
 DIALECTS: Final[dict[str, DialectCompiler]] = {
@@ -37,6 +51,6 @@ DIALECTS: Final[dict[str, DialectCompiler]] = {
     "all": compile_all,
     "any": compile_any,
     "not": compile_not,
-    "sql": _leaf(compile_sql),
-    "cel": _leaf(compile_cel),
+    "sql": _bounded(compile_sql),
+    "cel": _bounded(compile_cel),
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..base import Filter
+from ..observer import BudgetObserver
 
 __all__ = ["DialectCompiler", "NestedCompiler"]
 
@@ -22,9 +23,12 @@ class DialectCompiler(Protocol):
         value: the dialect's value, e.g. the object of ``{"exact": {...}}``.
         path: JSON Pointer of ``value`` in the filters array, for errors.
         nested: compiles nested expressions (used by ``all``, ``any``, ``not``).
+        observer: told of evaluations over their budget (``cel``, ``sql``), or ``None``.
 
     Raises:
         FilterError: the value is invalid.
     """
 
-    def __call__(self, value: object, path: str, nested: NestedCompiler, /) -> Filter: ...
+    def __call__(
+        self, value: object, path: str, nested: NestedCompiler, observer: BudgetObserver | None, /
+    ) -> Filter: ...

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from ..base import Event, Filter
 from ..checks import Check
 from ..errors import FilterError
+from ..observer import BudgetObserver
 from ..wording import explain_filter, summary
 from .contract import NestedCompiler
 
@@ -139,17 +140,23 @@ def _children(dialect: str, value: object, path: str, nested: NestedCompiler) ->
     return tuple(nested(item, f"{path}/{i}") for i, item in enumerate(value))
 
 
-def compile_all(value: object, path: str, nested: NestedCompiler) -> Filter:
+def compile_all(
+    value: object, path: str, nested: NestedCompiler, observer: BudgetObserver | None = None
+) -> Filter:
     """Build an ``all`` filter; raises FilterError for a non-array or an empty array."""
     return AllFilter(_children("all", value, path, nested))
 
 
-def compile_any(value: object, path: str, nested: NestedCompiler) -> Filter:
+def compile_any(
+    value: object, path: str, nested: NestedCompiler, observer: BudgetObserver | None = None
+) -> Filter:
     """Build an ``any`` filter; raises FilterError for a non-array or an empty array."""
     return AnyFilter(_children("any", value, path, nested))
 
 
-def compile_not(value: object, path: str, nested: NestedCompiler) -> Filter:
+def compile_not(
+    value: object, path: str, nested: NestedCompiler, observer: BudgetObserver | None = None
+) -> Filter:
     """Build a ``not`` filter; its value must be exactly one filter expression (an object).
 
     An array, even of one element, is rejected: the spec says "one nested filter expression".

@@ -6,31 +6,43 @@ no error was raised while evaluating it (Subscriptions API, Filters, ``sql`` dia
 
 from __future__ import annotations
 
+from typing import Final
+
 from .. import sql
 from ..base import Event
 from ..checks import Check
 from ..errors import FilterError
+from ..observer import BudgetObserver
 from ..sql import Expression
+from ..sql.errors import EvaluationFailure
 from ..sql.types import Value
 from ..wording import quote, shorten
 
-__all__ = ["SqlFilter", "compile_sql"]
+__all__ = ["OVER_BUDGET", "SqlFilter", "compile_sql"]
+
+OVER_BUDGET: Final = "over budget: "
+"""How a CESQL function that refuses to build an over-budget string begins its error message."""
 
 
 class SqlFilter:
     """A compiled ``sql`` filter; ``text`` is the source expression."""
 
-    __slots__ = ("expression", "text")
+    __slots__ = ("_observer", "expression", "text")
 
-    def __init__(self, text: str, expression: Expression) -> None:
+    def __init__(self, text: str, expression: Expression, observer: BudgetObserver | None = None) -> None:
         self.text = text
         self.expression = expression
+        self._observer = observer
 
     def matches(self, event: Event) -> bool:
-        """Whether the expression evaluates to ``TRUE`` without error."""
+        """Whether the expression evaluates to ``TRUE`` without error (nor over its budget)."""
         try:
-            return self.expression.matches(event) is True
-        except Exception:  # the engine promises not to raise; a filter must not, whatever happens
+            return self.expression.check(event)
+        except EvaluationFailure as failure:
+            if self._observer is not None and failure.message.startswith(OVER_BUDGET):
+                self._observer.over_budget("sql", failure.message)
+            return False
+        except Exception:  # a filter must not raise, whatever happens
             return False
 
     def explain(self, event: Event, pointer: str) -> list[Check]:
@@ -41,6 +53,8 @@ class SqlFilter:
             return [Check(pointer, False, f"sql: cannot evaluate: {shorten(type(error).__name__)}")]
         if result.errors:
             first = result.errors[0]
+            if first.message.startswith(OVER_BUDGET) and self._observer is not None:
+                self._observer.over_budget("sql", first.message)
             return [Check(pointer, False, f"sql: {first.kind} error: {shorten(first.message)}")]
         if result.value is True:
             return [Check(pointer, True, "sql: the value is true")]
@@ -58,7 +72,7 @@ def _spoken(value: Value) -> str:
     return f"the Integer {value}"
 
 
-def compile_sql(value: object, path: str) -> SqlFilter:
+def compile_sql(value: object, path: str, observer: BudgetObserver | None = None) -> SqlFilter:
     """Parse a CloudEvents SQL expression once; raises FilterError (with the position) if invalid.
 
     Unknown functions are rejected here too (``strict_functions``): such an expression could only
@@ -73,4 +87,4 @@ def compile_sql(value: object, path: str) -> SqlFilter:
         raise FilterError(
             path, f"invalid CloudEvents SQL expression: {err.reason} at position {err.position}"
         ) from err
-    return SqlFilter(value, expression)
+    return SqlFilter(value, expression, observer)

@@ -17,6 +17,7 @@ from ..base import Event, Filter, canonical_string
 from ..checks import Explanation
 from ..compiler import compile
 from ..errors import FilterError
+from ..observer import BudgetObserver
 from .plan import Anchor, Plan, plan
 from .tables import AttributeTable
 
@@ -34,9 +35,11 @@ class SubscriptionIndex(Generic[K]):
     adds while another matches.
     """
 
-    __slots__ = ("_always_check", "_always_sure", "_plans", "_residuals", "_tables")
+    __slots__ = ("_observer", "_always_check", "_always_sure", "_plans", "_residuals", "_tables")
 
-    def __init__(self) -> None:
+    def __init__(self, *, observer: BudgetObserver | None = None) -> None:
+        """``observer`` is told of every evaluation of an expression over its budget."""
+        self._observer = observer
         self._tables: dict[str, AttributeTable[K]] = {}
         self._plans: dict[K, Plan] = {}
         self._residuals: dict[K, Filter] = {}  # every key that has a residual
@@ -68,7 +71,7 @@ class SubscriptionIndex(Generic[K]):
             raise TypeError("source must be a string or None")
         if types is not None and (isinstance(types, str) or not all(isinstance(t, str) for t in types)):
             raise TypeError("types must be a sequence of strings or None")
-        chosen = plan(_as_filter(filters), source, types, self._bucket_size)
+        chosen = plan(_as_filter(filters, self._observer), source, types, self._bucket_size)
         self.remove(key)  # everything that can fail is done: replace the old version, if any
         self._plans[key] = chosen
         if chosen.never:
@@ -163,14 +166,14 @@ class SubscriptionIndex(Generic[K]):
         return 1.0 + table.side(kind).size(value)
 
 
-def _as_filter(filters: Sequence[Mapping[str, object]] | Filter) -> Filter:
+def _as_filter(filters: Sequence[Mapping[str, object]] | Filter, observer: BudgetObserver | None) -> Filter:
     """Compile a filters array; pass a compiled filter through.
 
     Checks for an array first: ``isinstance`` against the runtime-checkable ``Filter`` protocol
     costs several microseconds, a noticeable share of ``add``.
     """
     if isinstance(filters, Sequence):
-        return compile(filters)
+        return compile(filters, observer=observer)
     if not callable(getattr(filters, "matches", None)):
         raise FilterError("", "filters must be an array of filter expressions")
     return filters

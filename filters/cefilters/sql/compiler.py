@@ -27,6 +27,7 @@ from cefilters.sql.compiled import (
 from cefilters.sql.errors import EvaluationFailure, ParseError
 from cefilters.sql.functions import BUILTINS, Function, FunctionError, FunctionTable
 from cefilters.sql.fused import attribute_like
+from cefilters.sql.growth import check_growth
 from cefilters.sql.like import LikePattern, compile_like
 from cefilters.sql.operators import compile_chain, equals
 from cefilters.sql.types import INT32_MIN, Type, Value
@@ -268,4 +269,5 @@ def _invoke(function: Function, node: Call, evaluators: list[Evaluator], root: b
 def compile_tree(text: str, node: Node, functions: FunctionTable, strict_functions: bool) -> Compiled:
     """Compile the tree of ``text``; raises ``ParseError`` for an unknown function if
     ``strict_functions``."""
+    check_growth(text, node)
     return _Compiler(text, functions, strict_functions).compile(node, root=True)

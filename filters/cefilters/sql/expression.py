@@ -70,6 +70,11 @@ class Expression:
         except Exception as error:  # e.g. a Mapping whose lookups raise: still an answer, not a crash
             return Result(self._zero, [SqlError("generic", f"cannot evaluate on this event: {error!r}")])
 
+    def check(self, event: Mapping[str, object]) -> bool:
+        """Whether the value is ``true``; raises the first ``EvaluationFailure`` instead of
+        hiding it (so a caller can tell an over-budget failure from a plain "false")."""
+        return self._evaluate(event) is True
+
     def matches(self, event: Mapping[str, object]) -> bool:
         """Whether ``event`` passes as a filter: the value is ``true`` and no error was raised."""
         try:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from cefilters.sql.errors import ErrorKind
+from cefilters.sql.growth import MAX_STRING_LENGTH
 from cefilters.sql.types import INT32_MAX, INT32_MIN, Type, Value, to_bool, to_int, to_str
 
 __all__ = ["BUILTINS", "Function", "FunctionError", "FunctionTable"]
@@ -116,12 +117,34 @@ _WHITE_SPACE: Final = (
 )
 
 
+def _bounded(name: str, length: int) -> None:
+    """Refuse, before building it, a string longer than the budget (see cefilters.sql.growth)."""
+    if length > MAX_STRING_LENGTH:
+        raise FunctionError(
+            f"over budget: {name} would build a string of {length} characters"
+            f" (the budget is {MAX_STRING_LENGTH})",
+            value="",
+        )
+
+
 def _concat(*parts: str) -> str:
+    _bounded("CONCAT", sum(map(len, parts)))
     return "".join(parts)
 
 
 def _concat_ws(separator: str, *parts: str) -> str:
+    _bounded("CONCAT_WS", sum(map(len, parts)) + len(separator) * max(len(parts) - 1, 0))
     return separator.join(parts)
+
+
+def _lower(text: str) -> str:
+    _bounded("LOWER", 3 * len(text))
+    return text.lower()
+
+
+def _upper(text: str) -> str:
+    _bounded("UPPER", 3 * len(text))
+    return text.upper()
 
 
 def _trim(text: str) -> str:
@@ -175,8 +198,8 @@ BUILTINS: Final = FunctionTable(
         Function("LENGTH", (_S,), _I, len, pure=True),
         Function("CONCAT", (), _S, _concat, variadic=_S, pure=True),
         Function("CONCAT_WS", (_S,), _S, _concat_ws, variadic=_S, pure=True),
-        Function("LOWER", (_S,), _S, str.lower, pure=True),
-        Function("UPPER", (_S,), _S, str.upper, pure=True),
+        Function("LOWER", (_S,), _S, _lower, pure=True),
+        Function("UPPER", (_S,), _S, _upper, pure=True),
         Function("TRIM", (_S,), _S, _trim, pure=True),
         Function("LEFT", (_S, _I), _S, _left, pure=True),
         Function("RIGHT", (_S, _I), _S, _right, pure=True),

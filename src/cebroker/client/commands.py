@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -232,6 +233,22 @@ def explain(args: argparse.Namespace, client: BrokerClient) -> None:
         ("CONDITION", "RESULT", "DETAIL"),
         [(c["pointer"], "yes" if c["matched"] else "NO", c["detail"]) for c in answer["checks"]],
     )
+    outcome = answer.get("transform")
+    if isinstance(outcome, dict):
+        _transformed(outcome)
+
+
+def _transformed(outcome: dict[str, Any]) -> None:
+    """A transformation's outcome as explain shows it: what the sink would receive, the drop,
+    or the failure a dead letter would name."""
+    print(f"transform: {outcome.get('outcome')}")
+    if outcome.get("outcome") == "failed":
+        print(f"  {outcome.get('error', {}).get('reason', '')}")
+        return
+    for name in ("sink", "delivery", "event"):
+        if name in outcome:
+            print(f"{name}:")
+            print(textwrap.indent(json.dumps(outcome[name], indent=2, ensure_ascii=False), "  "))
 
 
 def tail(args: argparse.Namespace, client: BrokerClient) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cefilters import Explanation, SubscriptionIndex
+from cefilters import BudgetObserver, Explanation, SubscriptionIndex
 
 from cebroker.contracts import Event
 from cebroker.subscription import Subscription
@@ -18,9 +18,11 @@ from cebroker.subscription import Subscription
 __all__ = ["Explanation", "explain_draft", "to_json"]
 
 
-def explain_draft(subscription: Subscription, event: Event) -> Explanation:
+def explain_draft(
+    subscription: Subscription, event: Event, observer: BudgetObserver | None = None
+) -> Explanation:
     """Explain ``event`` against a validated subscription that is not stored."""
-    index: SubscriptionIndex[str] = SubscriptionIndex()
+    index: SubscriptionIndex[str] = SubscriptionIndex(observer=observer)
     index.add(
         "draft",
         list(subscription.filters),

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from cefilters import Explanation, FilterError, SubscriptionIndex
+from cefilters import BudgetObserver, Explanation, FilterError, SubscriptionIndex
 
 from cebroker.contracts import Event
 from cebroker.pipeline.ordering import is_ordered
@@ -31,9 +31,13 @@ class Matcher:
     subscription of its tenant, inside the index (no second pass over the matches).
     """
 
-    def __init__(self, policies: TenantPolicies | None = None) -> None:
+    def __init__(
+        self, policies: TenantPolicies | None = None, *, observer: BudgetObserver | None = None
+    ) -> None:
         self._policies = policies or TenantPolicies()
-        self._index: SubscriptionIndex[str] = SubscriptionIndex()
+        #: Told of every expression evaluation stopped by its budget (counted as no match).
+        self.observer = observer
+        self._index: SubscriptionIndex[str] = SubscriptionIndex(observer=observer)
         self.subscriptions: dict[str, Subscription] = {}
         #: Ids of the subscriptions with ``config.ordering: partitionkey``.
         self.ordered: set[str] = set()

@@ -32,6 +32,12 @@ class PipelineMetrics:
             registry=r,
         )
         self.matches = Counter("cebroker_event_matches", "Deliveries created by matching", registry=r)
+        self.expressions_over_budget = Counter(
+            "cebroker_expressions_over_budget",
+            "Filter expression evaluations stopped by their budget (each counted as no match), by dialect",
+            ["dialect"],
+            registry=r,
+        )
         self.deliveries = Counter(
             "cebroker_deliveries", "Delivery attempts by outcome", ["subscription", "outcome"], registry=r
         )
@@ -83,3 +89,7 @@ class PipelineMetrics:
             self._labelled.add(subscription)
             return subscription
         return OTHER
+
+    def over_budget(self, dialect: str, reason: str) -> None:
+        """``cefilters.BudgetObserver``: count one evaluation stopped by its budget."""
+        self.expressions_over_budget.labels(dialect).inc()

@@ -173,6 +173,42 @@ SCHEMAS: dict[str, Schema] = {
                     "additionalProperties": False,
                 },
             },
+            "transform": _ref("TransformOutcome"),
+        },
+        "additionalProperties": False,
+    },
+    "TransformOutcome": {
+        "type": "object",
+        "description": (
+            "A transformation's outcome (config.transform), for a matched event of a subscription "
+            "that has one: what the sink would receive, the drop, or the failure (docs/transformations.md)."
+        ),
+        "required": ["outcome"],
+        "properties": {
+            "outcome": {"type": "string", "enum": ["delivered", "dropped", "failed"]},
+            "event": {"type": "object", "description": "The outgoing event (JSON event format)."},
+            "delivery": {"type": "object", "description": "The output's $delivery, as applied."},
+            "sink": {"type": "string", "description": "Where it goes (an HTTP path applied)."},
+            "message": {
+                "type": "object",
+                "description": "HTTP: the request as encoded (method, headers, body or body_base64).",
+            },
+            "warnings": {"type": "array", "items": {"type": "string"}},
+            "error": {
+                "type": "object",
+                "required": ["reason", "position"],
+                "properties": {
+                    "reason": {"type": "string"},
+                    "position": {
+                        "anyOf": [
+                            {"type": "array", "items": {"type": "integer"}},
+                            {"type": "integer"},
+                            {"type": "string"},
+                            {"type": "null"},
+                        ]
+                    },
+                },
+            },
         },
         "additionalProperties": False,
     },
@@ -253,7 +289,14 @@ SCHEMAS: dict[str, Schema] = {
     "ReplayCount": {
         "type": "object",
         "required": ["events"],
-        "properties": {"events": {"type": "integer", "minimum": 0}},
+        "properties": {
+            "events": {"type": "integer", "minimum": 0},
+            "transformed": {
+                "type": "array",
+                "description": "With a transformation: the outcomes of the first events replayed.",
+                "items": _ref("TransformOutcome"),
+            },
+        },
         "additionalProperties": False,
     },
     "ReplayStarted": {

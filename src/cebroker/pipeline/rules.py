@@ -4,6 +4,9 @@ refused at create/replace time with a pointer instead of being discovered at del
 * ``protocolsettings.contentmode`` for HTTP: ``binary`` (default), ``structured`` or ``batch``.
 * ``config`` keys of :mod:`cebroker.pipeline.policy` (retry policy, concurrency, rate limit,
   dead-letter sink, ordering, batches, where a subscription starts).
+* ``config.transform`` (:mod:`cebroker.pipeline.transform`): an expression that does not
+  compile, or costs more than the transformations' budget, is refused with its reason and
+  position.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from typing import Any
 
 from cebroker.errors import ValidationError
 from cebroker.pipeline.policy import POLICY_KEYS, parse_policy
+from cebroker.pipeline.transform import CONFIG_KEY as TRANSFORM_KEY
+from cebroker.pipeline.transform import transform_problems
 from cebroker.subscription_rules import ConfigKeyRule, SettingRule, SubscriptionRules, ValueCheck
 
 CONTENT_MODES = ("binary", "structured", "batch")
@@ -44,5 +49,8 @@ SUBSCRIPTION_RULES = SubscriptionRules(
             default="binary",
         ),
     ),
-    config_keys=tuple(ConfigKeyRule(name=key, check=_policy_check(key)) for key in POLICY_KEYS),
+    config_keys=(
+        *(ConfigKeyRule(name=key, check=_policy_check(key)) for key in POLICY_KEYS),
+        ConfigKeyRule(name=TRANSFORM_KEY, check=transform_problems),
+    ),
 )

@@ -20,6 +20,7 @@ from cebroker.pipeline.dispatch.completions import Completions, Release
 from cebroker.pipeline.dispatch.failures import Failures, Schedule
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.senders import SenderPool
 from cebroker.storage.deliveries import DeliveryLog
@@ -60,9 +61,11 @@ class Attempts:
         circuits: Circuits,
         release: Release,
         schedule: Schedule,
+        transformer: Transformer,
     ) -> None:
         self._log = journal
         self._senders = senders
+        self._transformer = transformer
         self._circuits = circuits
         self._subscriptions = subscriptions
         self._metrics = metrics
@@ -96,10 +99,14 @@ class Attempts:
             await let_go(self._log, lane, [item], self._release, self._schedule)
             return
         policy, destination = lane.configure(subscription)
+        prepared = await self._transformer.apply(lane, item, subscription, policy, destination)
+        if prepared is None:  # the transformation dropped it or failed: settled already
+            return
+        event, destination = prepared
         if lane.limiter is not None:
             await lane.limiter.acquire()
         try:
-            await self._senders.get(subscription.protocol).deliver(item.event, destination)
+            await self._senders.get(subscription.protocol).deliver(event, destination)
         except DeliveryError as exc:
             await self._failures.failed(lane, item, policy, exc)
         except Exception as exc:  # a sender bug must not kill the lane; treat it as transient

@@ -30,6 +30,7 @@ from cebroker.pipeline.dispatch.failures import Failures, Schedule
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.retry import Retry, decide
+from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
@@ -55,9 +56,11 @@ class BatchAttempts:
         circuits: Circuits,
         release: Release,
         schedule: Schedule,
+        transformer: Transformer,
     ) -> None:
         self._log = journal
         self._circuits = circuits
+        self._transformer = transformer
         self._senders = senders
         self._subscriptions = subscriptions
         self._metrics = metrics
@@ -100,6 +103,20 @@ class BatchAttempts:
         if not held:
             return
         policy, destination = lane.configure(subscription)
+        # Each delivery transformed on its own: those dropped or failed are settled here, the
+        # rest go out together (a batch carries no per-event $delivery).
+        events = []
+        sent = []
+        for item in held:
+            prepared = await self._transformer.apply(
+                lane, item, subscription, policy, destination, batch=True
+            )
+            if prepared is not None:
+                events.append(prepared[0])
+                sent.append(item)
+        held = sent
+        if not held:
+            return
         if lane.limiter is not None:  # the rate limit counts deliveries, batched or not
             for _ in held:
                 await lane.limiter.acquire()
@@ -109,7 +126,7 @@ class BatchAttempts:
                 raise DeliveryRejected(
                     f"{subscription.protocol} deliveries cannot be batched", retryable=False
                 )
-            await sender.deliver_batch([item.event for item in held], destination)
+            await sender.deliver_batch(events, destination)
         except DeliveryError as exc:
             await self._failed(lane, held, policy, exc)
         except Exception as exc:  # a sender bug must not kill the lane; treat it as transient

@@ -35,9 +35,11 @@ from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.loader import Loader
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.tasks import Tasks
+from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.senders import SenderPool
+from cebroker.pipeline.transform import OutputCheck
 from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import Appended, DeliveryLog, Pending
 from cebroker.storage.errors import StorageUnavailable
@@ -71,6 +73,7 @@ class Dispatcher:
         lane_capacity: int = 256,
         probe_max_delay: float = 10.0,
         replay_settled: Callable[[], None] = lambda: None,
+        output_check: OutputCheck | None = None,
     ) -> None:
         self._log = journal
         self._clock = clock
@@ -113,6 +116,9 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
         )
+        transformer = Transformer(
+            completions=self._completions, failures=failures, metrics=metrics, check=output_check
+        )
         self._attempts = Attempts(
             journal=journal,
             senders=senders,
@@ -124,6 +130,7 @@ class Dispatcher:
             circuits=self.circuits,
             release=self._release,
             schedule=self._schedule,
+            transformer=transformer,
         )
         self._batches = BatchAttempts(
             journal=journal,
@@ -136,6 +143,7 @@ class Dispatcher:
             circuits=self.circuits,
             release=self._release,
             schedule=self._schedule,
+            transformer=transformer,
         )
         self._loader = Loader(
             journal,

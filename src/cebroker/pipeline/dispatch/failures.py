@@ -20,7 +20,7 @@ from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.completions import Completions, Release
 from cebroker.pipeline.dispatch.deadletters import DeadLetterForwarder
 from cebroker.pipeline.dispatch.lane import Item, Lane
-from cebroker.pipeline.dispatch.retry import Retry, decide
+from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.deliveries import DeliveryLog
@@ -98,6 +98,14 @@ class Failures:
             self._release(lane, row.id)
             self._schedule(lane.id, next_at)
             return
+        await self.give_up(lane, item, policy, outcome)
+
+    async def give_up(self, lane: Lane, item: Item, policy: DeliveryPolicy, outcome: GiveUp) -> None:
+        """Make ``item`` a dead letter with ``outcome``'s reason, at once: no retry, and nothing
+        counted toward the sink's circuit (a failed transformation is about the event, not the
+        sink). The dead letter keeps the stored event."""
+        row = item.row
+        label = self._metrics.label(lane.id)
         self._metrics.deliveries.labels(label, "deadlettered").inc()
         self._metrics.dead_letters.labels(label).inc()
         await self._log.dead_letter(

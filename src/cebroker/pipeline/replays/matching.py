@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-from cefilters import SubscriptionIndex
+from cefilters import BudgetObserver, SubscriptionIndex
 
 from cebroker.pipeline.ordering import is_ordered, partition_key
 from cebroker.storage.archive import Archived
@@ -40,11 +40,12 @@ class ReplayFilter:
         extra: Mapping[str, Any] | None = None,
         *,
         receive: Mapping[str, Any] | None = None,
+        observer: BudgetObserver | None = None,
     ) -> None:
         self.subscription = subscription
         self._replay = replay
         self._ordered = is_ordered(subscription.config)
-        self._index: SubscriptionIndex[int] = SubscriptionIndex()
+        self._index: SubscriptionIndex[int] = SubscriptionIndex(observer=observer)
         filters = [*subscription.filters, *(f for f in (extra, receive) if f is not None)]
         self._index.add(
             0,

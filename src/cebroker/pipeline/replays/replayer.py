@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
+from cefilters import BudgetObserver
 
 from cebroker.clock import Clock, wait_or_sleep
 from cebroker.pipeline.dispatch.outages import log_failure
@@ -52,8 +53,10 @@ class Replayer:
         *,
         clock: Clock,
         receive: Callable[[Subscription], Mapping[str, Any] | None] = lambda subscription: None,
+        observer: BudgetObserver | None = None,
     ) -> None:
         self._archive = archive
+        self._observer = observer
         self._receive = receive
         self._subscriptions = subscriptions
         self._replayed = replayed
@@ -119,6 +122,6 @@ class Replayer:
         if chosen is None or chosen.subscription is not subscription:
             extra: Any = orjson.loads(replay.filter) if replay.filter is not None else None
             chosen = self._filters[replay.id] = ReplayFilter(
-                subscription, replay.id, extra, receive=self._receive(subscription)
+                subscription, replay.id, extra, receive=self._receive(subscription), observer=self._observer
             )
         return chosen

@@ -6,6 +6,10 @@
 * ``POST /explain`` with ``{"subscription": <a subscription body>, "event": <a CloudEvent>}``:
   the same for a draft, which is validated as a create would validate it and stored nowhere.
 
+For a subscription with a transformation (``config.transform``) a matched event's answer adds
+``transform``: the outgoing event or the drop, as the sink would receive it
+(:mod:`cebroker.pipeline.transform.preview`).
+
 An invalid event is a 400 naming each attribute (``/time``; ``/event/time`` in a draft request),
 an invalid draft the 400 of a create with its pointers under ``/subscription``.
 """
@@ -20,8 +24,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from cebroker.errors import FieldProblem, NotFound, ValidationError
-from cebroker.pipeline.explain import explain_draft, to_json
+from cebroker.pipeline.explain import Explanation, explain_draft, to_json
 from cebroker.pipeline.matcher import Matcher
+from cebroker.pipeline.transform import OutputCheck
+from cebroker.pipeline.transform.preview import preview
 from cebroker.pipeline.validation import event_problems, normalize
 from cebroker.subscription import Subscription
 from cebroker.web.access import principal_of
@@ -40,12 +46,20 @@ class ExplainApi:
         matcher: the live index of stored subscriptions.
         realize: the Subscriptions API's validation of a body, for drafts.
         max_event_size: largest event in bytes; a draft request may add ``max_subscription_body``.
+        check: the registry's check of transformed events, as deliveries have it.
     """
 
     def __init__(
-        self, matcher: Matcher, realize: Realize, *, max_event_size: int, max_subscription_body: int
+        self,
+        matcher: Matcher,
+        realize: Realize,
+        *,
+        max_event_size: int,
+        max_subscription_body: int,
+        check: OutputCheck | None = None,
     ) -> None:
         self._matcher = matcher
+        self._check = check
         self._realize = realize
         self._max_event = max_event_size
         self._max_draft = max_event_size + max_subscription_body
@@ -69,7 +83,7 @@ class ExplainApi:
             explanation = self._matcher.explain(subscription, event)
         except KeyError as exc:  # deleted meanwhile, or its filters could not be indexed
             raise NotFound(f"subscription {subscription[:64]!r} is not in the index") from exc
-        return JSONResponse(to_json(explanation))
+        return JSONResponse(_answer(explanation, found, event, self._check))
 
     async def draft(self, request: Request) -> Response:
         """Explain one event against a subscription body that is not stored."""
@@ -93,7 +107,21 @@ class ExplainApi:
         event_errors = event_problems(body["event"], "/event")
         if problems or event_errors:
             raise ValidationError([*problems, *event_errors])
-        return JSONResponse(to_json(explain_draft(draft, normalize(body["event"]))))
+        event = normalize(body["event"])
+        explanation = explain_draft(draft, event, self._matcher.observer)
+        return JSONResponse(_answer(explanation, draft, event, self._check))
+
+
+def _answer(
+    explanation: Explanation, subscription: Subscription, event: dict[str, Any], check: OutputCheck | None
+) -> dict[str, Any]:
+    """The explanation, and for a matched event the transformation's outcome (when there is one)."""
+    doc = to_json(explanation)
+    if explanation.matched:
+        shown = preview(subscription, event, check)
+        if shown is not None:
+            doc["transform"] = shown
+    return doc
 
 
 def _event(doc: Any, prefix: str) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 * ``POST /subscriptions/{id}/replay`` with ``{"from", "to", "filter", "dryrun"}``: the archived
   events accepted in ``[from, to)`` that the subscription matches (and ``filter`` too, if given)
   are delivered again through its normal path. ``dryrun`` answers ``200 {"events": N}`` and
-  delivers nothing; otherwise ``202 {"replay": id, "events": N}`` with ``Location``.
+  delivers nothing (for a subscription with a transformation it adds ``transformed``: the
+  outcomes of the first :data:`PREVIEWS` events, as explain shows them); otherwise
+  ``202 {"replay": id, "events": N}`` with ``Location``.
 * ``GET /subscriptions/{id}/replays``: the subscription's replays, oldest first.
 * ``GET /subscriptions/{id}/replays/{replay}``: one replay and its progress.
 * ``DELETE /subscriptions/{id}/replays/{replay}``: cancel it.
@@ -30,6 +32,7 @@ from typing import Any
 
 import cefilters
 import orjson
+from cefilters import BudgetObserver
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -38,10 +41,13 @@ from cebroker.clock import Clock
 from cebroker.errors import FieldProblem, NotFound, TooManyReplays, ValidationError
 from cebroker.options.units import format_duration
 from cebroker.pipeline.dispatch import Dispatcher
+from cebroker.pipeline.dispatch.lane import REPLAY_ATTRIBUTE
 from cebroker.pipeline.replays.matching import ReplayFilter
 from cebroker.pipeline.replays.replayer import Replayer
 from cebroker.pipeline.replays.starts import UNBOUNDED, instant
 from cebroker.pipeline.routes.overview import timestamp
+from cebroker.pipeline.transform import OutputCheck, compile_of
+from cebroker.pipeline.transform.preview import preview
 from cebroker.storage.archive import EventArchive, Replay, ReplayRequest
 from cebroker.subscription import Subscription
 from cebroker.web.body import read_json
@@ -54,6 +60,8 @@ MEMBERS = ("from", "to", "filter", "dryrun")
 MAX_BODY = 64 * 1024
 #: Archived events read per page while counting.
 PAGE = 1000
+#: Events whose transformation a dry run shows.
+PREVIEWS = 5
 #: Seconds: the precision of the times the API shows.
 TIME_RESOLUTION = 0.001
 #: Seconds a caller over a replay cap is asked to wait.
@@ -133,12 +141,16 @@ class ReplaysApi:
         clock: Clock,
         receive: Callable[[Subscription], Mapping[str, Any] | None] = lambda subscription: None,
         caps: ReplayCaps = ReplayCaps(),
+        check: OutputCheck | None = None,
+        observer: BudgetObserver | None = None,
     ) -> None:
         self._caps = caps
         # The cap is checked and the replay created under this lock, so that concurrent
         # requests to this instance cannot both take the last place.
         self._creating = asyncio.Lock()
         self._clock = clock
+        self._check = check
+        self._observer = observer
         self._receive = receive
         self._lookup = lookup
         self._archive = archive
@@ -188,11 +200,19 @@ class ReplaysApi:
         if subscription is None:  # deleted meanwhile
             raise NotFound(f"no subscription {subscription_id[:64]!r}")
         replay_id = str(uuid.uuid4())
-        events = await self._count(
-            ReplayFilter(subscription, replay_id, extra, receive=self._receive(subscription)), since, end
+        chosen = ReplayFilter(
+            subscription, replay_id, extra, receive=self._receive(subscription), observer=self._observer
         )
+        events = await self._count(chosen, since, end)
         if dryrun:
-            return JSONResponse({"events": events})
+            answer: dict[str, Any] = {"events": events}
+            if compile_of(subscription) is not None:
+                first = await self._first(chosen, since, end)
+                answer["transformed"] = [
+                    preview(subscription, {**event, REPLAY_ATTRIBUTE: replay_id}, self._check)
+                    for event in first
+                ]
+            return JSONResponse(answer)
         request_ = ReplayRequest(
             id=replay_id,
             subscription=subscription_id,
@@ -206,8 +226,8 @@ class ReplaysApi:
             replay = await self._archive.create_replay(request_)
         self._replayer.started(replay)
         location = f"{self._base}/subscriptions/{subscription_id}/replays/{replay.id}"
-        answer = {"replay": replay.id, "events": events}
-        return JSONResponse(answer, status_code=202, headers={"Location": location})
+        started = {"replay": replay.id, "events": events}
+        return JSONResponse(started, status_code=202, headers={"Location": location})
 
     async def listing(self, request: Request) -> Response:
         """The subscription's replays, oldest first."""
@@ -274,6 +294,22 @@ class ReplaysApi:
             oldest = timestamp(stats.oldest)
             detail = f"is older than the retention; the oldest event held was accepted at {oldest}"
         raise ValidationError([FieldProblem("/from", detail)])
+
+    async def _first(self, chosen: ReplayFilter, since: float, until: float) -> list[dict[str, Any]]:
+        """The first :data:`PREVIEWS` archived events in ``[since, until)`` the replay delivers."""
+        found: list[dict[str, Any]] = []
+        position = (since, -1)
+        while True:
+            page = await self._archive.read(position, until, PAGE)
+            for archived in page:
+                event = orjson.loads(archived.body)
+                if chosen.matches(event):
+                    found.append(event)
+                    if len(found) == PREVIEWS:
+                        return found
+            if len(page) < PAGE:
+                return found
+            position = page[-1].position
 
     async def _count(self, chosen: ReplayFilter, since: float, until: float) -> int:
         """How many archived events in ``[since, until)`` the replay delivers, a page at a time."""

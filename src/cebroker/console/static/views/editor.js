@@ -1,5 +1,7 @@
 // Create or edit a subscription. The broker validates; each problem it names is shown next to
-// the field its JSON Pointer points into. The explain tester tries the form as a draft.
+// the field its JSON Pointer points into. The explain tester tries the form as a draft, and
+// follows the form and the event as they are typed (with a transformation in config, it shows
+// what the sink would receive).
 
 import { api, ApiError } from "../api.js";
 import { h, fill, title, pretty, toast } from "../ui.js";
@@ -93,7 +95,7 @@ export async function editor(main, id) {
         "section",
         { class: "panel", "aria-labelledby": "tester-title" },
         h("h2", { id: "tester-title" }, "Explain tester"),
-        h("p", { class: "hint" }, "Paste an event and see which condition of the subscription above (as it is in the form, not yet saved) accepts or refuses it."),
+        h("p", { class: "hint" }, 'Paste an event and see which condition of the subscription above (as it is in the form, not yet saved) accepts or refuses it, and, with a transformation in config ({"transform": {"cel": "…"}}), what the sink would receive. The result follows as you type.'),
         h(
           "form",
           { novalidate: true, on: { submit: (event) => tryDraft(event) } },
@@ -106,6 +108,38 @@ export async function editor(main, id) {
       ),
     ),
   );
+
+  // The preview as you type: once the typing pauses, the form and the event (when both parse)
+  // are explained as a draft; only the latest answer is shown.
+  let pause = null;
+  let latest = 0;
+  const PAUSE_MS = 400;
+  const schedule = () => {
+    clearTimeout(pause);
+    pause = setTimeout(preview, PAUSE_MS);
+  };
+  form.addEventListener("input", schedule);
+  eventArea.addEventListener("input", schedule);
+
+  async function preview() {
+    const { doc, problems } = body();
+    if (problems.length) return;
+    let sample;
+    try {
+      sample = JSON.parse(eventArea.value);
+    } catch {
+      return;
+    }
+    const mine = ++latest;
+    try {
+      const answer = await api("POST", "/explain", { subscription: doc, event: sample });
+      if (mine === latest) fill(result, explainResult(answer));
+    } catch (error) {
+      if (mine !== latest) return;
+      const items = error instanceof ApiError && error.errors.length ? error.errors.map((p) => `${p.pointer}: ${p.detail}`) : [error.message];
+      fill(result, h("div", { class: "error", "data-preview-error": "" }, h("p", {}, "Not previewed:"), h("ul", {}, items.map((item) => h("li", {}, item)))));
+    }
+  }
 
   function clearErrors() {
     fill(summary);
