@@ -17,6 +17,8 @@ a ``cel`` filter is first compiled.
 
 from __future__ import annotations
 
+from importlib.metadata import version as _version
+
 from . import sql
 from .base import Event, Filter
 from .checks import Check, Explainable, Explanation
@@ -35,3 +37,6 @@ __all__ = [
     "compile",
     "sql",
 ]
+
+#: The installed distribution's version (its one source is the repository's VERSION file).
+__version__ = _version("cefilters")

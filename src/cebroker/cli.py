@@ -1,7 +1,8 @@
 """The ``cebroker`` command line.
 
-Every ``serve`` flag has a ``CEBROKER_*`` environment variable; a flag given on the command line
-wins over the variable, which wins over the default. Both come from the declaration of
+Every ``serve`` flag has a ``CEBROKER_*`` environment variable and a key of the configuration
+file (``--config FILE``, TOML); a flag given on the command line wins over the variable, which
+wins over the file, which wins over the default. All come from the declaration of
 :class:`~cebroker.settings.Settings` (see :mod:`cebroker.options`).
 """
 
@@ -16,8 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cebroker import __version__
 from cebroker.client.parser import add_client_commands
 from cebroker.options import OptionParser, options_of
+from cebroker.options.config_file import render_config
 from cebroker.options.units import DURATION_HELP, SIZE_HELP
 from cebroker.registry.command import add_registry, run_registry
 from cebroker.settings import VARIABLE_PREFIX, Settings
@@ -28,9 +31,12 @@ if TYPE_CHECKING:
     from cebroker.storage import Storage
 
 SERVE_OPTIONS = options_of(Settings, VARIABLE_PREFIX)
+#: The variable naming the configuration file (``--config``).
+CONFIG_VARIABLE = VARIABLE_PREFIX + "CONFIG"
 
 _SERVE_EPILOG = (
-    "A flag wins over its variable, which wins over the default; a bad value of either is a usage "
+    "A flag wins over its variable, which wins over the configuration file (--config; keys are the "
+    "settings' names, e.g. max_event_size), which wins over the default; a bad value of any is a usage "
     f"error. Sizes: {SIZE_HELP}. Durations: {DURATION_HELP}. Switches: on/off, true/false, yes/no "
     "or 1/0."
 )
@@ -42,12 +48,19 @@ def build_parser() -> OptionParser:
         prog="cebroker",
         description="cebroker: a CloudEvents subscription-manager broker.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = sub.add_parser(
         "serve",
         help="run the broker",
         description="Run the broker: Subscriptions API, event ingress and delivery, registry.",
         epilog=_SERVE_EPILOG,
+    )
+    serve.add_config_file("--config", CONFIG_VARIABLE)
+    serve.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the effective settings as a configuration file (secrets hidden) and exit",
     )
     serve.add_options(SERVE_OPTIONS)
     add_spark_feed(sub)
@@ -95,6 +108,10 @@ def _serve(args: argparse.Namespace) -> int:
     from cebroker.storage import StorageError
 
     settings = settings_from_args(args)
+    if args.print_config:
+        values = {option.name: getattr(settings, option.name) for option in SERVE_OPTIONS}
+        print(render_config(SERVE_OPTIONS, values, args.origins), end="")
+        return 0
     try:
         source_names(settings.sources)  # each valid on its own; the names must differ too
     except SettingsError as exc:

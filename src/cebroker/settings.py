@@ -8,8 +8,10 @@ limits that both are checked against. Settings built in code are checked the sam
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 from cebroker.options import (
@@ -63,12 +65,19 @@ class SourceUrl(Kind[str]):
 class Networks(Kind[tuple[str, ...]]):
     """Networks in CIDR notation, separated by commas (``10.20.0.0/16,fd00:1::/64``)."""
 
+    takes_list: ClassVar[bool] = True
+
     @property
     def metavar(self) -> str:
         return "CIDR,..."
 
     def convert(self, text: str) -> tuple[str, ...]:
         return tuple(item.strip() for item in text.split(",") if item.strip())
+
+    def parse_items(self, items: Sequence[str]) -> tuple[str, ...]:
+        value = tuple(item.strip() for item in items)
+        self.check(value)
+        return value
 
     def check(self, value: tuple[str, ...]) -> None:
         for item in value:
