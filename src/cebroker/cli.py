@@ -12,9 +12,11 @@ import argparse
 import asyncio
 import importlib.util
 import logging.config
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from cebroker import __version__
@@ -27,6 +29,8 @@ from cebroker.settings import VARIABLE_PREFIX, Settings
 from cebroker.spark.command import add_spark_feed, run_spark_feed
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from cebroker.sealing.cipher import Sealer
     from cebroker.storage import Storage
 
@@ -95,11 +99,30 @@ def raise_open_files_limit() -> int:
     return soft
 
 
+def stopping_server(config: uvicorn.Config, on_stop: Sequence[Callable[[], None]]) -> uvicorn.Server:
+    """uvicorn's server, which calls each of ``on_stop`` when the process is told to stop.
+
+    On SIGTERM (or SIGINT) uvicorn stops accepting connections, lets the open requests finish (up
+    to its ``timeout_graceful_shutdown``), then runs the app's shutdown, in which the pipeline
+    lets the deliveries under way finish and the storage frees what the instance still holds.
+    The handlers run before all that: readiness turns 503 at once.
+    """
+    import uvicorn
+
+    class StoppingServer(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            for handler in on_stop:
+                handler()
+            super().handle_exit(sig, frame)  # a second signal forces the exit, as uvicorn's does
+
+    return StoppingServer(config)
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
     from ceprotocols.errors import SettingsError
 
-    from cebroker.api.ops import QuietInvalidHttp
+    from cebroker.api.ops import OpsComponent, QuietInvalidHttp
     from cebroker.app import build_components, create_app, secrets_sealer, storage_from_settings
     from cebroker.errors import ConfigurationError
     from cebroker.logs import logging_config
@@ -178,20 +201,26 @@ def _serve(args: argparse.Namespace) -> int:
         )
     app = create_app(settings, components)
     logging.getLogger("uvicorn.error").addFilter(QuietInvalidHttp(app.state.incomplete))
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_config=config,
-        log_level=settings.log_level,
-        access_log=settings.access_log,
-        loop=chosen["--loop"],
-        http=chosen["--http"],
-        lifespan="on",
-        ssl_certfile=settings.tls_cert,
-        ssl_keyfile=settings.tls_key,
+    server = stopping_server(
+        uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_config=config,
+            log_level=settings.log_level,
+            access_log=settings.access_log,
+            loop=chosen["--loop"],
+            http=chosen["--http"],
+            lifespan="on",
+            ssl_certfile=settings.tls_cert,
+            ssl_keyfile=settings.tls_key,
+            # Requests still open when told to stop get the grace too (a live tail never ends).
+            timeout_graceful_shutdown=max(1, math.ceil(settings.shutdown_grace)),
+        ),
+        on_stop=[part.stop_soon for part in components if isinstance(part, OpsComponent)],
     )
-    return 0
+    server.run()
+    return 0 if server.started else 3  # 3: uvicorn's status for a server that could not start
 
 
 async def _check_secrets(storage: Storage, sealer: Sealer) -> int:

@@ -208,6 +208,15 @@ class Settings:
         "with several instances on one PostgreSQL database: how long the deliveries claimed by an "
         "instance that stopped its heartbeat wait before the others take them over",
     )
+    #: On SIGTERM (docs/deploy.md): readiness turns 503, no new connection is accepted, and the
+    #: deliveries being attempted get this long to finish before they are cancelled; what the
+    #: instance still holds is then freed for the other instances (or stays pending in the log).
+    shutdown_grace: float = setting(
+        10.0,
+        Duration(),
+        "on SIGTERM: how long requests and deliveries in flight may take to finish before the "
+        "instance stops (and hands the rest over)",
+    )
     # -- security (docs/security.md) -----------------------------------------------------------
     api_keys: Path | None = setting(
         None,

@@ -183,6 +183,7 @@ class PipelineComponent:
             )
         self._unsubscribe: Callable[[], None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._shutdown_grace = settings.shutdown_grace
 
     def routes(self) -> Sequence[BaseRoute]:
         """Every route of the pipeline."""
@@ -209,14 +210,15 @@ class PipelineComponent:
             self._keep(self._pruner.run())
 
     async def stop(self) -> None:
-        """Stop delivering (unconfirmed deliveries stay pending in the log)."""
+        """Stop delivering: the attempts under way get the settings' ``shutdown_grace`` to
+        finish; unconfirmed deliveries stay pending in the log."""
         self.tail.end_all()
         if self._unsubscribe is not None:
             self._unsubscribe()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.dispatcher.stop()
+        await self.dispatcher.stop(self._shutdown_grace)
         await self.senders.aclose()
 
     def _on_change(self, change: SubscriptionChange) -> None:

@@ -93,7 +93,12 @@ class Lanes:
         finally:
             lane.workers -= 1
 
-    async def stop(self) -> None:
-        """Stop every worker; what they held stays pending in the log."""
+    async def stop(self, grace: float = 0.0) -> None:
+        """Stop every worker; what they held stays pending in the log.
+
+        No worker starts another delivery; those being attempted get up to ``grace`` seconds to
+        finish (their outcome is recorded), then the rest are cancelled.
+        """
         self._running = False
+        await self._workers.settle(grace)
         await self._workers.cancel()
