@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -247,3 +248,18 @@ def test_serve_exits_2_on_a_bad_file_without_a_traceback(tmp_path: Path) -> None
     assert result.returncode == 2
     assert f"configuration file {path}: key 'port': must be between 0 and 65535" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_documented_configuration_file_is_accepted(tmp_path: Path) -> None:
+    """The TOML examples of docs/deploy.md (the files they name replaced by files of the test)."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "deploy.md").read_text(encoding="utf-8")
+    examples = re.findall(r"```toml\n(.*?)```", text, flags=re.DOTALL)
+    assert examples
+    for number, example in enumerate(examples):
+        for name in re.findall(r'= "(/etc/[^"]+)"', example):
+            stand_in = tmp_path / Path(name).name
+            stand_in.write_text("{}", encoding="utf-8")
+            example = example.replace(f'"{name}"', toml_string(str(stand_in)))
+        settings = serve("--config", str(write(tmp_path, example, f"example{number}.toml")))
+        assert settings.max_event_size == 2 * 1024 * 1024
+        assert settings.allow_sink_networks == ("10.20.0.0/16",)
