@@ -126,6 +126,7 @@ def _serve(args: argparse.Namespace) -> int:
     from cebroker.app import build_components, create_app, secrets_sealer, storage_from_settings
     from cebroker.errors import ConfigurationError
     from cebroker.logs import logging_config
+    from cebroker.pipeline.component import PipelineComponent
     from cebroker.sealing.cipher import SealingError
     from cebroker.sources.component import source_names
     from cebroker.storage import StorageError
@@ -217,7 +218,9 @@ def _serve(args: argparse.Namespace) -> int:
             # Requests still open when told to stop get the grace too (a live tail never ends).
             timeout_graceful_shutdown=max(1, math.ceil(settings.shutdown_grace)),
         ),
-        on_stop=[part.stop_soon for part in components if isinstance(part, OpsComponent)],
+        # Readiness turns 503 and no further delivery starts; one grace covers the requests and
+        # the deliveries in flight.
+        on_stop=[part.stop_soon for part in components if isinstance(part, OpsComponent | PipelineComponent)],
     )
     server.run()
     return 0 if server.started else 3  # 3: uvicorn's status for a server that could not start

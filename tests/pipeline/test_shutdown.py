@@ -91,15 +91,15 @@ def test_sigterm_finishes_in_flight_and_hands_the_rest_over_at_once(
                 continue
             if answer.status_code == 202:
                 accepted.extend(e["id"] for e in batch)
-            time.sleep(delay)  # 5 events per delay: below what the sink takes (8 per delay)
+            time.sleep(delay / 2)  # 10 events per delay: a little more than the sink takes (8)
         for client in clients:
             client.close()
 
     producer = threading.Thread(target=produce)
     producer.start()
     try:
-        # Both instances busy.
-        wait_until(lambda: len(sink.at("/slow")) >= 2 * CONCURRENCY, timeout=60)
+        # Both instances busy: each with its share of the concurrency in flight.
+        wait_until(lambda: sink.inflight >= CONCURRENCY and len(sink.at("/slow")) >= CONCURRENCY, timeout=60)
         in_flight = sink.inflight
         signalled = time.monotonic()
         assert first.proc is not None
@@ -131,9 +131,9 @@ def test_sigterm_finishes_in_flight_and_hands_the_rest_over_at_once(
     )
     assert stopped < grace + 3
     # Taken over at once: the backlog is done long before the stopped instance's lease ends.
-    assert finished < LEASE / 2
+    assert finished < LEASE * 2 / 3
     assert twice <= in_flight
     if delay < grace:  # the deliveries in flight at the signal finished: none came twice
         assert twice == 0
-    else:  # they were cancelled: the stop took the grace, not the deliveries' time
-        assert stopped < delay
+    else:  # they were cancelled at the end of the grace, before they could finish
+        assert grace <= stopped < delay

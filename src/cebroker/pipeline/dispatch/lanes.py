@@ -93,6 +93,10 @@ class Lanes:
         finally:
             lane.workers -= 1
 
+    def stop_soon(self) -> None:
+        """Start no further delivery (those being attempted go on); :meth:`stop` follows."""
+        self._running = False
+
     async def stop(self, grace: float = 0.0) -> None:
         """Stop every worker; what they held stays pending in the log.
 
