@@ -263,3 +263,9 @@ def test_the_documented_configuration_file_is_accepted(tmp_path: Path) -> None:
         settings = serve("--config", str(write(tmp_path, example, f"example{number}.toml")))
         assert settings.max_event_size == 2 * 1024 * 1024
         assert settings.allow_sink_networks == ("10.20.0.0/16",)
+
+
+def test_the_keys_are_the_flags_names_but_for_the_two_the_docs_name() -> None:
+    """What the README and docs/deploy.md say of the keys."""
+    renamed = {o.name: o.flag for o in SERVE_OPTIONS if o.flag != "--" + o.name.replace("_", "-")}
+    assert renamed == {"sources": "--source", "secrets_key": "--secrets-key-file"}
