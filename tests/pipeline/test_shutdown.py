@@ -4,7 +4,7 @@ while events are delivered to a slow sink.
 The stopped instance turns not ready, stops accepting, lets its deliveries in flight finish
 (``--shutdown-grace``), cancels those that outlast the grace and frees every delivery it still
 holds, so the other instance takes them at once: the backlog is done long before the instance
-lease (30 s here) would have freed them. Every event accepted (``202``) is delivered; duplicates
+lease (60 s here) would have freed them. Every event accepted (``202``) is delivered; duplicates
 are counted and bounded by the deliveries in flight when the signal came.
 """
 
@@ -29,7 +29,7 @@ from support.waiting import wait_until
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 BATCH = {"content-type": "application/cloudevents-batch+json"}
-LEASE = 30.0
+LEASE = 60.0
 CONCURRENCY = 8
 
 
@@ -57,7 +57,7 @@ def start(broker_processes: BrokerProcesses) -> Callable[..., BrokerProcess]:
     ("delay", "grace"),
     [
         pytest.param(1.0, 5.0, id="in-flight-finish-within-the-grace"),
-        pytest.param(3.0, 1.0, id="in-flight-outlast-the-grace"),
+        pytest.param(4.0, 1.0, id="in-flight-outlast-the-grace"),
     ],
 )
 def test_sigterm_finishes_in_flight_and_hands_the_rest_over_at_once(
@@ -131,7 +131,7 @@ def test_sigterm_finishes_in_flight_and_hands_the_rest_over_at_once(
     )
     assert stopped < grace + 3
     # Taken over at once: the backlog is done long before the stopped instance's lease ends.
-    assert finished < LEASE * 2 / 3
+    assert finished < LEASE / 2
     assert twice <= in_flight
     if delay < grace:  # the deliveries in flight at the signal finished: none came twice
         assert twice == 0
