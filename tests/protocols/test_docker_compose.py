@@ -164,12 +164,13 @@ def test_passwords_come_from_the_env_file(rendered: dict[str, Any]) -> None:
 
 
 def documented_sinks() -> list[tuple[str, dict[str, Any]]]:
-    """Each subscription body in the docs' compose sections (a ``-d '{...}'`` with a sink)."""
+    """Each subscription body in the docs' compose sections (``## docker-compose...`` or
+    ``## docker compose...``: a ``-d '{...}'`` with a sink)."""
     found = []
     for doc in sorted((ROOT / "docs").glob("*.md")):
         text = doc.read_text(encoding="utf-8")
         for section in re.split(r"^## ", text, flags=re.MULTILINE):
-            if not section.lower().startswith("docker-compose"):
+            if not section.lower().startswith(("docker-compose", "docker compose")):
                 continue
             for body in re.findall(r"-d '(\{.*?\})'", section, flags=re.DOTALL):
                 subscription = json.loads(body)
