@@ -121,8 +121,9 @@ def render_config(
     ``name = value`` line per setting, with where its value came from as a comment.
 
     A setting without a value is a comment (TOML has no null). Values are written as the kind
-    shows them, so kinds that can carry a secret hide it: a database URL's password is ``***``,
-    and the file gives only the settings, never the content of the files they name.
+    shows them and redacted as it redacts messages, so kinds that can carry a secret hide it (a
+    database URL's password is ``***``); the file gives only the settings, never the content of
+    the files they name (keys, certificates).
     """
     lines = [
         "# cebroker serve: effective settings",
@@ -147,5 +148,6 @@ def _toml(kind: Kind[Any], value: Any) -> str:
         return "[" + ", ".join(json.dumps(kind.element.show(item)) for item in value) + "]"
     if kind.takes_list:
         return "[" + ", ".join(json.dumps(str(item)) for item in value) + "]"
+    # A kind that can carry a secret hides it in what it shows and redacts; both are applied.
     # JSON's string escapes are TOML's basic string escapes.
-    return json.dumps(kind.show(value))
+    return json.dumps(kind.redact(kind.show(value)))
