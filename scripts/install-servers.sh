@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the real servers the test suite starts on 127.0.0.1: mosquitto, nats-server, RabbitMQ
 # (AMQP 1.0 plugin enabled per test run), PostgreSQL, a Java runtime for Spark, Chromium for the
-# console tests, wrk for the ingress benchmark, and a compose client
-# to check docker-compose.yml. tansu (Kafka protocol) comes from PyPI with the dev extra. Nothing is started
-# here: the test fixtures start and stop each server.
+# console tests, wrk for the ingress benchmark, podman and buildah for the image test, and a
+# compose client to check docker-compose.yml. tansu (Kafka protocol) comes from PyPI with the dev
+# extra. Nothing is started here: the test fixtures start and stop each server.
 set -euo pipefail
 need=()
 command -v mosquitto >/dev/null 2>&1 || need+=(mosquitto)
@@ -15,6 +15,10 @@ compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 # The ingress benchmark's load generator.
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
+# The image test builds the Dockerfile with podman and runs the broker from it with buildah (no
+# Docker engine needed).
+command -v podman >/dev/null 2>&1 || need+=(podman)
+command -v buildah >/dev/null 2>&1 || need+=(buildah)
 # docker-compose.yml is checked with `docker compose config` (no engine needed); without the
 # compose plugin, Debian's docker-compose does the same check.
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then

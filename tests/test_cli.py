@@ -32,6 +32,13 @@ def test_help_lists_commands() -> None:
     assert "serve" in result.stdout
 
 
+def test_version_is_the_one_of_the_version_file() -> None:
+    result = run_cli("--version")
+    assert result.returncode == 0
+    version = (Path(__file__).resolve().parents[1] / "VERSION").read_text(encoding="utf-8").strip()
+    assert result.stdout.strip() == f"cebroker {version}"
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [

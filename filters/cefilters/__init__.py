@@ -19,6 +19,8 @@ a ``cel`` filter is first compiled.
 
 from __future__ import annotations
 
+from importlib.metadata import version as _version
+
 from . import sql
 from .base import Event, Filter
 from .checks import Check, Explainable, Explanation
@@ -39,3 +41,6 @@ __all__ = [
     "compile",
     "sql",
 ]
+
+#: The installed distribution's version (its one source is the repository's VERSION file).
+__version__ = _version("cefilters")

@@ -4,6 +4,8 @@ Pure bindings (CloudEvent <-> wire message, no IO) and IO adapters behind small 
 This library never imports the broker service.
 """
 
+from importlib.metadata import version as _version
+
 from ceprotocols.errors import (
     BindingError,
     DeliveryError,
@@ -32,3 +34,6 @@ __all__ = [
     "check_destination",
     "create_sender",
 ]
+
+#: The installed distribution's version (its one source is the repository's VERSION file).
+__version__ = _version("ceprotocols")

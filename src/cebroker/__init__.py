@@ -6,4 +6,7 @@ The service composes three parts: the Subscriptions API (``cebroker.api``), the 
 (``cebroker.storage``) that keeps everything they need behind three contracts.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import version as _version
+
+#: The installed distribution's version (its one source is the repository's VERSION file).
+__version__ = _version("cebroker")

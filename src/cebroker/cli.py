@@ -1,7 +1,8 @@
 """The ``cebroker`` command line.
 
-Every ``serve`` flag has a ``CEBROKER_*`` environment variable; a flag given on the command line
-wins over the variable, which wins over the default. Both come from the declaration of
+Every ``serve`` flag has a ``CEBROKER_*`` environment variable and a key of the configuration
+file (``--config FILE``, TOML); a flag given on the command line wins over the variable, which
+wins over the file, which wins over the default. All come from the declaration of
 :class:`~cebroker.settings.Settings` (see :mod:`cebroker.options`).
 """
 
@@ -11,26 +12,35 @@ import argparse
 import asyncio
 import importlib.util
 import logging.config
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
+from cebroker import __version__
 from cebroker.client.parser import add_client_commands
 from cebroker.options import OptionParser, options_of
+from cebroker.options.config_file import render_config
 from cebroker.options.units import DURATION_HELP, SIZE_HELP
 from cebroker.registry.command import add_registry, run_registry
 from cebroker.settings import VARIABLE_PREFIX, Settings
 from cebroker.spark.command import add_spark_feed, run_spark_feed
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from cebroker.sealing.cipher import Sealer
     from cebroker.storage import Storage
 
 SERVE_OPTIONS = options_of(Settings, VARIABLE_PREFIX)
+#: The variable naming the configuration file (``--config``).
+CONFIG_VARIABLE = VARIABLE_PREFIX + "CONFIG"
 
 _SERVE_EPILOG = (
-    "A flag wins over its variable, which wins over the default; a bad value of either is a usage "
+    "A flag wins over its variable, which wins over the configuration file (--config; keys are the "
+    "settings' names, e.g. max_event_size), which wins over the default; a bad value of any is a usage "
     f"error. Sizes: {SIZE_HELP}. Durations: {DURATION_HELP}. Switches: on/off, true/false, yes/no "
     "or 1/0."
 )
@@ -42,12 +52,19 @@ def build_parser() -> OptionParser:
         prog="cebroker",
         description="cebroker: a CloudEvents subscription-manager broker.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = sub.add_parser(
         "serve",
         help="run the broker",
         description="Run the broker: Subscriptions API, event ingress and delivery, registry.",
         epilog=_SERVE_EPILOG,
+    )
+    serve.add_config_file("--config", CONFIG_VARIABLE)
+    serve.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the effective settings as a configuration file (secrets hidden) and exit",
     )
     serve.add_options(SERVE_OPTIONS)
     add_spark_feed(sub)
@@ -82,20 +99,43 @@ def raise_open_files_limit() -> int:
     return soft
 
 
-def _serve(args: argparse.Namespace) -> int:
+def stopping_server(config: uvicorn.Config, on_stop: Sequence[Callable[[], None]]) -> uvicorn.Server:
+    """uvicorn's server, which calls each of ``on_stop`` when the process is told to stop.
+
+    On SIGTERM (or SIGINT) uvicorn stops accepting connections, lets the open requests finish (up
+    to its ``timeout_graceful_shutdown``), then runs the app's shutdown, in which the pipeline
+    lets the deliveries under way finish and the storage frees what the instance still holds.
+    The handlers run before all that: readiness turns 503 at once.
+    """
     import uvicorn
+
+    class StoppingServer(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            for handler in on_stop:
+                handler()
+            super().handle_exit(sig, frame)  # a second signal forces the exit, as uvicorn's does
+
+    return StoppingServer(config)
+
+
+def _serve(args: argparse.Namespace) -> int:
     from ceprotocols.errors import SettingsError
 
-    from cebroker.api.ops import QuietInvalidHttp
+    from cebroker.api.ops import OpsComponent, QuietInvalidHttp
     from cebroker.app import build_components, create_app, secrets_sealer, storage_from_settings
     from cebroker.errors import ConfigurationError
     from cebroker.logs import logging_config
+    from cebroker.pipeline.component import PipelineComponent
     from cebroker.sealing.cipher import SealingError
     from cebroker.sources.component import source_names
     from cebroker.storage import StorageError
     from cebroker.web.heads import HeadLimits, LimitedConfig, protocol_class
 
     settings = settings_from_args(args)
+    if args.print_config:
+        values = {option.name: getattr(settings, option.name) for option in SERVE_OPTIONS}
+        print(render_config(SERVE_OPTIONS, values, args.origins), end="")
+        return 0
     try:
         source_names(settings.sources)  # each valid on its own; the names must differ too
     except SettingsError as exc:
@@ -172,7 +212,7 @@ def _serve(args: argparse.Namespace) -> int:
     app = create_app(settings, components)
     logging.getLogger("uvicorn.error").addFilter(QuietInvalidHttp(app.state.incomplete))
     # The protocol is uvicorn's, with the limits on request heads (before any route runs).
-    server = uvicorn.Server(
+    server = stopping_server(
         LimitedConfig(
             app,
             head_limits=HeadLimits(
@@ -191,7 +231,12 @@ def _serve(args: argparse.Namespace) -> int:
             lifespan="on",
             ssl_certfile=settings.tls_cert,
             ssl_keyfile=settings.tls_key,
-        )
+            # Requests still open when told to stop get the grace too (a live tail never ends).
+            timeout_graceful_shutdown=max(1, math.ceil(settings.shutdown_grace)),
+        ),
+        # Readiness turns 503 and no further delivery starts; one grace covers the requests and
+        # the deliveries in flight.
+        on_stop=[part.stop_soon for part in components if isinstance(part, OpsComponent | PipelineComponent)],
     )
     server.run()
     # As uvicorn.run: a server that never started (its port taken, say) is a start-up failure.

@@ -8,8 +8,10 @@ limits that both are checked against. Settings built in code are checked the sam
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 from cebroker.options import (
@@ -63,12 +65,19 @@ class SourceUrl(Kind[str]):
 class Networks(Kind[tuple[str, ...]]):
     """Networks in CIDR notation, separated by commas (``10.20.0.0/16,fd00:1::/64``)."""
 
+    takes_list: ClassVar[bool] = True
+
     @property
     def metavar(self) -> str:
         return "CIDR,..."
 
     def convert(self, text: str) -> tuple[str, ...]:
         return tuple(item.strip() for item in text.split(",") if item.strip())
+
+    def parse_items(self, items: Sequence[str]) -> tuple[str, ...]:
+        value = tuple(item.strip() for item in items)
+        self.check(value)
+        return value
 
     def check(self, value: tuple[str, ...]) -> None:
         for item in value:
@@ -223,6 +232,15 @@ class Settings:
         Duration(minimum=1.0),
         "with several instances on one PostgreSQL database: how long the deliveries claimed by an "
         "instance that stopped its heartbeat wait before the others take them over",
+    )
+    #: On SIGTERM (docs/deploy.md): readiness turns 503, no new connection is accepted, and the
+    #: deliveries being attempted get this long to finish before they are cancelled; what the
+    #: instance still holds is then freed for the other instances (or stays pending in the log).
+    shutdown_grace: float = setting(
+        10.0,
+        Duration(),
+        "on SIGTERM: how long requests and deliveries in flight may take to finish before the "
+        "instance stops (and hands the rest over)",
     )
     # -- security (docs/security.md) -----------------------------------------------------------
     api_keys: Path | None = setting(

@@ -74,9 +74,9 @@ class Broker:
 class Brokers:
     """Whole brokers served in threads on free ports of 127.0.0.1, each over its own SQLite file
     in ``directory`` (or the database its ``db`` names: on a PostgreSQL URL with the secrets key
-    file every broker of ``directory`` shares) and without the webhook handshake unless told
-    otherwise; :meth:`close` stops them all. ``force_exit`` false lets in-flight requests
-    finish when they stop."""
+    file every broker of ``directory`` shares), without the webhook handshake and without a
+    shutdown grace unless told otherwise; :meth:`close` stops them all. ``force_exit`` false lets
+    in-flight requests finish when they stop."""
 
     def __init__(self, directory: Path, *, force_exit: bool = True) -> None:
         self._directory = directory
@@ -97,6 +97,9 @@ class Brokers:
         fields: dict[str, Any] = {
             "db": self._directory / f"broker{len(self._served)}.db",
             "webhook_validation": False,
+            # Stopped at once at the end of a test, as before graceful shutdown: deliveries to a
+            # sink a test left hanging are not waited for (tests of the grace set it).
+            "shutdown_grace": 0.0,
             **overrides,
         }
         key = key_for(fields["db"], self._directory)

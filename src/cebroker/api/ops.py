@@ -74,6 +74,8 @@ class OpsComponent:
 
     def __init__(self, health: StorageHealth | None = None) -> None:
         self.ready = False
+        #: Set on SIGTERM, before the server stops accepting: readiness answers 503 from then on.
+        self.stopping = False
         self._health = health
         self.incomplete = IncompleteRequests()
         #: Further readiness checks (e.g. protocol sources that have been down too long).
@@ -92,7 +94,10 @@ class OpsComponent:
             "type": "object",
             "required": ["status"],
             "properties": {
-                "status": {"type": "string", "enum": ["ok", "ready", "starting", "unavailable", "not ready"]},
+                "status": {
+                    "type": "string",
+                    "enum": ["ok", "ready", "starting", "stopping", "unavailable", "not ready"],
+                },
                 "detail": {"type": "string", "description": "Why the storage is unavailable."},
                 "problems": {
                     "type": "array",
@@ -118,7 +123,8 @@ class OpsComponent:
                     "responses": {
                         "200": {"description": "`ready`.", "content": json},
                         "503": {
-                            "description": "`starting` (or stopping), `unavailable` while the storage is, "
+                            "description": "`starting`, `stopping` (once told to stop), `unavailable` while "
+                            "the storage is, "
                             "or `not ready` naming the problems (a source down too long).",
                             "headers": {"Retry-After": {"schema": {"type": "string"}}},
                             "content": json,
@@ -140,7 +146,14 @@ class OpsComponent:
     async def _healthz(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    def stop_soon(self) -> None:
+        """The process was told to stop: report not ready (``stopping``) from now on, so that
+        load balancers send nothing more while it finishes what it holds."""
+        self.stopping = True
+
     async def _readyz(self, request: Request) -> Response:
+        if self.stopping:
+            return JSONResponse({"status": "stopping"}, status_code=503)
         if not self.ready:
             return JSONResponse({"status": "starting"}, status_code=503)
         cause = self._health.cause if self._health is not None else None

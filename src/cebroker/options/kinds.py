@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from cebroker.options.units import format_duration, format_size, parse_duration, parse_size
@@ -27,6 +28,9 @@ FALSE_SPELLINGS = ("off", "false", "no", "0")
 class Kind(ABC, Generic[T]):
     """How one setting is written and checked. Subclasses give ``convert`` and, when values have
     limits, ``check``; ``parse`` applies both to any text, whichever way it came in."""
+
+    #: Whether the value may be written as a list of texts (:meth:`parse_items`).
+    takes_list: ClassVar[bool] = False
 
     @property
     def metavar(self) -> str:
@@ -56,6 +60,14 @@ class Kind(ABC, Generic[T]):
     def show(self, value: T) -> str:
         """``value`` as a user would write it."""
         return str(value)
+
+    def parse_items(self, items: Sequence[str]) -> T:
+        """The value written as a list of texts (an array in a configuration file).
+
+        Raises:
+            ValueError: an item is refused, or this kind has no list form (``takes_list``).
+        """
+        raise ValueError("not a list")
 
     def redact(self, text: str) -> str:
         """``text`` as it may appear in messages and logs: kinds that can carry a secret (a
@@ -286,6 +298,7 @@ class Many(Kind[tuple[T, ...]]):
     """Several values of one kind: the flag is repeated, the variable separates them by spaces."""
 
     element: Kind[T]
+    takes_list: ClassVar[bool] = True
 
     @property
     def metavar(self) -> str:
@@ -299,6 +312,9 @@ class Many(Kind[tuple[T, ...]]):
             return self.element.parse(item)
         except ValueError as exc:
             raise ValueError(f"{item!r}: {exc}") from exc
+
+    def parse_items(self, items: Sequence[str]) -> tuple[T, ...]:
+        return tuple(self._parse_one(item) for item in items)
 
     def check(self, value: tuple[T, ...]) -> None:
         for item in value:

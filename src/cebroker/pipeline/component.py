@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -199,6 +200,9 @@ class PipelineComponent:
             )
         self._unsubscribe: Callable[[], None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._shutdown_grace = settings.shutdown_grace
+        #: When the grace ends (monotonic seconds), once told to stop; None until then.
+        self._grace_ends: float | None = None
 
     def routes(self) -> Sequence[BaseRoute]:
         """Every route of the pipeline."""
@@ -224,15 +228,25 @@ class PipelineComponent:
             self._keep(self.replayer.run())
             self._keep(self._pruner.run())
 
+    def stop_soon(self) -> None:
+        """The process was told to stop (SIGTERM): start no further delivery; the grace for
+        those under way counts from now, while the server finishes its requests."""
+        if self._grace_ends is None:
+            self._grace_ends = time.monotonic() + self._shutdown_grace
+        self.dispatcher.stop_soon()
+
     async def stop(self) -> None:
-        """Stop delivering (unconfirmed deliveries stay pending in the log)."""
+        """Stop delivering: the attempts under way get what is left of the settings'
+        ``shutdown_grace`` (from :meth:`stop_soon`, else from now) to finish; unconfirmed
+        deliveries stay pending in the log."""
         self.tail.end_all()
         if self._unsubscribe is not None:
             self._unsubscribe()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.dispatcher.stop()
+        grace = self._shutdown_grace if self._grace_ends is None else self._grace_ends - time.monotonic()
+        await self.dispatcher.stop(max(0.0, grace))
         await self.senders.aclose()
 
     def _on_change(self, change: SubscriptionChange) -> None:

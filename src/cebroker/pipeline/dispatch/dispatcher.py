@@ -190,11 +190,16 @@ class Dispatcher:
                 log_failure("reading the shared backlog failed")
             await self._clock.sleep(BACKLOG_EVERY)
 
-    async def stop(self) -> None:
-        """Stop loading and delivering; deliveries not confirmed stay pending in the log."""
+    def stop_soon(self) -> None:
+        """The broker is stopping: start no further delivery; :meth:`stop` follows."""
+        self._lanes.stop_soon()
+
+    async def stop(self, grace: float = 0.0) -> None:
+        """Stop loading and delivering; deliveries not confirmed stay pending in the log. The
+        attempts under way get up to ``grace`` seconds to finish first (graceful shutdown)."""
         if self._unwatch is not None:
             self._unwatch()
-        await self._lanes.stop()
+        await self._lanes.stop(grace)
         await self._loops.cancel()
         await self._forwarder.stop()
         await self._cleanups.cancel()

@@ -93,7 +93,16 @@ class Lanes:
         finally:
             lane.workers -= 1
 
-    async def stop(self) -> None:
-        """Stop every worker; what they held stays pending in the log."""
+    def stop_soon(self) -> None:
+        """Start no further delivery (those being attempted go on); :meth:`stop` follows."""
         self._running = False
+
+    async def stop(self, grace: float = 0.0) -> None:
+        """Stop every worker; what they held stays pending in the log.
+
+        No worker starts another delivery; those being attempted get up to ``grace`` seconds to
+        finish (their outcome is recorded), then the rest are cancelled.
+        """
+        self._running = False
+        await self._workers.settle(grace)
         await self._workers.cancel()

@@ -21,6 +21,11 @@ class Tasks:
         self._running.add(task)
         task.add_done_callback(self._running.discard)
 
+    async def settle(self, within: float) -> None:
+        """Wait until every running task has ended, or ``within`` seconds have passed."""
+        if self._running and within > 0:
+            await asyncio.wait(list(self._running), timeout=within)
+
     async def cancel(self) -> None:
         """Cancel every running task and wait until each has ended."""
         tasks = list(self._running)
