@@ -371,11 +371,7 @@ class _Compiler:
                     frame.build(len(result), position)
                 return result
 
-            return (
-                self._folded(Node(call_one, cost, depth_of(*args)), *args)
-                if name != "type"
-                else Node(call_one, cost, depth_of(*args))
-            )
+            return self._folded(Node(call_one, cost, depth_of(*args)), *args)
 
         scans = name in _SCANNING
 
