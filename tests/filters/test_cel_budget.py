@@ -190,18 +190,25 @@ def test_an_over_budget_evaluation_is_no_match_and_is_told_to_the_observer() -> 
 
 @pytest.mark.parametrize(
     "body",
-    ['subject.contains("zz")', 'subject.matches("zz$")', 'subject.startsWith("zz")', "-1 in l"],
+    [
+        'subject.contains("zz")',
+        'subject.matches("zz$")',
+        'subject.startsWith("zz")',
+        "-1 in l",
+        '"zz".matches(r)',
+    ],
 )
 def test_reading_long_values_in_a_macro_counts_steps(body: str) -> None:
-    """Searching a 1 MB attribute (or a 200,000-member list) in every iteration of nested macros
-    is counted by what it reads, so the evaluation stops at the budget within milliseconds."""
+    """Searching a 1 MB attribute (or a 200,000-member list, or compiling a 4,000-character
+    pattern) in every iteration of nested macros is counted by what it reads, so the evaluation
+    stops at the budget within milliseconds."""
     members = "[1,2,3,4,5,6,7,8,9,10]"
     program = compile_cel(f"{members}.exists(a, {members}.exists(b, {members}.exists(c, {body})))")
     started = time.perf_counter()
     with pytest.raises(BudgetExceeded, match="10000 steps"):
-        program.evaluate({"subject": "a" * 1_000_000, "l": list(range(200_000))})
+        program.evaluate({"subject": "a" * 1_000_000, "l": list(range(200_000)), "r": "(x|y)" * 800})
     assert time.perf_counter() - started < 1.0
-    assert program.evaluate({"subject": "zz", "l": [-1]}) is True
+    assert program.evaluate({"subject": "zz", "l": [-1], "r": "z"}) is True
 
 
 _LEAVES = ["subject", "l", "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]", "size(subject)", "x"]

@@ -380,7 +380,8 @@ class _Compiler:
             if scans and isinstance(values[0], str):
                 read = len(values[0])
                 if name == "matches" and isinstance(values[1], str):
-                    read *= pattern_factor(values[1])
+                    # A pattern known only at run time is compiled on every call: count that too.
+                    read = read * pattern_factor(values[1]) + 64 * len(values[1])
                 if read >= SCAN_UNIT:
                     frame.scan(read, position)
             try:
