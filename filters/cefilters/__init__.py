@@ -2,10 +2,10 @@
 
 Public API::
 
-    cefilters.compile(filters) -> Filter     # a filters array; raises FilterError
+    cefilters.compile(filters, *, observer=None) -> Filter  # a filters array; raises FilterError
     cefilters.Filter                         # .matches(event) -> bool, never raises
     cefilters.FilterError                    # ValueError with .path (JSON Pointer) and .message
-    cefilters.SubscriptionIndex              # add(key, filters, *, source, types), remove, match,
+    cefilters.SubscriptionIndex(observer=None)  # add(key, filters, *, source, types), remove, match,
                                              # explain(key, event) -> Explanation
     cefilters.Explanation, cefilters.Check   # why a subscription accepts an event, condition by condition
     cefilters.sql                            # the CloudEvents SQL v1 engine
@@ -13,8 +13,10 @@ Public API::
     cefilters.BudgetObserver                 # told of evaluations stopped by their budget
 
 Dialects: ``exact``, ``prefix``, ``suffix``, ``all``, ``any``, ``not``, ``sql`` and the ``cel``
-extension. The library does no IO and depends on nothing but cel-python, which is loaded only when
-a ``cel`` filter is first compiled.
+extension. The library does no IO; it depends on cel-python (its CEL parser only) and google-re2
+(CEL's ``matches``), both loaded only when a ``cel`` filter is first compiled. Every ``sql`` and
+``cel`` expression is bounded: a static estimate refuses costly ones at compile time, and an
+evaluation over its run-time budget is "no match", told to the ``observer``.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import cefilters
@@ -14,6 +15,8 @@ from cefilters.cel import (
     CelSyntaxError,
     compile_cel,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def _nested_maps(levels: int) -> str:
@@ -183,3 +186,67 @@ def test_an_over_budget_evaluation_is_no_match_and_is_told_to_the_observer() -> 
     assert all("over the budget" in reason or "over budget" in reason for _, reason in counter.seen)
     checks = index.explain("cel", {"type": "t", "subject": "x" * 400_000}).checks
     assert any(check.detail.startswith("cel: over budget: ") for check in checks)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        'subject.contains("zz")',
+        'subject.matches("zz$")',
+        'subject.startsWith("zz")',
+        "-1 in l",
+        '"zz".matches(r)',
+    ],
+)
+def test_reading_long_values_in_a_macro_counts_steps(body: str) -> None:
+    """Searching a 1 MB attribute (or a 200,000-member list, or compiling a 4,000-character
+    pattern) in every iteration of nested macros is counted by what it reads, so the evaluation
+    stops at the budget within milliseconds."""
+    members = "[1,2,3,4,5,6,7,8,9,10]"
+    program = compile_cel(f"{members}.exists(a, {members}.exists(b, {members}.exists(c, {body})))")
+    started = time.perf_counter()
+    with pytest.raises(BudgetExceeded, match="10000 steps"):
+        program.evaluate({"subject": "a" * 1_000_000, "l": list(range(200_000)), "r": "(x|y)" * 800})
+    assert time.perf_counter() - started < 1.0
+    assert program.evaluate({"subject": "zz", "l": [-1], "r": "z"}) is True
+
+
+_LEAVES = ["subject", "l", "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]", "size(subject)", "x"]
+
+
+@st.composite
+def _expressions(draw: st.DrawFn, depth: int = 0) -> str:
+    """Random compositions of macros, concatenations and searches over the variables."""
+    if depth >= 5 or draw(st.integers(0, 3)) == 0:
+        return draw(st.sampled_from(_LEAVES))
+    inner = draw(_expressions(depth + 1))
+    other = draw(_expressions(depth + 1))
+    shape = draw(st.integers(0, 6))
+    if shape == 0:
+        return f"l.map(x, {inner})"
+    if shape == 1:
+        return f"[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].exists(x, {inner} == {other})"
+    if shape == 2:
+        return f"({inner} + {other})"
+    if shape == 3:
+        return f"l.filter(x, string({inner}).contains(subject))"
+    if shape == 4:
+        return f"[{inner}, {other}, {inner}]"
+    if shape == 5:
+        return f"string({inner}).matches(subject)"
+    return f"size({inner})"
+
+
+@settings(max_examples=60, deadline=None)
+@given(_expressions())
+def test_no_expression_runs_past_its_budget(text: str) -> None:
+    """Whatever the composition: refused at compile time, or evaluated (a value, an error, or
+    over budget) in bounded time."""
+    try:
+        program = compile_cel(text)
+    except CelSyntaxError:
+        return
+    started = time.perf_counter()
+    with contextlib.suppress(CelEvaluationError):  # an error or over budget: both are answers
+        program.evaluate({"subject": "ab" * 50_000, "l": list(range(300))})
+    assert time.perf_counter() - started < 2.0, text

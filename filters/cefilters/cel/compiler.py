@@ -17,9 +17,9 @@ from typing import Final
 import lark
 
 from .budget import Budget, CelCostError, CelEvaluationError, CelSyntaxError, Position
-from .functions import FUNCTIONS, METHODS, regex
+from .functions import FUNCTIONS, METHODS, pattern_factor, regex
 from .literals import literal
-from .macros import MACROS, Frame, MacroParts
+from .macros import MACROS, SCAN_UNIT, Frame, MacroParts
 from .nodes import Node, built, constant, depth_of, index, located, logical, position_of
 from .operators import ARITHMETIC, RELATIONS, negate, not_
 from .values import TYPES, from_input, type_name
@@ -31,6 +31,8 @@ ASSUMED_SIZE: Final = 10
 (a variable's): the run-time step count bounds what it really holds."""
 
 _MISSING: Final = object()
+_SCANNING: Final = frozenset({"contains", "matches", "startsWith", "endsWith"})
+"""Functions whose time grows with the text they read: they count steps for it (Frame.scan)."""
 
 
 class _Compiler:
@@ -132,6 +134,9 @@ class _Compiler:
         position = position_of(operator_tree)
         run_left, run_right = left.run, right.run
         grows = operator_tree.data == "addition_add"
+        # `in` and `==` over lists visit every member: count them as a text search counts
+        # characters (one step per SCAN_UNIT / 64 = 16 members).
+        visits = operator_tree.data in ("relation_in", "relation_eq", "relation_ne")
 
         def binary(frame: Frame) -> object:
             left_value, right_value = run_left(frame), run_right(frame)
@@ -140,6 +145,8 @@ class _Compiler:
                 kind = type(left_value)
                 if (kind is str or kind is bytes or kind is list) and kind is type(right_value):
                     frame.build(built(left_value) + built(right_value), position)
+            elif visits and type(right_value) is list and len(right_value) >= 16:
+                frame.scan(64 * len(right_value), position)
             try:
                 return operate(left_value, right_value)
             except CelEvaluationError as error:
@@ -336,9 +343,13 @@ class _Compiler:
                 raise CelSyntaxError("", error.reason, position) from None
             run_text = args[0].run
 
+            factor = pattern_factor(args[1].value)
+
             def search(frame: Frame) -> object:
                 text = run_text(frame)
                 if type(text) is str:
+                    if len(text) * factor >= SCAN_UNIT:
+                        frame.scan(len(text) * factor, position)
                     return pattern.search(text) is not None
                 return located(lambda frame: function(text, pattern.pattern), position)(frame)
 
@@ -360,14 +371,19 @@ class _Compiler:
                     frame.build(len(result), position)
                 return result
 
-            return (
-                self._folded(Node(call_one, cost, depth_of(*args)), *args)
-                if name != "type"
-                else Node(call_one, cost, depth_of(*args))
-            )
+            return self._folded(Node(call_one, cost, depth_of(*args)), *args)
+
+        scans = name in _SCANNING
 
         def call_many(frame: Frame) -> object:
             values = [run(frame) for run in runs]
+            if scans and isinstance(values[0], str):
+                read = len(values[0])
+                if name == "matches" and isinstance(values[1], str):
+                    # A pattern known only at run time is compiled on every call: count that too.
+                    read = read * pattern_factor(values[1]) + 64 * len(values[1])
+                if read >= SCAN_UNIT:
+                    frame.scan(read, position)
             try:
                 return function(*values)
             except CelEvaluationError as error:

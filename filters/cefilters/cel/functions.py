@@ -17,7 +17,7 @@ from typing import Any, Final, Protocol
 from .budget import CelEvaluationError
 from .values import INT_MIN, CelType, UInt, check_int, check_uint, type_name, type_of
 
-__all__ = ["FUNCTIONS", "METHODS", "Function", "regex"]
+__all__ = ["FUNCTIONS", "MAX_PATTERN", "METHODS", "Function", "pattern_factor", "regex"]
 
 Function = Callable[..., object]
 
@@ -68,6 +68,17 @@ def _re2_options() -> Any:
     return options
 
 
+MAX_PATTERN: Final = 4096
+"""Longest regular expression ``matches`` accepts, in characters (a literal one cannot be longer:
+it is part of an expression of at most 4096 characters)."""
+
+
+def pattern_factor(pattern: str) -> int:
+    """How many times the cost of reading the text a pattern adds: RE2 is linear in the text,
+    but a long pattern multiplies the constant (one more per 16 characters)."""
+    return 1 + len(pattern) // 16
+
+
 def regex(pattern: str) -> Pattern:
     """``pattern`` compiled with RE2, or the evaluation error that it is not a regular expression.
 
@@ -77,6 +88,8 @@ def regex(pattern: str) -> Pattern:
     """
     import re2
 
+    if len(pattern) > MAX_PATTERN:
+        raise CelEvaluationError(f"the regular expression is longer than {MAX_PATTERN} characters")
     try:
         compiled: Pattern = re2.compile(pattern, options=_re2_options())
     except (re2.error, TypeError, ValueError) as error:

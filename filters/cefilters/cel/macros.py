@@ -16,7 +16,12 @@ from typing import Final
 from .budget import Budget, BudgetExceeded, CelEvaluationError, Position
 from .values import type_name
 
-__all__ = ["MACROS", "Frame", "MacroParts"]
+__all__ = ["MACROS", "SCAN_UNIT", "Frame", "MacroParts"]
+
+
+SCAN_UNIT: Final = 1024
+"""Characters a text-searching function (``contains``, ``matches``, ``startsWith``,
+``endsWith``) reads per step it counts: reading 1 MiB costs 1,024 steps."""
 
 
 class Frame:
@@ -31,6 +36,13 @@ class Frame:
         self.max_steps = budget.max_steps
         self.built = 0
         self.max_built = budget.max_output_bytes
+
+    def scan(self, length: int, position: Position | None) -> None:
+        """Count the steps of reading ``length`` characters (one per :data:`SCAN_UNIT`): a macro
+        that searches a long attribute on every iteration is stopped like any other."""
+        self.steps += length // SCAN_UNIT
+        if self.steps > self.max_steps:
+            raise BudgetExceeded(f"over the budget of {self.max_steps} steps", position)
 
     def build(self, amount: int, position: Position | None) -> None:
         """Count ``amount`` more bytes built by this evaluation; over the budget, stop it."""
