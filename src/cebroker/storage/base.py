@@ -10,6 +10,7 @@ from cebroker.storage.archive import EventArchive
 from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.health import StorageHealth
+from cebroker.storage.pull import PullLog
 from cebroker.storage.registry import RegistryStore
 from cebroker.storage.subscriptions import SubscriptionStore
 
@@ -59,6 +60,11 @@ class Storage(Protocol):
     @property
     def deliveries(self) -> DeliveryLog:
         """The delivery log."""
+        ...
+
+    @property
+    def pull(self) -> PullLog:
+        """Receiving and settling PULL subscriptions' deliveries under locks."""
         ...
 
     @property

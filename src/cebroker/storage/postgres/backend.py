@@ -14,6 +14,7 @@ from cebroker.storage.postgres.database import CONNECT_TIMEOUT, Database
 from cebroker.storage.postgres.deliveries import PostgresDeliveryLog
 from cebroker.storage.postgres.instances import Membership
 from cebroker.storage.postgres.listener import Listener
+from cebroker.storage.postgres.pull import PostgresPullLog
 from cebroker.storage.postgres.registry import PostgresRegistryStore
 from cebroker.storage.postgres.subscriptions import PostgresSubscriptionStore
 from cebroker.storage.postgres.url import display_name
@@ -42,6 +43,7 @@ class PostgresStorage:
         self.archive = PostgresEventArchive(
             self._db, self.deliveries, retention=chosen.retention, clock=chosen.clock
         )
+        self.pull = PostgresPullLog(self._db, self.deliveries, clock=chosen.clock)
         self.circuits = PostgresCircuitStore(self._db)
         self.registry = PostgresRegistryStore(self._db, self._listener)
         self._open = False

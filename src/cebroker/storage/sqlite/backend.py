@@ -11,6 +11,7 @@ from cebroker.storage.sqlite.archive import SqliteEventArchive
 from cebroker.storage.sqlite.circuits import SqliteCircuitStore
 from cebroker.storage.sqlite.database import Database
 from cebroker.storage.sqlite.deliveries import SqliteDeliveryLog
+from cebroker.storage.sqlite.pull import SqlitePullLog
 from cebroker.storage.sqlite.registry import SqliteRegistryStore
 from cebroker.storage.sqlite.subscriptions import SqliteSubscriptionStore
 
@@ -40,6 +41,7 @@ class SqliteStorage:
         self.archive = SqliteEventArchive(
             self._db, self.deliveries, retention=chosen.retention, clock=chosen.clock
         )
+        self.pull = SqlitePullLog(self._db, self.deliveries, clock=chosen.clock)
         self.circuits = SqliteCircuitStore(self._db)
         self.registry = SqliteRegistryStore(self._db)
 
