@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pipeline.clocks import ManualClock
 
 from cebroker.storage import Incoming
 from cebroker.storage.pull import EXPIRED, SETTLED, UNKNOWN, Locked, TokenResult
-from pipeline.clocks import ManualClock
 from storage.support import STORAGES, opened
 
 LOCK = 60.0
@@ -74,7 +74,8 @@ async def test_lock_expiry_release_with_delay_and_renew(
         clock.advance(2)  # a's lock ended, b's was renewed, c waits for its delay
         again = await pull.receive("p", 10, LOCK, 10)
         assert ids(again) == ["0"]
-        assert again[0].count == 2 and again[0].token != a.token
+        assert again[0].count == 2
+        assert again[0].token != a.token
         # mixed: valid, expired (re-received since), settled, unknown
         results = await pull.acknowledge("p", [b.token, a.token, c.token, "1.zz"])
         assert errors(results) == [None, EXPIRED, SETTLED, UNKNOWN]
