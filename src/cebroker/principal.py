@@ -14,6 +14,8 @@ SUBSCRIPTIONS_READ = "subscriptions:read"
 SUBSCRIPTIONS_WRITE = "subscriptions:write"
 EVENTS_PUBLISH = "events:publish"
 DEADLETTERS_MANAGE = "deadletters:manage"
+#: Receive and settle a PULL subscription's events (docs/pull.md).
+EVENTS_RECEIVE = "events:receive"
 REGISTRY_READ = "registry:read"
 REGISTRY_WRITE = "registry:write"
 METRICS_READ = "metrics:read"
@@ -25,6 +27,7 @@ SCOPES = (
     SUBSCRIPTIONS_READ,
     SUBSCRIPTIONS_WRITE,
     EVENTS_PUBLISH,
+    EVENTS_RECEIVE,
     DEADLETTERS_MANAGE,
     REGISTRY_READ,
     REGISTRY_WRITE,

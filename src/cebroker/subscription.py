@@ -13,6 +13,8 @@ from ceprotocols.endpoint import redact_text
 SECRET_CREDENTIAL_FIELDS = frozenset({"secret", "accesstoken", "refreshtoken"})
 #: The ``protocolsettings`` member of an HTTP subscription holding its webhook secret (write-only).
 WEBHOOK_SECRET = "webhooksecret"
+#: The protocol of a subscription whose consumers receive its events (pull delivery): no sink.
+PULL = "PULL"
 #: The URLs of a subscription besides its sink: its dead-letter sink and its token endpoint.
 DEAD_LETTER_SINK = "deadlettersink"
 TOKEN_ENDPOINT = "refreshtokenendpoint"
@@ -76,6 +78,11 @@ class Subscription:
     retired_secrets: tuple[RetiredSecret, ...] = field(default=(), repr=False)
 
     @property
+    def pull(self) -> bool:
+        """Whether consumers receive this subscription's events themselves (no sink, no push)."""
+        return self.protocol == PULL
+
+    @property
     def etag(self) -> str:
         """A strong ETag that changes whenever the subscription is replaced."""
         return f'"{self.id}-{self.revision}"'
@@ -90,7 +97,8 @@ class Subscription:
             doc["types"] = list(self.types)
         doc["config"] = dict(self.config)
         doc["filters"] = [dict(f) for f in self.filters]
-        doc["sink"] = self.sink if include_secrets else redact_text(self.sink)
+        if self.protocol != PULL:  # a PULL subscription has no sink
+            doc["sink"] = self.sink if include_secrets else redact_text(self.sink)
         if not include_secrets and isinstance(self.config.get(DEAD_LETTER_SINK), str):
             doc["config"][DEAD_LETTER_SINK] = redact_text(self.config[DEAD_LETTER_SINK])
         doc["protocol"] = self.protocol
@@ -140,7 +148,7 @@ def subscription_from_record(
     return Subscription(
         id=doc["id"],
         protocol=doc["protocol"],
-        sink=doc["sink"],
+        sink=doc.get("sink", ""),
         source=doc.get("source"),
         types=tuple(types) if types is not None else None,
         config=dict(doc.get("config", {})),

@@ -27,7 +27,8 @@ _TOKEN_ENDPOINTS = ("refreshtokenendpoint", "refreshtokenurl")
 
 def destinations(subscription: Subscription) -> Iterator[tuple[str, str]]:
     """``(pointer, url)`` of every destination of ``subscription``."""
-    yield "/sink", subscription.sink
+    if not subscription.pull:  # a PULL subscription has no sink
+        yield "/sink", subscription.sink
     dead_letters = subscription.config.get("deadlettersink")
     if isinstance(dead_letters, str):
         yield "/config/deadlettersink", dead_letters

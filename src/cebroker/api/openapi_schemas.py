@@ -108,6 +108,7 @@ SETTINGS_SCHEMAS = {
     "AMQP": "AMQPSettings",
     "KAFKA": "KafkaSettings",
     "NATS": "NATSSettings",
+    "PULL": "PULLSettings",
 }
 # In responses the protocol selects the settings schema exactly. (Requests use a plain anyOf:
 # generators cannot build bodies from if/then.)
@@ -120,7 +121,7 @@ _PROTOCOL_SETTINGS_BY_PROTOCOL = [
 ]
 
 SCHEMAS: dict[str, Schema] = {
-    "Protocol": {"type": "string", "enum": ["HTTP", "MQTT3", "MQTT5", "AMQP", "KAFKA", "NATS"]},
+    "Protocol": {"type": "string", "enum": ["HTTP", "MQTT3", "MQTT5", "AMQP", "KAFKA", "NATS", "PULL"]},
     "SubscriptionRequest": {
         "type": "object",
         "description": "A proposed subscription. Unknown members are refused.",
@@ -138,7 +139,10 @@ SCHEMAS: dict[str, Schema] = {
             },
             "sinkcredential": ref("SinkCredential"),
         },
-        "required": ["protocol", "sink"],
+        "required": ["protocol"],
+        # The sink is required by every protocol but PULL, which forbids it (docs/pull.md).
+        "if": {"properties": {"protocol": {"not": {"const": "PULL"}}}},
+        "then": {"required": ["sink"]},
         "additionalProperties": False,
     },
     "Subscription": {
@@ -151,7 +155,7 @@ SCHEMAS: dict[str, Schema] = {
             "protocolsettings": {"type": "object"},
             "sinkcredential": ref("SinkCredentialView"),
         },
-        "required": ["id", "config", "filters", "sink", "protocol", "protocolsettings"],
+        "required": ["id", "config", "filters", "protocol", "protocolsettings"],
         "additionalProperties": False,
         "allOf": _PROTOCOL_SETTINGS_BY_PROTOCOL,
     },
@@ -213,6 +217,14 @@ SCHEMAS: dict[str, Schema] = {
     ),
     "NATSSettings": _settings(
         {"subject": {"type": "string", "pattern": r"^[^.\s*>]+(\.[^.\s*>]+)*$"}}, ["subject"]
+    ),
+    "PULLSettings": _settings(
+        {
+            "lockduration": {"type": "integer", "minimum": 1, "maximum": 300, "default": 60},
+            "maxdeliverycount": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+            "releasedelay": {"type": "integer", "minimum": 0, "maximum": 3600, "default": 0},
+        },
+        [],
     ),
     "SinkCredential": {
         "oneOf": [

@@ -20,6 +20,7 @@ from cebroker.principal import (
     ADMIN,
     DEADLETTERS_MANAGE,
     EVENTS_PUBLISH,
+    EVENTS_RECEIVE,
     METRICS_READ,
     REGISTRY_READ,
     REGISTRY_WRITE,
@@ -99,6 +100,8 @@ RULES: tuple[AccessRule, ...] = (
     _rule("/sources", {}, METRICS_READ),
     _rule(f"/sources/{_ID}/rejects", {}, ADMIN),
     _rule(f"/subscriptions/{_ID}/deadletters", {}, DEADLETTERS_MANAGE),
+    # Pull delivery: the consumer's calls on its PULL subscription (tenant-checked by the part).
+    _rule(f"/subscriptions/{_ID}/(receive|acknowledge|release|reject|renew)", {}, EVENTS_RECEIVE),
     # Replays deliver again, to the subscription's own sink, events it matched (or would have):
     # the subscriber's to start and cancel, as the subscription itself is.
     _rule(

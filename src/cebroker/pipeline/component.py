@@ -29,6 +29,7 @@ from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.ingest import Pipeline
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.pull import Puller
 from cebroker.pipeline.replays.pruner import Pruner
 from cebroker.pipeline.replays.replayer import Replayer
 from cebroker.pipeline.replays.starts import begin, start_of
@@ -37,6 +38,7 @@ from cebroker.pipeline.routes.events import EventsApi
 from cebroker.pipeline.routes.explain import ExplainApi, Realize
 from cebroker.pipeline.routes.metrics import MetricsApi
 from cebroker.pipeline.routes.overview import OverviewApi
+from cebroker.pipeline.routes.pull import PullApi
 from cebroker.pipeline.routes.replays import ReplayCaps, ReplaysApi
 from cebroker.pipeline.routes.tail import TailApi
 from cebroker.pipeline.senders import SenderPool
@@ -46,6 +48,7 @@ from cebroker.settings import Settings
 from cebroker.storage.archive import EventArchive
 from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.pull import PullLog
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange, SubscriptionStore
 from cebroker.subscription import Subscription
 from cebroker.tenant_policies import TenantPolicies, load_tenant_policies
@@ -86,6 +89,7 @@ class PipelineComponent:
         policy: NetworkPolicy | None = None,
         resolver: Resolver = system_resolver,
         policies: TenantPolicies | None = None,
+        pull: PullLog | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -109,6 +113,9 @@ class PipelineComponent:
         )
         # Transformed events are checked against the registry as ingested ones are.
         check = output_check(validator, ValidationMode(settings.event_validation))
+        # Pull delivery: PULL subscriptions' consumers receive from the log; the dispatcher
+        # never pushes those deliveries, it wakes the receives waiting for them.
+        self.puller = Puller(pull, self.metrics) if pull is not None else None
         self.dispatcher = Dispatcher(
             self.log,
             self.matcher,
@@ -119,6 +126,7 @@ class PipelineComponent:
             probe_max_delay=settings.probe_max_delay,
             replay_settled=self._replay_settled,
             output_check=check,
+            pulled=self.puller.waiters.notify if self.puller is not None else lambda _: None,
         )
         self.archive = archive
         self.replayer: Replayer | None = None
@@ -155,7 +163,7 @@ class PipelineComponent:
         )
         deliveries = DeliveriesApi(store, self.log, circuits, self.dispatcher)
         self._apis: list[
-            EventsApi | MetricsApi | DeliveriesApi | TailApi | ExplainApi | OverviewApi | ReplaysApi
+            EventsApi | MetricsApi | DeliveriesApi | TailApi | ExplainApi | OverviewApi | ReplaysApi | PullApi
         ] = [
             EventsApi(
                 self.pipeline,
@@ -169,6 +177,8 @@ class PipelineComponent:
             TailApi(self.tail, self._store.get),
             OverviewApi(self.metrics, self.log, circuits, self.matcher, self.dispatcher, archive),
         ]
+        if self.puller is not None:
+            self._apis.append(PullApi(store, self.puller))
         if archive is not None and self.replayer is not None:
             self._apis.append(
                 ReplaysApi(

@@ -43,6 +43,27 @@ class PipelineMetrics:
         )
         self.retries = Counter("cebroker_delivery_retries", "Retries scheduled", ["subscription"], registry=r)
         self.dead_letters = Counter("cebroker_dead_letters", "Dead letters", ["subscription"], registry=r)
+        # Pull delivery (docs/pull.md): what consumers received, how they settled it, which of
+        # their tokens failed (``expired``: the lock ended first), how long receives waited.
+        self.pull_received = Counter(
+            "cebroker_pull_received", "Events handed out under a lock to pull consumers", registry=r
+        )
+        self.pull_settled = Counter(
+            "cebroker_pull_settled",
+            "Lock tokens settled by pull consumers, by action",
+            ["action"],
+            registry=r,
+        )
+        self.pull_failed = Counter(
+            "cebroker_pull_failed_tokens", "Lock tokens that failed, by reason", ["reason"], registry=r
+        )
+        self.pull_waiting = Gauge("cebroker_pull_waiting", "Receives waiting for events now", registry=r)
+        self.pull_wait = Histogram(
+            "cebroker_pull_receive_wait_seconds",
+            "How long a receive took, its long-poll wait included",
+            buckets=(0.005, 0.05, 0.5, 1, 5, 15, 30, 60),
+            registry=r,
+        )
         self.backlog = Gauge("cebroker_delivery_backlog", "Deliveries pending in the durable log", registry=r)
         self.queued = Gauge("cebroker_delivery_queue_depth", "Deliveries held in memory queues", registry=r)
         self.circuit_open = Gauge(

@@ -32,6 +32,11 @@ _RESERVED_HEADERS = frozenset({"content-type", "content-length", "host", "transf
 #: inject a header; the HTTP client refuses to send any of them).
 _HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _KAFKA_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+#: Bounds of a PULL subscription's lock duration (seconds), delivery count and release delay.
+MIN_LOCK = 1
+MAX_LOCK = 300
+MAX_DELIVERY_COUNT = 100
+MAX_RELEASE_DELAY = 3600
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:(\d{1,5}))?")
 
 
@@ -209,6 +214,16 @@ def builtin_protocols() -> dict[str, ProtocolRules]:
             schemes=frozenset({"nats", "tls"}),
             settings={"subject": nats_subject},
             required={"subject"},
+        ),
+        # Pull delivery: no sink; consumers receive under a lock (docs/pull.md).
+        "PULL": ProtocolRules(
+            schemes=frozenset(),
+            settings={
+                "lockduration": checks.integer(MIN_LOCK, MAX_LOCK),
+                "maxdeliverycount": checks.integer(1, MAX_DELIVERY_COUNT),
+                "releasedelay": checks.integer(0, MAX_RELEASE_DELAY),
+            },
+            defaults={"lockduration": 60, "maxdeliverycount": 10, "releasedelay": 0},
         ),
     }
 

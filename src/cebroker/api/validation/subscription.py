@@ -21,7 +21,7 @@ from cebroker.api.validation.delivery import check_deliverable
 from cebroker.api.validation.problems import Problems, child, quote, type_name
 from cebroker.api.validation.protocols import ProtocolRules, unknown_protocol_message
 from cebroker.api.validation.rules import ValidationRules
-from cebroker.subscription import WEBHOOK_SECRET, Subscription
+from cebroker.subscription import PULL, WEBHOOK_SECRET, Subscription
 
 log = logging.getLogger("cebroker.api")
 
@@ -64,9 +64,15 @@ def realize(
 
     protocol, protocol_rules = _protocol(body.get("protocol"), rules.protocols, problems)
     before = len(problems.items)
-    sink_parts = _sink(body.get("sink"), protocol, protocol_rules, problems)
+    if protocol == PULL:  # consumers receive the events themselves: nothing to connect to
+        for name in ("sink", "sinkcredential"):
+            if name in body:
+                problems.add(f"/{name}", "must be left out for protocol PULL (consumers receive the events)")
+        sink_parts = None
+    else:
+        sink_parts = _sink(body.get("sink"), protocol, protocol_rules, problems)
     settings = _settings(body.get("protocolsettings", {}), protocol, protocol_rules, sink_parts, problems)
-    if protocol_rules is not None and len(problems.items) == before:
+    if protocol_rules is not None and len(problems.items) == before and protocol != PULL:
         check_deliverable(protocol, body["sink"], settings, problems)
     if "source" in body:
         checks.uri_reference(body["source"], "/source", problems)
@@ -82,7 +88,7 @@ def realize(
     return Subscription(
         id=subscription_id,
         protocol=body["protocol"],
-        sink=body["sink"],
+        sink=body.get("sink", ""),
         source=body.get("source"),
         types=tuple(body["types"]) if "types" in body else None,
         config=dict(config),

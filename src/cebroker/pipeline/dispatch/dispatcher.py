@@ -74,8 +74,10 @@ class Dispatcher:
         probe_max_delay: float = 10.0,
         replay_settled: Callable[[], None] = lambda: None,
         output_check: OutputCheck | None = None,
+        pulled: Callable[[str | None], None] = lambda _: None,
     ) -> None:
         self._log = journal
+        self._pulled = pulled
         self._clock = clock
         self._subscriptions = matcher.subscriptions
         self._ordered = matcher.ordered
@@ -168,6 +170,8 @@ class Dispatcher:
         await self.circuits.restore()  # first: a sink that was down gets a probe, not the backlog
         for subscription, (count, due_at) in (await self._log.backlog()).items():
             if subscription in self._subscriptions:
+                if self._subscriptions[subscription].pull:
+                    continue  # its consumers receive it: not pushed, not in the push backlog
                 self._loader.schedule(subscription, due_at)
                 self.backlog.added(count)
             else:  # deleted while the broker was down
@@ -176,7 +180,7 @@ class Dispatcher:
         self._loops.spawn(self._completions.run(), name="cebroker-completions")
         self._loops.spawn(self.circuits.run(), name="cebroker-circuits")
         if self._log.shared:
-            self._unwatch = self._log.watch(self._loader.heard)
+            self._unwatch = self._log.watch(self._heard)
             self._loops.spawn(self._loader.rescan(RESCAN_EVERY), name="cebroker-rescan")
             self._loops.spawn(self._follow_backlog(), name="cebroker-backlog")
             self._loops.spawn(self.circuits.follow(RESCAN_EVERY), name="cebroker-circuits-follow")
@@ -189,6 +193,13 @@ class Dispatcher:
             except Exception:
                 log_failure("reading the shared backlog failed")
             await self._clock.sleep(BACKLOG_EVERY)
+
+    def _heard(self, subscription: str | None) -> None:
+        """A shared log says deliveries of ``subscription`` (None: of any) wait unclaimed."""
+        current = None if subscription is None else self._subscriptions.get(subscription)
+        if subscription is None or (current is not None and current.pull):
+            self._pulled(subscription)  # consumers waiting on this instance look again
+        self._loader.heard(subscription)
 
     def stop_soon(self) -> None:
         """The broker is stopping: start no further delivery; :meth:`stop` follows."""
@@ -212,6 +223,10 @@ class Dispatcher:
             if appended is None:
                 continue
             for delivery_id, subscription in appended.deliveries:
+                current = self._subscriptions.get(subscription)
+                if current is not None and current.pull:
+                    self._pulled(subscription)  # its consumers receive it: never pushed
+                    continue
                 added += 1
                 # A shared log: this instance claims it like any other; ordered: the log says
                 # which of a group goes next.

@@ -71,7 +71,11 @@ class Loader:
         return self._due.get(subscription, 0.0) >= HELD_AT
 
     def schedule(self, subscription: str, at: float) -> None:
-        """A delivery of ``subscription`` waits in the log and falls due at ``at`` (0: now)."""
+        """A delivery of ``subscription`` waits in the log and falls due at ``at`` (0: now).
+        A PULL subscription's deliveries wait for their consumers: never loaded, never pushed."""
+        current = self._subscriptions.get(subscription)
+        if current is not None and current.pull:
+            return
         self._due[subscription] = min(self._due.get(subscription, math.inf), at)
         self._wake.set()
 
