@@ -220,9 +220,11 @@ class PipelineComponent:
 
     def openapi(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The pipeline's paths and schemas of the broker's OpenAPI document."""
-        from cebroker.pipeline import openapi
+        from cebroker.pipeline import openapi, pull_openapi
 
-        return openapi.PATHS, openapi.SCHEMAS
+        if self.puller is None:
+            return openapi.PATHS, openapi.SCHEMAS
+        return {**openapi.PATHS, **pull_openapi.PATHS}, {**openapi.SCHEMAS, **pull_openapi.SCHEMAS}
 
     async def start(self) -> None:
         """Load subscriptions, resume pending deliveries."""
