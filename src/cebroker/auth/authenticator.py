@@ -48,8 +48,10 @@ class Authenticator:
         """Whether calls need credentials."""
         return self.keys is not None or self.oidc is not None
 
-    async def authenticate(self, authorization: str | None) -> Principal:
-        """The principal behind ``authorization`` (the header's value).
+    async def authenticate(self, authorization: str | None, *, shared_access_key: bool = False) -> Principal:
+        """The principal behind ``authorization`` (the header's value). ``shared_access_key``:
+        ``SharedAccessKey <API key>`` is accepted too, as ``Bearer <API key>`` (the Event Grid
+        compatibility routes, whose clients send their key so; never an OIDC token).
 
         Raises:
             Unauthorized: no credentials, a malformed header, or credentials not accepted.
@@ -63,6 +65,11 @@ class Authenticator:
             )
         scheme, _, credentials = authorization.strip().partition(" ")
         credentials = credentials.strip()
+        if shared_access_key and scheme.lower() == "sharedaccesskey" and credentials:
+            principal = self.keys.find(credentials) if self.keys is not None else None
+            if principal is None:
+                raise _invalid("unknown API key")
+            return principal
         if scheme.lower() != "bearer" or not credentials:
             raise Unauthorized(
                 "credentials are sent as Authorization: Bearer <key or token>", challenge=CHALLENGE

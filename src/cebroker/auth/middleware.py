@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cebroker.auth import audit
 from cebroker.auth.authenticator import Authenticator
-from cebroker.auth.rules import ANY, PUBLIC, audited, required_scope
+from cebroker.auth.rules import ANY, EVENT_GRID_PREFIX, PUBLIC, audited, required_scope
 from cebroker.errors import BrokerError, Forbidden
 from cebroker.principal import Principal
 from cebroker.web.access import PRINCIPAL
@@ -50,7 +50,9 @@ class AccessMiddleware:
             return
         principal: Principal | None = None
         try:
-            principal = await self.authenticator.authenticate(_header(scope, b"authorization"))
+            principal = await self.authenticator.authenticate(
+                _header(scope, b"authorization"), shared_access_key=path.startswith(EVENT_GRID_PREFIX)
+            )
             if needed != ANY and not principal.may(needed):
                 raise Forbidden(
                     f"this call needs the scope {needed!r}, which {principal.id} lacks", scope=needed

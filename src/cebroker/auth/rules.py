@@ -66,6 +66,9 @@ def _read_write(read: str, write: str, *writes: str) -> Mapping[str, str]:
 
 
 _ID = r"[^/]+"
+#: The Event Grid namespace compatibility routes (docs/eventgrid.md), where an API key may also
+#: come as ``Authorization: SharedAccessKey <key>``.
+EVENT_GRID_PREFIX = "/topics/"
 _REGISTRY_WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
 
 #: Every rule, first match wins.
@@ -102,6 +105,13 @@ RULES: tuple[AccessRule, ...] = (
     _rule(f"/subscriptions/{_ID}/deadletters", {}, DEADLETTERS_MANAGE),
     # Pull delivery: the consumer's calls on its PULL subscription (tenant-checked by the part).
     _rule(f"/subscriptions/{_ID}/(receive|acknowledge|release|reject|renew)", {}, EVENTS_RECEIVE),
+    # Their Event Grid faces (publish to a topic; settle through an event subscription).
+    _rule(f"/topics/{_ID}:publish", {"POST": EVENTS_PUBLISH}, EVENTS_PUBLISH),
+    _rule(
+        f"/topics/{_ID}/eventsubscriptions/{_ID}:(receive|acknowledge|release|reject|renewLock)",
+        {},
+        EVENTS_RECEIVE,
+    ),
     # Replays deliver again, to the subscription's own sink, events it matched (or would have):
     # the subscriber's to start and cancel, as the subscription itself is.
     _rule(

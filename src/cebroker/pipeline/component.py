@@ -34,6 +34,7 @@ from cebroker.pipeline.replays.pruner import Pruner
 from cebroker.pipeline.replays.replayer import Replayer
 from cebroker.pipeline.replays.starts import begin, start_of
 from cebroker.pipeline.routes.deliveries import DeliveriesApi
+from cebroker.pipeline.routes.eventgrid import EventGridApi
 from cebroker.pipeline.routes.events import EventsApi
 from cebroker.pipeline.routes.explain import ExplainApi, Realize
 from cebroker.pipeline.routes.metrics import MetricsApi
@@ -162,16 +163,25 @@ class PipelineComponent:
             tail=self.tail,
         )
         deliveries = DeliveriesApi(store, self.log, circuits, self.dispatcher)
+        events = EventsApi(
+            self.pipeline,
+            self.metrics,
+            max_event_size=settings.max_event_size,
+            max_batch_size=settings.max_batch_size,
+            policies=tenant_policies,
+        )
         self._apis: list[
-            EventsApi | MetricsApi | DeliveriesApi | TailApi | ExplainApi | OverviewApi | ReplaysApi | PullApi
+            EventsApi
+            | MetricsApi
+            | DeliveriesApi
+            | TailApi
+            | ExplainApi
+            | OverviewApi
+            | ReplaysApi
+            | PullApi
+            | EventGridApi
         ] = [
-            EventsApi(
-                self.pipeline,
-                self.metrics,
-                max_event_size=settings.max_event_size,
-                max_batch_size=settings.max_batch_size,
-                policies=tenant_policies,
-            ),
+            events,
             MetricsApi(self.metrics),
             deliveries,
             TailApi(self.tail, self._store.get),
@@ -179,6 +189,7 @@ class PipelineComponent:
         ]
         if self.puller is not None:
             self._apis.append(PullApi(store, self.puller))
+            self._apis.append(EventGridApi(events, store, self.puller))
         if archive is not None and self.replayer is not None:
             self._apis.append(
                 ReplaysApi(
