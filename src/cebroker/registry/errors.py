@@ -32,6 +32,13 @@ _ERRORS: dict[str, tuple[int, str, bool]] = {
         'xRegistry HTTP header "<name>" is not allowed on this request: <subject>',
         True,
     ),
+    "compatibility_violation": (
+        409,
+        "The request would cause one or more Versions of this Resource to violate its compatibility "
+        "rules (<compatibility>): <subject>",
+        False,
+    ),
+    "format_violation": (400, "The document is not valid for its format (<format>): <subject>", False),
     "groups_only": (400, 'Attribute "<name>" is invalid. Only Group types are allowed: <subject>', False),
     "header_error": (400, 'There was an error processing HTTP header "<name>": <error_detail>', True),
     "invalid_attribute": (400, 'The attribute "<name>" is not valid: <error_detail>', False),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -36,6 +37,45 @@ def json_response(body: Any, status: int, headers: Mapping[str, str]) -> Respons
     """A JSON response in the registry's media type. (Input never holds an unpaired surrogate;
     should a stored string hold one, it is written as its ``\\uXXXX`` escape, not a 500.)"""
     data = json.dumps(body, ensure_ascii=False, indent=2).encode("utf-8", "backslashreplace")
+    return Response(data, status_code=status, media_type=JSON_MEDIA, headers=dict(headers))
+
+
+#: Containers nested up to this depth are written piece by piece; deeper values (a schema
+#: document, a message's metadata) are encoded whole.
+_CHUNK_DEPTH = 8
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _chunks(value: Any, depth: int) -> Iterator[str]:
+    if depth >= _CHUNK_DEPTH or not isinstance(value, (dict, list)) or not value:
+        yield _encode(value)
+        return
+    if isinstance(value, dict):
+        yield "{"
+        for n, (key, item) in enumerate(value.items()):
+            yield ("," if n else "") + _encode(str(key)) + ":"
+            yield from _chunks(item, depth + 1)
+        yield "}"
+        return
+    yield "["
+    for n, item in enumerate(value):
+        if n:
+            yield ","
+        yield from _chunks(item, depth + 1)
+    yield "]"
+
+
+def encode_json(body: Any) -> bytes:
+    """``body`` as compact JSON, encoded one small piece at a time: each piece holds the
+    interpreter lock only briefly, so a thread encoding a large answer (``/export`` of a big
+    registry) does not keep the event loop from serving other requests."""
+    return "".join(_chunks(body, 0)).encode("utf-8", "backslashreplace")
+
+
+async def json_answer(body: Any, status: int, headers: Mapping[str, str]) -> Response:
+    """A JSON response in the registry's media type, encoded off the event loop (see
+    :func:`encode_json`): the answers of reads and writes, whose size the registry decides."""
+    data = await asyncio.to_thread(encode_json, body)
     return Response(data, status_code=status, media_type=JSON_MEDIA, headers=dict(headers))
 
 

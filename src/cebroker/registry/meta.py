@@ -13,7 +13,9 @@ from typing import Any
 
 from cebroker.registry.entities import check_common, check_epoch, computed_keys, merge_attrs, strip_computed
 from cebroker.registry.errors import XRegistryError
+from cebroker.registry.formats.compatibility import POLICIES
 from cebroker.registry.model import ResourceType
+from cebroker.registry.schemachecks import policy_problem
 from cebroker.registry.versions import VersionWriter
 from cebroker.storage.registry import Row
 
@@ -59,9 +61,12 @@ class MetaWriter(VersionWriter):
             self._explicit_default.add(res.xid)
         if sticky is not None:
             attrs["defaultversionsticky"] = sticky
-        if attrs.get("compatibility", "none") != "none":
+        if policy_problem(attrs, subject) is not None:
             raise XRegistryError(
-                "invalid_attribute", subject, name="compatibility", error_detail="only 'none' is supported"
+                "invalid_attribute",
+                subject,
+                name="compatibility",
+                error_detail=f"one of {', '.join(POLICIES)}",
             )
         check_common(attrs, subject)
         self._put_updated(res, attrs)

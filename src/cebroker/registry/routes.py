@@ -141,7 +141,7 @@ class RegistryRoutes:
         body = await self.backend.read(Target("registry"), opts)
         if "collections" in request.query_params:
             body = _collections_only(body, Target("registry"))
-        return http.json_response(body, 200, self.link)
+        return await http.json_answer(body, 200, self.link)
 
     async def schema_by_uri(self, request: Request) -> Response:
         """Schema Registry API: a schema version by its URI, as the raw document."""
@@ -153,7 +153,7 @@ class RegistryRoutes:
         """Message Catalog API: a message definition by its URI, complete: the older API has no
         ``basemessage``, so the chain is merged in."""
         target = await self._by_uri(request, "/messagedefinition", "messages")
-        return http.json_response(await self.backend.materialized(target), 200, self.link)
+        return await http.json_answer(await self.backend.materialized(target), 200, self.link)
 
     async def _by_uri(self, request: Request, subject: str, plural: str) -> Target:
         self._read_only(request, subject)
@@ -190,7 +190,7 @@ class RegistryRoutes:
         body = await self.backend.read(target, opts)
         if collections:
             body = _collections_only(body, target)
-        return http.json_response(body, 200, self.link)
+        return await http.json_answer(body, 200, self.link)
 
     @staticmethod
     def _is_document(target: Target) -> bool:
@@ -246,12 +246,12 @@ class RegistryRoutes:
                 plural: {i: await self.backend.read(self._child(target, plural, i), opts) for i in ids}
                 for plural, ids in result.body_override.items()
             }
-            return http.json_response(body, 200, headers)
+            return await http.json_answer(body, 200, headers)
         if target.level in ("groups", "resources", "versions"):
             out = {}
             for xid in result.xids:
                 out[xid.rsplit("/", 1)[1]] = await self.backend.read(parse_path(xid), opts)
-            return http.json_response(out, 200, headers)
+            return await http.json_answer(out, 200, headers)
         shown = parse_path(result.xids[0]) if result.xids else target
         if target.details or (target.level == "resource" and shown.level != "version"):
             shown = Target(
@@ -265,7 +265,7 @@ class RegistryRoutes:
             doc = await self.backend.raw(shown)
             return http.document_response(doc, result.status, headers, shown.rid or "")
         body = await self.backend.read(shown, opts)
-        return http.json_response(body, result.status, headers)
+        return await http.json_answer(body, result.status, headers)
 
     @staticmethod
     def _child(target: Target, plural: str, eid: str) -> Target:

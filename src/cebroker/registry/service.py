@@ -28,13 +28,29 @@ from cebroker.registry.documents import (
 )
 from cebroker.registry.entities import now_rfc3339
 from cebroker.registry.errors import XRegistryError
+from cebroker.registry.formats.compatibility import POLICIES
 from cebroker.registry.model import MESSAGES, SCHEMAS, SPEC_VERSION, model_document
 from cebroker.registry.paths import Target
 from cebroker.registry.query import Branch, Inline
+from cebroker.registry.schemachecks import SchemaChecks, policy_problem
 from cebroker.registry.versions import is_json_type
 from cebroker.registry.views import Node, NodeKind, Tree, View
 from cebroker.registry.writes import Writer
 from cebroker.storage.registry import EntityClash, RegistryReader, RegistryRows, Row
+
+#: the formats whose documents are checked (names match case-insensitively, any version suffix)
+KNOWN_FORMATS = (
+    "JsonSchema/draft-04",
+    "JsonSchema/draft-06",
+    "JsonSchema/draft-07",
+    "JsonSchema/draft/2019-09",
+    "JsonSchema/draft/2020-12",
+    "Avro/1.12",
+    "Protobuf/2",
+    "Protobuf/3",
+    "XSD/1.0",
+    "XSD/1.1",
+)
 
 #: request flags this server implements (advertised in ``capabilities.flags``)
 FLAGS = ["doc", "epoch", "filter", "ignore", "inline", "setdefaultversionid", "specversion"]
@@ -51,9 +67,10 @@ def capabilities_document() -> dict[str, Any]:
             "model": {"mutable": False},
             "modelsource": {"mutable": False},
         },
-        "compatibilities": {},
+        # the policies enforced per format (XSD documents are checked, without compatibility rules)
+        "compatibilities": {name: list(POLICIES) for name in ("JsonSchema", "Avro", "Protobuf")},
         "flags": list(FLAGS),
-        "formats": [],
+        "formats": list(KNOWN_FORMATS),
         "ignores": ["defaultversionid", "defaultversionsticky", "epoch", "id", "readonly"],
         "pagination": False,
         "shortself": False,
@@ -112,10 +129,13 @@ class RegistryCore:
     """Reads and writes over the rows of one storage transaction; holds no state of its own
     beyond its configuration, so reads and writes may run on different threads."""
 
-    def __init__(self, base_url: str, document_schema: DocumentSchema | None = None) -> None:
+    def __init__(
+        self, base_url: str, document_schema: DocumentSchema | None = None, checks: SchemaChecks | None = None
+    ) -> None:
         self.base = base_url.rstrip("/")
         self.document_schema = document_schema
         self.hooks: list[WriteHook] = []
+        self.checks = checks or SchemaChecks()
 
     # ---- writes -------------------------------------------------------------------------
 
@@ -163,6 +183,8 @@ class RegistryCore:
                 problems += check_endpoint(row.attrs, xid)
             elif row is not None:
                 problems += check_group(row.attrs, xid)
+                if row.coll == "schemagroups" and (bad := policy_problem(row.attrs, xid)) is not None:
+                    problems.append(bad)
         for xid in sorted(writer.touched_resources):
             res = rows.get(xid)
             if res is None:
@@ -181,12 +203,17 @@ class RegistryCore:
                 if row.kind == "version":
                     problems += self._reference_problems(rows, row)
         if problems:
-            raise XRegistryError(
-                "bad_request",
-                problems[0].pointer,
-                error_detail="; ".join(f"{p.pointer}: {p.message}" for p in problems),
-                problems=problems,
-            )
+            self._refuse(problems)
+        self.checks.check_written(writer.rows, writer.touched_versions)
+
+    @staticmethod
+    def _refuse(problems: list[FieldProblem]) -> None:
+        raise XRegistryError(
+            "bad_request",
+            problems[0].pointer,
+            error_detail="; ".join(f"{p.pointer}: {p.message}" for p in problems),
+            problems=problems,
+        )
 
     def _nesting_problems(self, row: Row) -> list[FieldProblem]:
         """The entity must fit the nesting limit where the registry document (``/export``)
