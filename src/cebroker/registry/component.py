@@ -135,10 +135,16 @@ class RegistryComponent:
         await asyncio.to_thread(self.core.check_body, document)
 
     async def write(
-        self, op: Callable[[Writer], WriteResult], ignore: frozenset[str] = frozenset()
+        self,
+        op: Callable[[Writer], WriteResult],
+        ignore: frozenset[str] = frozenset(),
+        *,
+        dry_run: bool = False,
     ) -> WriteResult:
-        """Run one write transaction, then refresh the validator and emit the change events."""
-        result = await self.store.write(lambda rows: self.core.write(rows, op, ignore))
+        """Run one write transaction, then refresh the validator and emit the change events.
+        With ``dry_run`` the transaction is rolled back after the checks (raises
+        :class:`~cebroker.registry.service.DryRun` when they pass)."""
+        result = await self.store.write(lambda rows: self.core.write(rows, op, ignore, dry_run=dry_run))
         await self._after_commit(result.changes)
         return result
 

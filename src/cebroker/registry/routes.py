@@ -21,7 +21,7 @@ from cebroker.registry.errors import XRegistryError, render_error
 from cebroker.registry.model import GROUP_TYPES, model_document
 from cebroker.registry.paths import Target, parse_path
 from cebroker.registry.query import Inline
-from cebroker.registry.service import RawDocument, ReadOptions, WriteResult, capabilities_document
+from cebroker.registry.service import DryRun, RawDocument, ReadOptions, WriteResult, capabilities_document
 from cebroker.registry.versions import DocInput, is_json_type
 from cebroker.storage.errors import StorageUnavailable
 
@@ -41,8 +41,9 @@ class Backend(Protocol):
         """A document for a GET without ``$details``."""
         ...
 
-    async def write(self, op: Any, ignore: frozenset[str]) -> WriteResult:
-        """Run one write transaction and announce its changes."""
+    async def write(self, op: Any, ignore: frozenset[str], *, dry_run: bool = False) -> WriteResult:
+        """Run one write transaction and announce its changes (``dry_run``: check, keep nothing,
+        raise :class:`DryRun` when the checks pass)."""
         ...
 
     async def find_by_uri(self, uri: str, plural: str) -> Target:
@@ -230,6 +231,13 @@ class RegistryRoutes:
             setdefault=request.query_params.get("setdefaultversionid"),
             epoch=epoch,
         )
+        if "check" in request.query_params:
+            # A dry run: every check of the write, nothing kept, no change event.
+            try:
+                await self.backend.write(op, ignore, dry_run=True)
+            except DryRun as passed:
+                return await http.json_answer(passed.body, passed.status, self.link)
+            raise AssertionError("a dry run always ends in DryRun or a refusal")  # pragma: no cover
         result = await self.backend.write(op, ignore)
         return await self._write_response(target, opts, result, raw_doc)
 

@@ -30,7 +30,7 @@ from cebroker.registry.entities import now_rfc3339
 from cebroker.registry.errors import XRegistryError
 from cebroker.registry.formats.compatibility import POLICIES
 from cebroker.registry.model import MESSAGES, SCHEMAS, SPEC_VERSION, model_document
-from cebroker.registry.paths import Target
+from cebroker.registry.paths import Target, parse_path
 from cebroker.registry.query import Branch, Inline
 from cebroker.registry.schemachecks import SchemaChecks, policy_problem
 from cebroker.registry.versions import is_json_type
@@ -53,7 +53,7 @@ KNOWN_FORMATS = (
 )
 
 #: request flags this server implements (advertised in ``capabilities.flags``)
-FLAGS = ["doc", "epoch", "filter", "ignore", "inline", "setdefaultversionid", "specversion"]
+FLAGS = ["check", "doc", "epoch", "filter", "ignore", "inline", "setdefaultversionid", "specversion"]
 
 
 def capabilities_document() -> dict[str, Any]:
@@ -109,6 +109,17 @@ class WriteResult:
     body_override: Any = None
 
 
+class DryRun(Exception):
+    """A write that passed every check under ``?check``: raised to roll its transaction back,
+    carrying what the answer shows (the status the write would have had, and the written
+    entity rendered inside the transaction)."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__("dry run")
+        self.status = status
+        self.body = body
+
+
 #: A hook run inside each write transaction after the request's own writes.
 WriteHook = Callable[[Writer], None]
 
@@ -140,12 +151,18 @@ class RegistryCore:
     # ---- writes -------------------------------------------------------------------------
 
     def write(
-        self, rows: RegistryRows, op: Callable[[Writer], Any], ignore: frozenset[str] = frozenset()
+        self,
+        rows: RegistryRows,
+        op: Callable[[Writer], Any],
+        ignore: frozenset[str] = frozenset(),
+        *,
+        dry_run: bool = False,
     ) -> WriteResult:
         """Run ``op`` with the hooks and checks over the rows of one write transaction (which
         the caller rolls back if this raises); returns what ``op`` returned (when it is a
         :class:`WriteResult`) with the request's changes. ``lambda w: None`` creates the root
-        and runs the hooks (e.g. the broker's endpoints)."""
+        and runs the hooks (e.g. the broker's endpoints). With ``dry_run`` a write that passes
+        every check raises :class:`DryRun` instead of returning, so that nothing is kept."""
         now = now_rfc3339()
         writer = Writer(rows, now, ignore)
         try:
@@ -159,7 +176,20 @@ class RegistryCore:
         if not isinstance(result, WriteResult):
             result = WriteResult(200, [], writer.changes)
         result.changes = writer.changes
+        if dry_run:
+            raise DryRun(result.status, self._dry_run_body(rows, result))
         return result
+
+    def _dry_run_body(self, rows: RegistryRows, result: WriteResult) -> Any:
+        """The metadata of the entities the write would have left (``$details`` form)."""
+        shown = {}
+        for xid in result.xids:
+            target = parse_path(xid)
+            target = Target(
+                target.level, target.gtype, target.gid, target.rtype, target.rid, target.vid, True
+            )
+            shown[xid] = self.read(rows, target, ReadOptions())
+        return next(iter(shown.values())) if len(shown) == 1 else shown
 
     def check_body(self, document: Mapping[str, Any]) -> None:
         """Validate a request body in document form against the configured document schema."""

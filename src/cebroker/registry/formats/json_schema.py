@@ -19,7 +19,8 @@ both describe; see docs/registry.md, which lists the same rules):
   without one breaks);
 * numeric and size bounds (``minimum``, ``exclusiveMinimum``, ``minLength``, ``minItems``,
   ``minProperties`` and their maxima): R's lower bound may not be above W's, nor R's upper
-  bound below W's (R with a bound W lacks breaks).
+  bound below W's (R with a bound W lacks breaks), where W can write values the bound applies
+  to.
 
 A property R declares that W does not is accepted (the common "add an optional property"
 change), although a writer that allowed additional properties could have sent that name with
@@ -52,6 +53,19 @@ _DRAFTS: dict[str, type[Any]] = {
 }
 _LOWER = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
 _UPPER = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
+#: the types each bound applies to (a bound on values the writer never writes breaks nothing)
+_APPLIES = {
+    "minimum": {"number", "integer"},
+    "exclusiveMinimum": {"number", "integer"},
+    "maximum": {"number", "integer"},
+    "exclusiveMaximum": {"number", "integer"},
+    "minLength": {"string"},
+    "maxLength": {"string"},
+    "minItems": {"array"},
+    "maxItems": {"array"},
+    "minProperties": {"object"},
+    "maxProperties": {"object"},
+}
 
 
 def _pointer(path: Any) -> str:
@@ -178,9 +192,10 @@ def _number(value: Any) -> float | None:
 
 
 def _compare_bounds(r: dict[str, Any], w: dict[str, Any], rp: str, wp: str, out: list[Break]) -> None:
+    written = _types(w)
     for keyword in (*_LOWER, *_UPPER):
         rb = _number(r.get(keyword))
-        if rb is None:
+        if rb is None or (written is not None and not written & _APPLIES[keyword]):
             continue
         wb = _number(w.get(keyword))
         lower = keyword in _LOWER

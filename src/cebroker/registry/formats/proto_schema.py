@@ -19,8 +19,11 @@ name), field by field (by number); the pointers are into the descriptor form,
   ``fixed32``, ``sfixed32``; ``fixed64``, ``sfixed64``; ``string``, ``bytes``), and keep its
   message or enum type; its name too (the JSON mapping reads fields by name);
 * ``repeated`` stays ``repeated`` and singular stays singular; a field R ``required`` (proto2)
-  must be ``required`` in W;
-* a number W uses that R has ``reserved`` breaks; a ``required`` field of R that W lacks breaks.
+  must be ``required`` in W, and a ``required`` field of R that W lacks breaks.
+
+A field W has and R lacks is skipped by R (an unknown field): removing a field, with or without
+``reserved``, breaks nobody's reads; reusing its number later with another type is caught when
+the versions that used it are compared (the transitive policies).
 """
 
 from __future__ import annotations
