@@ -23,6 +23,7 @@ from cebroker.contracts import Ingestor
 from cebroker.errors import BrokerError
 from cebroker.registry.advertise import Advertiser
 from cebroker.registry.changes import ChangeLog, build_events
+from cebroker.registry.datachecks import CompiledSchemas
 from cebroker.registry.documents import DocumentSchema
 from cebroker.registry.entities import now_rfc3339
 from cebroker.registry.paths import Target
@@ -58,6 +59,9 @@ class RegistryComponent:
         self.core.hooks.append(advertiser or Advertiser(self.base))
         self.ingestor = ingestor
         self.validator = RegistryValidator()
+        #: data schemas in other formats, compiled once per document (shared with the checks
+        #: of writes, whose Protobuf compilations it reuses)
+        self.compiled = CompiledSchemas(self.core.checks.formats)
         self._routes = RegistryRoutes(self)
         #: change events that could not be ingested (logged), for operators and tests
         self.emit_failures = 0
@@ -82,7 +86,9 @@ class RegistryComponent:
         self._unwatch = self.store.watch(self._stale.set)
         self._follower = asyncio.create_task(self._follow(), name="cebroker-registry-follow")
         result = await self.store.write(lambda rows: self.core.write(rows, lambda w: None))
-        self.validator.index = await self.store.read(lambda rows: DefinitionIndex.build(rows, self.base))
+        self.validator.index = await self.store.read(
+            lambda rows: DefinitionIndex.build(rows, self.base, compiled=self.compiled)
+        )
         await self._after_commit(result.changes, reindexed=True)
 
     async def stop(self) -> None:
@@ -109,7 +115,9 @@ class RegistryComponent:
                 self._stale.set()
 
     async def _rebuilt(self, previous: DefinitionIndex | None) -> DefinitionIndex:
-        return await self.store.read(lambda rows: DefinitionIndex.build(rows, self.base, previous))
+        return await self.store.read(
+            lambda rows: DefinitionIndex.build(rows, self.base, previous, self.compiled)
+        )
 
     # ---- the Backend the routes use -----------------------------------------------------
 
@@ -158,7 +166,7 @@ class RegistryComponent:
         ):
             previous = self.validator.index
             self.validator.index = await self.store.read(
-                lambda rows: DefinitionIndex.build(rows, self.base, previous)
+                lambda rows: DefinitionIndex.build(rows, self.base, previous, self.compiled)
             )
         await self.emit(changes)
 

@@ -28,6 +28,8 @@ import jsonschema_rs
 
 from cebroker.contracts import Event, EventValidator, Violation
 from cebroker.registry.basemessage import resolve
+from cebroker.registry.datachecks import CompiledSchemas, check_data, data_format
+from cebroker.registry.formats import DataChecker
 from cebroker.registry.schemarefs import document_json, registry_retriever
 from cebroker.registry.views import Tree
 from cebroker.storage.registry import RegistryReader
@@ -104,6 +106,8 @@ class Definition:
     base_uri: str = ""
     #: serves this registry's schemas to the validator, and nothing else
     retriever: Callable[[str], Any] = _never_retrieve
+    #: the compiled data schema in another format (Avro, Protobuf, XSD; see datachecks)
+    data_checker: DataChecker | None = None
     _validator: Any = None
     _broken: bool = False
 
@@ -167,6 +171,8 @@ class Definition:
             out.append(Violation(f"/{attr}", f"must be {want!r}"))
 
     def _check_data(self, event: Event) -> list[Violation]:
+        if self.data_checker is not None:
+            return check_data(self.data_checker, event)
         validator = self.data_validator()
         if validator is None or "data" not in event or validator.is_valid(event["data"]):
             return []
@@ -192,11 +198,16 @@ class DefinitionIndex:
 
     @classmethod
     def build(
-        cls, rows: RegistryReader, base_url: str, previous: DefinitionIndex | None = None
+        cls,
+        rows: RegistryReader,
+        base_url: str,
+        previous: DefinitionIndex | None = None,
+        compiled: CompiledSchemas | None = None,
     ) -> DefinitionIndex:
         """Read every message and schema (runs on the storage's thread, in one read). Definitions
         equal to one in ``previous`` are reused, with their compiled data schemas, while no
-        stored schema changed."""
+        stored schema changed; data schemas in other formats come from ``compiled`` (None: not
+        checked)."""
         tree = Tree(rows.rows_of_kind("resource") + rows.rows_of_kind("version"))
         base = base_url.rstrip("/")
         schemas_key = hash(
@@ -247,18 +258,25 @@ class DefinitionIndex:
             if isinstance(envelope, str) and envelope.lower() != "cloudevents/1.0":
                 continue
             metadata = {k: v for k, v in (msg.get("envelopemetadata") or {}).items() if isinstance(v, dict)}
+            name, document, fragment = data_format(msg, tree, base)
+            checker = None
+            if name is not None and name.family != "jsonschema" and document is not None and compiled:
+                checker = compiled.checker(name, document, fragment, res.xid)
             schema = msg.get("dataschema")
             if schema is None and isinstance(msg.get("dataschemauri"), str):
                 schema = schema_at(msg["dataschemauri"])
-            if not _is_json_schema(msg.get("dataschemaformat"), schema):
+            if not _is_json_schema(msg.get("dataschemaformat"), schema) or (
+                name is not None and name.family != "jsonschema"
+            ):
                 schema = None
             draft7 = "draft-07" in str(msg.get("dataschemaformat", "")).lower()
             definition = reusable.get(res.xid)
-            if definition is None or (definition.metadata, definition.schema, definition.draft7) != (
-                metadata,
-                schema,
-                draft7,
-            ):
+            if definition is None or (
+                definition.metadata,
+                definition.schema,
+                definition.draft7,
+                definition.data_checker,
+            ) != (metadata, schema, draft7, checker):
                 definition = Definition(
                     res.xid,
                     metadata,
@@ -267,6 +285,7 @@ class DefinitionIndex:
                     draft7=draft7,
                     base_uri=base + res.xid,
                     retriever=retriever,
+                    data_checker=checker,
                 )
             keys = {res.eid}
             type_value = metadata.get("type", {}).get("value")

@@ -102,7 +102,7 @@ class AvroChecker:
             records = list(fastavro.json_reader(io.StringIO(json.dumps(data)), self.schema))
             fastavro.validation.validate(records[0], self.schema, raise_errors=True)
         except fastavro.validation.ValidationError as exc:
-            return [Problem("", f"does not match the Avro schema: {'; '.join(exc.errors)}")]
+            return [Problem("", f"does not match the Avro schema: {'; '.join(map(str, exc.errors))}")]
         except Exception as exc:  # the decoder's boundary: anything it raises means "not readable"
             return [Problem("", f"not Avro JSON encoding of the schema: {exc or type(exc).__name__}")]
         return []
