@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute
 
 from cebroker.contracts import Ingestor
 from cebroker.errors import BrokerError
+from cebroker.registry import jsonout
 from cebroker.registry.advertise import Advertiser
 from cebroker.registry.changes import ChangeLog, build_events
 from cebroker.registry.datachecks import CompiledSchemas
@@ -124,6 +125,16 @@ class RegistryComponent:
     async def read(self, target: Target, opts: ReadOptions) -> Any:
         """Render ``target``."""
         return await self.store.read(lambda rows: self.core.read(rows, target, opts))
+
+    async def read_pieces(
+        self, target: Target, opts: ReadOptions, shape: Callable[[Any], Any]
+    ) -> list[bytes]:
+        """Render ``target``, pass it through ``shape`` and encode it as JSON pieces, all on the
+        storage's thread within one read (for answers as large as the registry: see
+        :mod:`cebroker.registry.jsonout`)."""
+        return await self.store.read(
+            lambda rows: list(jsonout.pieces(shape(self.core.read(rows, target, opts))))
+        )
 
     async def raw(self, target: Target) -> RawDocument:
         """A document for a GET without ``$details``."""

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
 from ceprotocols.errors import BindingError
 from ceprotocols.headers import percent_decode
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from cebroker.errors import ValidationError
+from cebroker.registry import jsonout
 from cebroker.registry.errors import XRegistryError
 from cebroker.registry.model import SPEC_VERSION
 from cebroker.registry.paths import Target, inlinable
@@ -40,42 +41,21 @@ def json_response(body: Any, status: int, headers: Mapping[str, str]) -> Respons
     return Response(data, status_code=status, media_type=JSON_MEDIA, headers=dict(headers))
 
 
-#: Containers nested up to this depth are written piece by piece; deeper values (a schema
-#: document, a message's metadata) are encoded whole.
-_CHUNK_DEPTH = 8
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+def pieces_response(pieces: list[bytes], status: int, headers: Mapping[str, str]) -> Response:
+    """A JSON answer already encoded in pieces (:func:`cebroker.registry.jsonout.pieces`),
+    sent one piece after the other."""
 
+    async def send() -> AsyncIterator[bytes]:
+        for piece in pieces:
+            yield piece
 
-def _chunks(value: Any, depth: int) -> Iterator[str]:
-    if depth >= _CHUNK_DEPTH or not isinstance(value, (dict, list)) or not value:
-        yield _encode(value)
-        return
-    if isinstance(value, dict):
-        yield "{"
-        for n, (key, item) in enumerate(value.items()):
-            yield ("," if n else "") + _encode(str(key)) + ":"
-            yield from _chunks(item, depth + 1)
-        yield "}"
-        return
-    yield "["
-    for n, item in enumerate(value):
-        if n:
-            yield ","
-        yield from _chunks(item, depth + 1)
-    yield "]"
-
-
-def encode_json(body: Any) -> bytes:
-    """``body`` as compact JSON, encoded one small piece at a time: each piece holds the
-    interpreter lock only briefly, so a thread encoding a large answer (``/export`` of a big
-    registry) does not keep the event loop from serving other requests."""
-    return "".join(_chunks(body, 0)).encode("utf-8", "backslashreplace")
+    return StreamingResponse(send(), status_code=status, media_type=JSON_MEDIA, headers=dict(headers))
 
 
 async def json_answer(body: Any, status: int, headers: Mapping[str, str]) -> Response:
     """A JSON response in the registry's media type, encoded off the event loop (see
     :func:`encode_json`): the answers of reads and writes, whose size the registry decides."""
-    data = await asyncio.to_thread(encode_json, body)
+    data = await asyncio.to_thread(jsonout.encode_json, body)
     return Response(data, status_code=status, media_type=JSON_MEDIA, headers=dict(headers))
 
 

@@ -41,6 +41,12 @@ class Backend(Protocol):
         """A document for a GET without ``$details``."""
         ...
 
+    async def read_pieces(
+        self, target: Target, opts: ReadOptions, shape: Callable[[Any], Any]
+    ) -> list[bytes]:
+        """Render ``target`` through ``shape`` and encode it, in one read off the event loop."""
+        ...
+
     async def write(self, op: Any, ignore: frozenset[str], *, dry_run: bool = False) -> WriteResult:
         """Run one write transaction and announce its changes (``dry_run``: check, keep nothing,
         raise :class:`DryRun` when the checks pass)."""
@@ -138,11 +144,14 @@ class RegistryRoutes:
         except _Options as opt:
             return opt.response(self.link)
         http.check_specversion(request, "/export")
-        opts = ReadOptions(inline=Inline([("*",), ("capabilities",), ("modelsource",)]), doc=True)
-        body = await self.backend.read(Target("registry"), opts)
-        if "collections" in request.query_params:
-            body = _collections_only(body, Target("registry"))
-        return await http.json_answer(body, 200, self.link)
+        opts = ReadOptions(inline=Inline([("*",), ("capabilities",), ("modelsource",)]), doc=True, defer=True)
+        collections = "collections" in request.query_params
+        pieces = await self.backend.read_pieces(
+            Target("registry"),
+            opts,
+            lambda body: _collections_only(body, Target("registry")) if collections else body,
+        )
+        return http.pieces_response(pieces, 200, self.link)
 
     async def schema_by_uri(self, request: Request) -> Response:
         """Schema Registry API: a schema version by its URI, as the raw document."""
@@ -188,6 +197,12 @@ class RegistryRoutes:
                 raise XRegistryError("bad_flag", target.xid, flag="collections")
             if not opts.inline.paths:
                 opts = ReadOptions(inline=Inline([("*",)]), doc=opts.doc, branches=opts.branches)
+        if target.level == "registry":  # possibly the whole registry (see jsonout)
+            opts = ReadOptions(inline=opts.inline, doc=opts.doc, branches=opts.branches, defer=True)
+            pieces = await self.backend.read_pieces(
+                target, opts, lambda body: _collections_only(body, target) if collections else body
+            )
+            return http.pieces_response(pieces, 200, self.link)
         body = await self.backend.read(target, opts)
         if collections:
             body = _collections_only(body, target)

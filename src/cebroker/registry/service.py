@@ -29,7 +29,7 @@ from cebroker.registry.documents import (
 from cebroker.registry.entities import now_rfc3339
 from cebroker.registry.errors import XRegistryError
 from cebroker.registry.formats.compatibility import POLICIES
-from cebroker.registry.model import MESSAGES, SCHEMAS, SPEC_VERSION, model_document
+from cebroker.registry.model import GROUP_TYPES, MESSAGES, SCHEMAS, SPEC_VERSION, model_document
 from cebroker.registry.paths import Target, parse_path
 from cebroker.registry.query import Branch, Inline
 from cebroker.registry.schemachecks import SchemaChecks, policy_problem
@@ -86,6 +86,8 @@ class ReadOptions:
     inline: Inline = field(default_factory=lambda: Inline([]))
     doc: bool = False
     branches: list[Branch] = field(default_factory=lambda: [()])
+    #: the registry's groups rendered only when the answer is written (see views.Deferred)
+    defer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,8 +327,24 @@ class RegistryCore:
         scope = target.xid if target.level != "registry" else "/"
         if target.level in ("meta", "versions", "version"):
             scope = target.resource_xid
-        tree = Tree(rows.subtree(scope) + ([] if scope == "/" else self._ancestors(rows, scope)))
-        view = View(tree, self.base, inline=opts.inline, doc=opts.doc, root_extras=self.root_extra)
+        if opts.defer and target.level == "registry" and opts.branches == [()]:
+            # Unfiltered: the root and its groups now, each group's rows when it is rendered
+            # (see views.Deferred), all within this one read.
+            root = [r for r in [rows.get("/")] if r is not None]
+            groups = [g for plural in GROUP_TYPES for g in rows.children("/", plural)]
+            view = View(
+                Tree(root + groups),
+                self.base,
+                inline=opts.inline,
+                doc=opts.doc,
+                root_extras=self.root_extra,
+                defer=True,
+                subtree=lambda xid: Tree(rows.subtree(xid)),
+            )
+            tree = view.tree
+        else:
+            tree = Tree(rows.subtree(scope) + ([] if scope == "/" else self._ancestors(rows, scope)))
+            view = View(tree, self.base, inline=opts.inline, doc=opts.doc, root_extras=self.root_extra)
         level = target.level
         if level == "registry":
             reg = tree.rows.get("/")
