@@ -25,6 +25,7 @@ _ERRORS: dict[str, tuple[int, str, bool]] = {
     "bad_filter": (400, "An error was found in the filter expression: <filter>", False),
     "bad_flag": (400, "The specified flag (<flag>) is not allowed in this context: <subject>", False),
     "bad_inline": (400, "An error was found in the inline value: <inline>", False),
+    "bad_sort": (400, "An error was found in the sort value: <sort>", False),
     "bad_request": (400, "The request cannot be processed as provided: <error_detail>", False),
     "details_required": (405, "$details suffix is needed when using PATCH for: <subject>", True),
     "extra_xregistry_header": (

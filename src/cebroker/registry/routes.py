@@ -19,6 +19,7 @@ from cebroker.registry import http
 from cebroker.registry.dispatch import ALLOWED, not_supported, write_op
 from cebroker.registry.errors import XRegistryError, render_error
 from cebroker.registry.model import GROUP_TYPES, model_document
+from cebroker.registry.paging import next_link, page, parse_paging
 from cebroker.registry.paths import Target, parse_path
 from cebroker.registry.query import Inline
 from cebroker.registry.service import DryRun, RawDocument, ReadOptions, WriteResult, capabilities_document
@@ -197,6 +198,9 @@ class RegistryRoutes:
                 raise XRegistryError("bad_flag", target.xid, flag="collections")
             if not opts.inline.paths:
                 opts = ReadOptions(inline=Inline([("*",)]), doc=opts.doc, branches=opts.branches)
+        paging = parse_paging(request.query_params, target.xid)
+        if paging.active and target.level not in ("groups", "resources", "versions"):
+            raise XRegistryError("bad_flag", target.xid, flag="sort" if paging.sort else "limit")
         if target.level == "registry":  # possibly the whole registry (see jsonout)
             opts = ReadOptions(inline=opts.inline, doc=opts.doc, branches=opts.branches, defer=True)
             pieces = await self.backend.read_pieces(
@@ -206,7 +210,13 @@ class RegistryRoutes:
         body = await self.backend.read(target, opts)
         if collections:
             body = _collections_only(body, target)
-        return await http.json_answer(body, 200, self.link)
+        headers = dict(self.link)
+        if paging.active:
+            body, total, more = page(body, paging)
+            if more:
+                url = str(request.url).split("?", 1)[0]
+                headers["Link"] += ", " + next_link(url, request.query_params, paging, total)
+        return await http.json_answer(body, 200, headers)
 
     @staticmethod
     def _is_document(target: Target) -> bool:

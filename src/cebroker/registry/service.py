@@ -53,7 +53,7 @@ KNOWN_FORMATS = (
 )
 
 #: request flags this server implements (advertised in ``capabilities.flags``)
-FLAGS = ["check", "doc", "epoch", "filter", "ignore", "inline", "setdefaultversionid", "specversion"]
+FLAGS = ["check", "doc", "epoch", "filter", "ignore", "inline", "setdefaultversionid", "sort", "specversion"]
 
 
 def capabilities_document() -> dict[str, Any]:
@@ -72,7 +72,7 @@ def capabilities_document() -> dict[str, Any]:
         "flags": list(FLAGS),
         "formats": list(KNOWN_FORMATS),
         "ignores": ["defaultversionid", "defaultversionsticky", "epoch", "id", "readonly"],
-        "pagination": False,
+        "pagination": True,
         "shortself": False,
         "specversions": [SPEC_VERSION],
         "versionmodes": ["manual"],
