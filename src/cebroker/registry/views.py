@@ -245,8 +245,12 @@ class View:
                 if wanted and kept:
                     out["meta"] = self.render(kept[0][0], sub_path, kept[0][1], sub_pointer)
                 continue
-            out[coll + "url"] = self._ref(f"{url}/{coll}", sub_pointer if wanted else None)
-            out[coll + "count"] = len(kept)
+            if not (self.doc and wanted and coll == "versions"):
+                # In document view inlined versions stand for themselves, without a
+                # versionsurl pointing at the map beside them: the xRegistry tool's document
+                # schema (xrcg) takes a resource with versions or with versionsurl, not both.
+                out[coll + "url"] = self._ref(f"{url}/{coll}", sub_pointer if wanted else None)
+                out[coll + "count"] = len(kept)
             if wanted:
                 pointers = [f"{sub_pointer}/{pointer_token(k.row.eid)}" for k, _ in kept]
                 if self.defer and node.kind == "registry":
