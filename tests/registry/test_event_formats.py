@@ -212,3 +212,28 @@ def test_event_data_in_every_format(
     else:
         wait_until(lambda: _warnings(broker) == invalid + 1)
         wait_until(lambda: broker.http.get("/sources").json()[0]["accepted"] == 2)
+
+
+@pytest.mark.postgres
+def test_a_schema_changed_on_one_instance_is_used_by_the_other(
+    make_broker: Callable[..., Broker], postgres_url: str
+) -> None:
+    """Two instances on one PostgreSQL: a new version of an Avro schema written through one is
+    compiled and used by the other for its next events."""
+    first = make_broker(db=postgres_url, event_validation="enforce")
+    second = make_broker(db=postgres_url, event_validation="enforce")
+    _define(first)
+    datum = _avro_binary(AVRO_VALID)
+    wait_until(lambda: _binary(second, 1, "avro", "application/avro", b"\x06").status_code == 400)
+    assert _binary(second, 2, "avro", "application/avro", datum).status_code == 202
+    # a field without a default: data written with the first version no longer reads
+    changed = {**AVRO_ORDER, "fields": [*AVRO_ORDER["fields"], {"name": "extra", "type": "int"}]}
+    r = first.http.post(
+        "/schemagroups/g/schemas/avro",
+        content=json.dumps(changed).encode(),
+        headers={"content-type": "application/json", "xRegistry-format": "Avro/1.9"},
+    )
+    assert r.status_code == 201, r.text
+    n = iter(range(3, 10_000))
+    wait_until(lambda: _binary(second, next(n), "avro", "application/avro", datum).status_code == 400)
+    assert _binary(second, 10_001, "avro", "application/avro", datum + b"\x02").status_code == 202
