@@ -333,3 +333,21 @@ def test_xsd_versions_are_accepted_and_say_compatibility_is_not_checked(client: 
     details = client.get(SCHEMA + "/versions/2$details").json()
     assert details["compatibilityvalidated"] is False
     assert "no compatibility rules" in details["compatibilityvalidatedreason"]
+
+
+def test_dry_runs_of_other_writes_keep_nothing(client: TestClient) -> None:
+    assert _post(client, "Avro/1.9", _avro(ID)).status_code == 201
+    before = client.get("/export").json()
+    r = client.delete(SCHEMA + "?check")
+    assert r.status_code == 204
+    assert r.content == b""
+    r = client.put("/messagegroups/m?check", json={"description": "new"})
+    assert r.status_code == 201
+    assert r.json()["description"] == "new"
+    r = client.put(
+        SCHEMA + "/versions/1?check",
+        content=b'{"type": "strin"}',
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 400
+    assert client.get("/export").json() == before

@@ -261,6 +261,8 @@ class RegistryRoutes:
             try:
                 await self.backend.write(op, ignore, dry_run=True)
             except DryRun as passed:
+                if passed.status == 204:  # a delete: nothing to show
+                    return Response(status_code=204, headers=self.link)
                 return await http.json_answer(passed.body, passed.status, self.link)
             raise AssertionError("a dry run always ends in DryRun or a refusal")  # pragma: no cover
         result = await self.backend.write(op, ignore)
