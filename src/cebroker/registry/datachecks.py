@@ -11,7 +11,8 @@ schema has several (a Protobuf message ``#shop.Order``, an Avro named type ``#co
 without one, the first message of a ``.proto`` and the top-level Avro schema are used.
 
 Compiled schemas are kept in a :class:`CompiledSchemas` (one per registry), keyed by the
-document's hash: an index rebuilt after a registry write compiles only what changed.
+document's hash, and compiled on the first event that needs them (:class:`LazyChecker`): an
+index rebuilt after a registry write compiles nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ceprotocols.errors import BindingError
@@ -70,6 +72,36 @@ class CompiledSchemas:
             while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
         return compiled
+
+
+@dataclass(eq=False)
+class LazyChecker:
+    """A data schema compiled on the first event that needs it (an index rebuild, e.g. at start
+    or with validation off, compiles nothing); two are equal when they name the same document,
+    format and fragment, so that an unchanged definition keeps its compiled schema."""
+
+    compiled: CompiledSchemas
+    name: FormatName
+    document: bytes
+    fragment: str
+    owner: str
+    _checker: DataChecker | None = None
+    _done: bool = False
+
+    def get(self) -> DataChecker | None:
+        """The compiled schema (None when it does not compile)."""
+        if not self._done:
+            self._checker = self.compiled.checker(self.name, self.document, self.fragment, self.owner)
+            self._done = True
+        return self._checker
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LazyChecker):
+            return NotImplemented
+        return (self.name, self.document, self.fragment) == (other.name, other.document, other.fragment)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.document, self.fragment))
 
 
 def schema_version(tree: Tree, uri: str, base: str) -> tuple[Row | None, str]:

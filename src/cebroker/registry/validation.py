@@ -28,8 +28,7 @@ import jsonschema_rs
 
 from cebroker.contracts import Event, EventValidator, Violation
 from cebroker.registry.basemessage import resolve
-from cebroker.registry.datachecks import CompiledSchemas, check_data, data_format
-from cebroker.registry.formats import DataChecker
+from cebroker.registry.datachecks import CompiledSchemas, LazyChecker, check_data, data_format
 from cebroker.registry.schemarefs import document_json, registry_retriever
 from cebroker.registry.views import Tree
 from cebroker.storage.registry import RegistryReader
@@ -106,8 +105,9 @@ class Definition:
     base_uri: str = ""
     #: serves this registry's schemas to the validator, and nothing else
     retriever: Callable[[str], Any] = _never_retrieve
-    #: the compiled data schema in another format (Avro, Protobuf, XSD; see datachecks)
-    data_checker: DataChecker | None = None
+    #: the data schema in another format (Avro, Protobuf, XSD; see datachecks), compiled on
+    #: first use
+    data_checker: LazyChecker | None = None
     _validator: Any = None
     _broken: bool = False
 
@@ -171,8 +171,9 @@ class Definition:
             out.append(Violation(f"/{attr}", f"must be {want!r}"))
 
     def _check_data(self, event: Event) -> list[Violation]:
-        if self.data_checker is not None:
-            return check_data(self.data_checker, event)
+        checker = self.data_checker.get() if self.data_checker is not None else None
+        if checker is not None:
+            return check_data(checker, event)
         validator = self.data_validator()
         if validator is None or "data" not in event or validator.is_valid(event["data"]):
             return []
@@ -261,7 +262,7 @@ class DefinitionIndex:
             name, document, fragment = data_format(msg, tree, base)
             checker = None
             if name is not None and name.family != "jsonschema" and document is not None and compiled:
-                checker = compiled.checker(name, document, fragment, res.xid)
+                checker = LazyChecker(compiled, name, document, fragment, res.xid)
             schema = msg.get("dataschema")
             if schema is None and isinstance(msg.get("dataschemauri"), str):
                 schema = schema_at(msg["dataschemauri"])
