@@ -53,6 +53,7 @@ class RegistryComponent:
         ingestor: Ingestor | None = None,
         document_schema: Path | None = None,
         advertiser: Advertiser | None = None,
+        check_events: bool = True,
     ) -> None:
         self.base = base_url.rstrip("/")
         self.store = store
@@ -63,6 +64,9 @@ class RegistryComponent:
         #: data schemas in other formats, compiled once per document (shared with the checks
         #: of writes, whose Protobuf compilations it reuses)
         self.compiled = CompiledSchemas(self.core.checks.formats)
+        #: compile data schemas when the index is built (off the event loop), as events will
+        #: be checked against them (``--event-validation`` warn or enforce)
+        self.check_events = check_events
         self._routes = RegistryRoutes(self)
         #: change events that could not be ingested (logged), for operators and tests
         self.emit_failures = 0
@@ -88,7 +92,9 @@ class RegistryComponent:
         self._follower = asyncio.create_task(self._follow(), name="cebroker-registry-follow")
         result = await self.store.write(lambda rows: self.core.write(rows, lambda w: None))
         self.validator.index = await self.store.read(
-            lambda rows: DefinitionIndex.build(rows, self.base, compiled=self.compiled)
+            lambda rows: DefinitionIndex.build(
+                rows, self.base, compiled=self.compiled, warm=self.check_events
+            )
         )
         await self._after_commit(result.changes, reindexed=True)
 
@@ -117,7 +123,9 @@ class RegistryComponent:
 
     async def _rebuilt(self, previous: DefinitionIndex | None) -> DefinitionIndex:
         return await self.store.read(
-            lambda rows: DefinitionIndex.build(rows, self.base, previous, self.compiled)
+            lambda rows: DefinitionIndex.build(
+                rows, self.base, previous, self.compiled, warm=self.check_events
+            )
         )
 
     # ---- the Backend the routes use -----------------------------------------------------
@@ -177,7 +185,9 @@ class RegistryComponent:
         ):
             previous = self.validator.index
             self.validator.index = await self.store.read(
-                lambda rows: DefinitionIndex.build(rows, self.base, previous, self.compiled)
+                lambda rows: DefinitionIndex.build(
+                    rows, self.base, previous, self.compiled, warm=self.check_events
+                )
             )
         await self.emit(changes)
 

@@ -11,8 +11,8 @@ schema has several (a Protobuf message ``#shop.Order``, an Avro named type ``#co
 without one, the first message of a ``.proto`` and the top-level Avro schema are used.
 
 Compiled schemas are kept in a :class:`CompiledSchemas` (one per registry), keyed by the
-document's hash, and compiled on the first event that needs them (:class:`LazyChecker`): an
-index rebuilt after a registry write compiles nothing.
+document's hash. A :class:`LazyChecker` compiles on first use: the definition index calls it
+while it is built (on the storage's thread) when events are checked, and never otherwise.
 """
 
 from __future__ import annotations

@@ -204,11 +204,14 @@ class DefinitionIndex:
         base_url: str,
         previous: DefinitionIndex | None = None,
         compiled: CompiledSchemas | None = None,
+        *,
+        warm: bool = False,
     ) -> DefinitionIndex:
         """Read every message and schema (runs on the storage's thread, in one read). Definitions
         equal to one in ``previous`` are reused, with their compiled data schemas, while no
         stored schema changed; data schemas in other formats come from ``compiled`` (None: not
-        checked)."""
+        checked), compiled here when ``warm`` (this runs on the storage's thread: the first
+        event that needs one then does not compile it on the event loop)."""
         tree = Tree(rows.rows_of_kind("resource") + rows.rows_of_kind("version"))
         base = base_url.rstrip("/")
         schemas_key = hash(
@@ -294,6 +297,11 @@ class DefinitionIndex:
                 keys.add(type_value)
             for key in keys:
                 by_type.setdefault(key, []).append(definition)
+        if warm:
+            for definitions in by_type.values():
+                for definition in definitions:
+                    if definition.data_checker is not None:
+                        definition.data_checker.get()
         return cls(by_type, schemas_key)
 
 
