@@ -7,11 +7,19 @@ a format the registry does not know is stored and says so (``formatvalidated``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 from starlette.testclient import TestClient
+from support.broker import Broker
+from support.servers import ServerThread
 
+from cebroker.cli import main
 from cebroker.registry.formats import parse_format, proto_schema
 from cebroker.registry.formats.catalog import Formats
 from registry.schemas import INVALID, PROTO3_ORDER, VALID
@@ -127,3 +135,38 @@ def test_hostile_protobuf_source_is_refused_not_fatal() -> None:
     big = b'syntax = "proto3";\nmessage A { int32 x = 536870912; }\n'
     assert formats.protobuf.problems(big, "3")
     assert formats.protobuf.problems(b"\xff\xfe", "3")[0].reason.startswith("not UTF-8")
+
+
+def test_registry_sync_refuses_an_invalid_document_of_another_registry(
+    make_broker: Callable[..., Broker], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A source registry (here a plain server of an export) holding an invalid Avro schema:
+    ``registry sync`` reports the refusal, with the pointer, and the target stores nothing of
+    that group."""
+    export = {
+        "specversion": "1.0-rc2",
+        "schemagroups": {
+            "g": {
+                "schemagroupid": "g",
+                "schemas": {
+                    "s": {
+                        "schemaid": "s",
+                        "versions": {
+                            "1": {"versionid": "1", "format": "Avro/1.9", "schema": {"type": "strin"}}
+                        },
+                    }
+                },
+            }
+        },
+    }
+
+    async def serve(request: Request) -> JSONResponse:
+        return JSONResponse(export)
+
+    target = make_broker()
+    with ServerThread(Starlette(routes=[Route("/export", serve)])) as source:
+        assert main(["registry", "sync", "--from", source.url, "--to", target.url]) == 1
+    err = capsys.readouterr().err
+    assert "registry sync failed" in err
+    assert "/schemagroups/g/schemas/s/versions/1/schema" in err
+    assert target.http.get("/schemagroups").json() == {}
