@@ -339,11 +339,12 @@ class RegistryCore:
                 doc=opts.doc,
                 root_extras=self.root_extra,
                 defer=True,
-                subtree=lambda xid: Tree(rows.subtree(xid)),
+                subtree=lambda xid: Tree(_with_targets(rows, rows.subtree(xid))),
             )
             tree = view.tree
         else:
-            tree = Tree(rows.subtree(scope) + ([] if scope == "/" else self._ancestors(rows, scope)))
+            found = rows.subtree(scope) + ([] if scope == "/" else self._ancestors(rows, scope))
+            tree = Tree(_with_targets(rows, found))
             view = View(tree, self.base, inline=opts.inline, doc=opts.doc, root_extras=self.root_extra)
         level = target.level
         if level == "registry":
@@ -398,8 +399,12 @@ class RegistryCore:
         res = rows.get(xid)
         if res is None:
             raise XRegistryError("not_found", target.xid)
-        tree = Tree([res, *rows.children(xid, "versions")])
-        version = tree.rows.get(target.xid) if target.level == "version" else tree.default_version(res)
+        tree = Tree(_with_targets(rows, [res, *rows.children(xid, "versions")]))
+        source = tree.rows.get(res.attrs["xref"]) if isinstance(res.attrs.get("xref"), str) else res
+        if target.level == "version":
+            version = tree.rows.get(target.xid)
+        else:
+            version = tree.default_version(source) if source is not None else None
         if version is None:
             raise XRegistryError("not_found", target.xid)
         view = View(tree, self.base, inline=Inline([]), doc=False)
@@ -450,3 +455,20 @@ class RegistryCore:
                 "not_found", target.xid, detail=f"{uri} names no {rtype_plural[:-1]} version"
             )
         return target
+
+
+def _with_targets(rows: RegistryReader, found: list[Row]) -> list[Row]:
+    """``found`` and, for each resource among them with an ``xref``, its target and the target's
+    versions (which the resource shows)."""
+    have = {r.xid for r in found}
+    extra: list[Row] = []
+    for row in found:
+        xref = row.attrs.get("xref") if row.kind == "resource" else None
+        if isinstance(xref, str) and xref not in have:
+            target = rows.get(xref)
+            if target is not None:
+                for each in [target, *rows.children(xref, "versions")]:
+                    if each.xid not in have:
+                        have.add(each.xid)
+                        extra.append(each)
+    return found + extra

@@ -235,7 +235,10 @@ class DefinitionIndex:
         message_rows = [r for r in tree.rows.values() if r.kind == "resource" and r.coll == "messages"]
         messages: dict[str, dict[str, Any]] = {}
         for res in message_rows:
-            default = tree.default_version(res)
+            # a message with an xref is its target's definition under its own id
+            xref = res.attrs.get("xref")
+            source = tree.rows.get(xref) if isinstance(xref, str) else res
+            default = tree.default_version(source) if source is not None else None
             if default is not None:
                 messages[res.xid] = default.attrs
             for v in tree.children(res.xid, "versions"):

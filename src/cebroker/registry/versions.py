@@ -157,6 +157,12 @@ class VersionWriter:
     ) -> tuple[Row, bool]:
         """PUT/PATCH one version of ``res``; returns (row, created)."""
         xid = f"{res.xid}/versions/{check_id(vid, f'{res.xid}/versions/{vid}')}"
+        if isinstance(res.attrs.get("xref"), str):
+            raise XRegistryError(
+                "bad_request",
+                xid,
+                error_detail=f"{res.xid} has an xref: its versions are those of {res.attrs['xref']}",
+            )
         if not self.ignores("id"):
             check_id_attr(body, "versionid", vid, "version", xid)
             check_id_attr(body, rtype.id_attr, res.eid, rtype.singular, xid)

@@ -115,11 +115,25 @@ class View:
                 for p, rt in node.gtype.resources.items()
             ]
         if node.kind == "resource":
-            versions = [
-                Node(r, "version", node.gtype, node.rtype) for r in self.tree.children(xid, "versions")
-            ]
+            # A resource with an xref has no versions of its own: it shows its target's (in the
+            # document view nothing: the xref is what an export carries).
+            source = self.versions_of(node.row)
+            kids = [] if source is None else self.tree.children(source.xid, "versions")
+            versions = [Node(r, "version", node.gtype, node.rtype) for r in kids]
             return [("meta", [Node(node.row, "meta", node.gtype, node.rtype)]), ("versions", versions)]
         return []
+
+    def versions_of(self, res: Row) -> Row | None:
+        """The resource whose versions ``res`` shows: itself, or the target of its ``xref``
+        (None in the document view, or when the target is not there)."""
+        xref = res.attrs.get("xref")
+        if not isinstance(xref, str):
+            return res
+        return None if self.doc else self.tree.rows.get(xref)
+
+    def _default_of(self, res: Row) -> Row | None:
+        source = self.versions_of(res)
+        return self.tree.default_version(source) if source is not None else None
 
     def flat(self, node: Node, pointer: str | None = None) -> dict[str, Any]:
         """The node's own attributes (no inlined collections)."""
@@ -148,7 +162,7 @@ class View:
             out.update(_attrs(row.attrs))
             out.setdefault("readonly", False)
             out.setdefault("compatibility", "none")
-            default = self.tree.default_version(row)
+            default = self._default_of(row)
             if default is not None:
                 out["defaultversionid"] = default.eid
                 out["defaultversionurl"] = self._ref(f"{url}/versions/{default.eid}{details}", None)
@@ -165,7 +179,7 @@ class View:
             return out
         # resource: its own id, self, xid, then the default version's attributes (API view)
         out = {rtype.id_attr: row.eid}
-        default = self.tree.default_version(row)
+        default = self._default_of(row)
         if default is not None and not self.doc:
             out["versionid"] = default.eid
         out["self"] = self._self(url + details, pointer)
@@ -186,7 +200,7 @@ class View:
         assert node.rtype is not None
         row = node.row
         if node.kind == "resource":
-            default = self.tree.default_version(row)
+            default = self._default_of(row)
             if default is None:
                 return {}
             row = default
