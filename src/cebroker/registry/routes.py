@@ -16,13 +16,14 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from cebroker.registry import http
+from cebroker.registry.capabilities import capabilities_document
 from cebroker.registry.dispatch import ALLOWED, not_supported, write_op
 from cebroker.registry.errors import XRegistryError, render_error
 from cebroker.registry.model import GROUP_TYPES, model_document
 from cebroker.registry.paging import next_link, page, parse_paging
 from cebroker.registry.paths import Target, parse_path
 from cebroker.registry.query import Inline
-from cebroker.registry.service import DryRun, RawDocument, ReadOptions, WriteResult, capabilities_document
+from cebroker.registry.service import DryRun, RawDocument, ReadOptions, WriteResult
 from cebroker.registry.versions import DocInput, is_json_type
 from cebroker.storage.errors import StorageUnavailable
 

@@ -18,6 +18,7 @@ from ceprotocols import jsontext
 from cebroker.errors import FieldProblem
 from cebroker.registry import schemarefs
 from cebroker.registry.basemessage import resolve
+from cebroker.registry.capabilities import capabilities_document
 from cebroker.registry.changes import ChangeLog
 from cebroker.registry.documents import (
     DocumentSchema,
@@ -28,8 +29,7 @@ from cebroker.registry.documents import (
 )
 from cebroker.registry.entities import now_rfc3339
 from cebroker.registry.errors import XRegistryError
-from cebroker.registry.formats.compatibility import POLICIES
-from cebroker.registry.model import GROUP_TYPES, MESSAGES, SCHEMAS, SPEC_VERSION, model_document
+from cebroker.registry.model import GROUP_TYPES, MESSAGES, SCHEMAS, model_document
 from cebroker.registry.paths import Target, parse_path
 from cebroker.registry.query import Branch, Inline
 from cebroker.registry.schemachecks import SchemaChecks, policy_problem
@@ -37,46 +37,6 @@ from cebroker.registry.versions import is_json_type
 from cebroker.registry.views import Node, NodeKind, Tree, View
 from cebroker.registry.writes import Writer
 from cebroker.storage.registry import EntityClash, RegistryReader, RegistryRows, Row
-
-#: the formats whose documents are checked (names match case-insensitively, any version suffix)
-KNOWN_FORMATS = (
-    "JsonSchema/draft-04",
-    "JsonSchema/draft-06",
-    "JsonSchema/draft-07",
-    "JsonSchema/draft/2019-09",
-    "JsonSchema/draft/2020-12",
-    "Avro/1.12",
-    "Protobuf/2",
-    "Protobuf/3",
-    "XSD/1.0",
-    "XSD/1.1",
-)
-
-#: request flags this server implements (advertised in ``capabilities.flags``)
-FLAGS = ["check", "doc", "epoch", "filter", "ignore", "inline", "setdefaultversionid", "sort", "specversion"]
-
-
-def capabilities_document() -> dict[str, Any]:
-    """What ``GET /capabilities`` returns: every supported feature, defaults included."""
-    return {
-        "apis": ["/capabilities", "/export", "/model", "/schema", "/messagedefinition"],
-        "available": {
-            "capabilities": {"mutable": False},
-            "entities": {"mutable": True},
-            "export": {"mutable": False},
-            "model": {"mutable": False},
-            "modelsource": {"mutable": False},
-        },
-        # the policies enforced per format (XSD documents are checked, without compatibility rules)
-        "compatibilities": {name: list(POLICIES) for name in ("JsonSchema", "Avro", "Protobuf")},
-        "flags": list(FLAGS),
-        "formats": list(KNOWN_FORMATS),
-        "ignores": ["defaultversionid", "defaultversionsticky", "epoch", "id", "readonly"],
-        "pagination": True,
-        "shortself": False,
-        "specversions": [SPEC_VERSION],
-        "versionmodes": ["manual"],
-    }
 
 
 @dataclass(frozen=True, slots=True)
