@@ -376,7 +376,7 @@ class SqliteDeliveryLog:
             for _, sub, _, _ in gone:
                 counts[sub] = counts.get(sub, 0) + 1
             conn.executemany(BUMP.format(col="delivered"), list(counts.items()))
-            self._replay_counts(conn, "delivered", gone)
+            self.replay_counts(conn, "delivered", gone)
 
         await self._db.write(job, durable=False)
 
@@ -400,7 +400,8 @@ class SqliteDeliveryLog:
         return gone
 
     @staticmethod
-    def _replay_counts(conn: sqlite3.Connection, col: str, rows: Sequence[Removed]) -> None:
+    def replay_counts(conn: sqlite3.Connection, col: str, rows: Sequence[Removed]) -> None:
+        """Add deliveries ``rows`` to the ``col`` count of their replays."""
         counts: dict[str, int] = {}
         for _, _, _, replay in rows:
             if replay is not None:
@@ -435,7 +436,7 @@ class SqliteDeliveryLog:
                     (item.subscription, event, status, body, attempts, error, item.first_at, now),
                 )
                 conn.execute(BUMP.format(col="deadlettered"), (item.subscription, 1))
-                self._replay_counts(conn, "deadlettered", gone)
+                self.replay_counts(conn, "deadlettered", gone)
             self._failed(conn, item, error)
 
         await self._db.write(job, durable=False)
@@ -487,7 +488,7 @@ class SqliteDeliveryLog:
                 )
             if letters:
                 conn.execute(BUMP.format(col="deadlettered"), (subscription, len(letters)))
-                self._replay_counts(conn, "deadlettered", gone)
+                self.replay_counts(conn, "deadlettered", gone)
             (oldest,) = conn.execute(
                 "SELECT MIN(first_at) FROM pipeline_deliveries WHERE subscription = ?", (subscription,)
             ).fetchone()

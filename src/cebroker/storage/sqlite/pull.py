@@ -131,6 +131,7 @@ class SqlitePullLog:
             gone = self._log.remove(conn, [delivery], now)
             if gone:
                 conn.execute(BUMP.format(col="delivered"), (subscription, 1))
+                self._log.replay_counts(conn, "delivered", gone)
 
         return await self._db.write(self._settle(subscription, tokens, act), durable=False)
 
@@ -193,6 +194,7 @@ class SqlitePullLog:
         gone = self._log.remove(conn, [delivery], now)
         if not gone:
             return
+        self._log.replay_counts(conn, "deadlettered", gone)
         conn.execute(
             "INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts, "
             "last_error, first_at, failed_at) VALUES (?, ?, NULL, NULL, ?, ?, ?, ?)",
