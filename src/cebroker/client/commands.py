@@ -55,7 +55,14 @@ def list_subscriptions(args: argparse.Namespace, client: BrokerClient) -> None:
     render.table(
         ("ID", "PROTOCOL", "SINK", "SOURCE", "TYPES", "FILTERS"),
         [
-            (s["id"], s["protocol"], s["sink"], s.get("source"), s.get("types"), len(s.get("filters", [])))
+            (
+                s["id"],
+                s["protocol"],
+                s.get("sink"),
+                s.get("source"),
+                s.get("types"),
+                len(s.get("filters", [])),
+            )
             for s in found
         ],
     )
@@ -165,6 +172,45 @@ def _encode(doc: Any) -> bytes:
 
 
 # -- dead letters ----------------------------------------------------------------------------
+
+
+def receive(args: argparse.Namespace, client: BrokerClient) -> None:
+    """``receive SUBSCRIPTION``: events of a PULL subscription under a lock, printed; with
+    ``--ack`` acknowledged once printed (otherwise their locks end by themselves)."""
+    answer = client.json(
+        "POST",
+        _path("subscriptions", args.subscription, "receive"),
+        params={"max": args.max, "wait": args.wait},
+        wait=float(args.wait),
+    )
+    events: list[dict[str, Any]] = answer["events"]
+    if args.json:
+        for item in events:
+            print(json.dumps(item, separators=(",", ":")))
+    else:
+        render.table(
+            ("ID", "TYPE", "SOURCE", "DELIVERIES", "LOCKED UNTIL", "LOCK TOKEN"),
+            [
+                (
+                    e["event"].get("id"),
+                    e["event"].get("type"),
+                    e["event"].get("source"),
+                    e["deliverycount"],
+                    e["lockeduntil"],
+                    e["locktoken"],
+                )
+                for e in events
+            ],
+        )
+    if args.ack and events:
+        result = client.json(
+            "POST",
+            _path("subscriptions", args.subscription, "acknowledge"),
+            json_body={"locktokens": [e["locktoken"] for e in events]},
+        )
+        if result["failed"]:
+            lost = ", ".join(f"{f['locktoken']} ({f['reason']})" for f in result["failed"])
+            raise CommandError(f"not acknowledged: {lost}")
 
 
 def list_dead_letters(args: argparse.Namespace, client: BrokerClient) -> None:

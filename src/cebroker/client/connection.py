@@ -92,13 +92,20 @@ class BrokerClient:
         content: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, Any] | None = None,
+        wait: float = 0.0,
     ) -> httpx.Response:
-        """One request; the response when its status is 2xx."""
+        """One request; the response when its status is 2xx. ``wait``: seconds the broker may
+        hold the answer back on purpose (a long poll), added to the timeout."""
         if json_body is not None:
             content = json.dumps(json_body).encode()
             headers = {"Content-Type": "application/json", **(headers or {})}
         try:
-            response = self._http.request(method, path, content=content, headers=headers, params=params)
+            base = self._http.timeout
+            read = None if base.read is None else base.read + wait
+            extended = httpx.Timeout(connect=base.connect, read=read, write=base.write, pool=base.pool)
+            response = self._http.request(
+                method, path, content=content, headers=headers, params=params, timeout=extended
+            )
         except httpx.HTTPError as exc:
             raise CommandError(f"cannot reach the broker at {self.base}: {_reason(exc)}") from exc
         check(response)

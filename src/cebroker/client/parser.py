@@ -12,6 +12,8 @@ from cebroker.options import Integer, OptionParser, argument_type
 
 _POSITIVE = argument_type(Integer(minimum=1))
 _ID = argument_type(Integer(minimum=0))
+_MAX_EVENTS = argument_type(Integer(minimum=1, maximum=1000))
+_WAIT = argument_type(Integer(minimum=0, maximum=60))
 if TYPE_CHECKING:  # argparse's generic is for type checkers only
     Sub: TypeAlias = argparse._SubParsersAction[OptionParser]
 
@@ -51,6 +53,24 @@ def add_client_commands(sub: Sub) -> None:
     )
     p.add_argument("subscription", metavar="SUBSCRIPTION", help="subscription id")
     p.add_argument("--count", type=_POSITIVE, metavar="N", help="stop after N events")
+    p = _leaf(
+        sub,
+        "receive",
+        "receive events of a PULL subscription under a lock",
+        commands.receive,
+        "Receive up to --max events of the PULL subscription SUBSCRIPTION, waiting up to --wait "
+        "seconds for the first, and print them (with --json, one JSON object per line: lock token, "
+        "delivery count, lock end, event). With --ack they are acknowledged once printed; without, "
+        "their locks end by themselves and the events are received again.",
+    )
+    p.add_argument("subscription", metavar="SUBSCRIPTION", help="id of a PULL subscription")
+    p.add_argument(
+        "--max", type=_MAX_EVENTS, default=10, metavar="N", help="at most N events (1..1000, default 10)"
+    )
+    p.add_argument(
+        "--wait", type=_WAIT, default=0, metavar="SECONDS", help="wait for the first (0..60, default 0)"
+    )
+    p.add_argument("--ack", action="store_true", help="acknowledge the events once printed")
 
 
 def _add_subscriptions(sub: Sub) -> None:
