@@ -72,6 +72,8 @@ def test_receive_acknowledge_release_reject_renew(broker: Broker) -> None:
     assert sorted((g["event"]["id"], g["deliverycount"]) for g in again) == [("e-1", 2), ("e-3", 1)]
     status = broker.status({"id": sid})
     assert (status["delivered"], status["pending"], status["deadlettered"]) == (1, 2, 1)
+    assert status["locked"] == 2  # what the console shows for a PULL subscription
+    assert status["oldestLockAt"] is not None
     letters = broker.http.get(f"/subscriptions/{sid}/deadletters").json()["items"]
     assert [(d["event"]["id"], d["lastError"]) for d in letters] == [("e-2", "bad")]
 

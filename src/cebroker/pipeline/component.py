@@ -162,7 +162,9 @@ class PipelineComponent:
             validation_mode=ValidationMode(settings.event_validation),
             tail=self.tail,
         )
-        deliveries = DeliveriesApi(store, self.log, circuits, self.dispatcher)
+        deliveries = DeliveriesApi(
+            store, self.log, circuits, self.dispatcher, locks=pull.locks if pull is not None else None
+        )
         events = EventsApi(
             self.pipeline,
             self.metrics,

@@ -117,6 +117,12 @@ SCHEMAS: dict[str, Schema] = {
             "lastError": _OPTIONAL_TEXT,
             "lastErrorAt": _TIMESTAMP,
             "circuit": _ref("Circuit"),
+            "locked": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "PULL subscriptions: deliveries locked by consumers now.",
+            },
+            "oldestLockAt": {**_TIMESTAMP, "description": "PULL subscriptions: when the oldest lock began."},
         },
         "additionalProperties": False,
     },

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,7 +23,9 @@ from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.routes.circuit import circuit_document
 from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.pull import LockStats
 from cebroker.storage.subscriptions import SubscriptionStore
+from cebroker.subscription import Subscription
 from cebroker.web.access import principal_of
 from cebroker.web.body import parse_json_body, read_limited
 from cebroker.web.params import no_parameters
@@ -53,8 +55,14 @@ class DeliveriesApi:
     """Status and dead-letter routes of subscriptions."""
 
     def __init__(
-        self, store: SubscriptionStore, journal: DeliveryLog, circuits: CircuitStore, dispatcher: Dispatcher
+        self,
+        store: SubscriptionStore,
+        journal: DeliveryLog,
+        circuits: CircuitStore,
+        dispatcher: Dispatcher,
+        locks: Callable[[str], Awaitable[LockStats]] | None = None,
     ) -> None:
+        self._locks = locks
         self._store = store
         self._log = journal
         self._circuits = circuits
@@ -74,17 +82,26 @@ class DeliveriesApi:
         return await self._subscription(request)
 
     async def _subscription(self, request: Request) -> str:
+        return (await self._found(request)).id
+
+    async def _found(self, request: Request) -> Subscription:
         subscription_id = str(request.path_params["id"])
         found = await self._store.get(subscription_id)
         # Another tenant's subscription is answered exactly as one that does not exist.
         if found is None or not principal_of(request).sees(found.tenant):
             raise NotFound(f"no subscription {subscription_id[:64]!r}")
-        return subscription_id
+        return found
 
     async def status(self, request: Request) -> Response:
-        """Delivery counts, the last error and the circuit."""
-        subscription_id = await self._subscription(request)
+        """Delivery counts, the last error and the circuit; for a PULL subscription also the
+        deliveries locked by consumers now and when the oldest lock began."""
+        found = await self._found(request)
+        subscription_id = found.id
         doc = await self._log.status(subscription_id)
+        if found.pull and self._locks is not None:
+            stats = await self._locks(subscription_id)
+            doc["locked"] = stats.locked
+            doc["oldestLockAt"] = _timestamp(stats.oldest_lock)
         doc["lastErrorAt"] = _timestamp(doc["lastErrorAt"])
         doc["circuit"] = circuit_document((await self._circuits.circuits()).get(subscription_id))
         return JSONResponse({"id": subscription_id, **doc})

@@ -42,7 +42,7 @@ export async function detail(main, id) {
         h("h2", { id: "settings-title" }, "Filters and settings"),
         facts([
           ["Protocol", sub.protocol],
-          ["Sink", sub.sink],
+          ["Sink", sub.protocol === "PULL" ? "none: consumers receive the events" : sub.sink],
           ["Source", sub.source || "any"],
           ["Types", sub.types ? sub.types.join(", ") : "any"],
           ["Filters", sub.filters.length ? h("pre", {}, pretty(sub.filters)) : "none"],
@@ -77,7 +77,12 @@ export async function detail(main, id) {
         ["Dead letters now", h("span", { "data-status": "deadlettered" }, count(state.deadlettered))],
         ["Dead letters ever", count(state.deadletteredTotal)],
         ["Last error", state.lastError ? h("span", { class: "error-text" }, `${when(state.lastErrorAt)}: ${state.lastError}`) : "none"],
-        ["Sink", circuitFact(state.circuit)],
+        ...(state.locked === undefined
+          ? [["Sink", circuitFact(state.circuit)]]
+          : [
+              ["Locked by consumers", h("span", { "data-status": "locked" }, count(state.locked))],
+              ["Oldest lock", h("span", { "data-status": "oldest-lock" }, lockAge(state.oldestLockAt))],
+            ]),
       ]),
     );
     renderDeadLetters(deadletters, path, page.items, selected, refresh);
@@ -87,6 +92,13 @@ export async function detail(main, id) {
     stop();
     controller.abort();
   };
+}
+
+// How long the oldest lock of a PULL subscription has been held.
+function lockAge(iso) {
+  if (!iso) return "none";
+  const seconds = Math.max(0, Math.round((Date.now() - new Date(iso).getTime()) / 1000));
+  return `${seconds} s (since ${when(iso)})`;
 }
 
 // The sink's circuit: while it is open the backlog waits and one probe at a time goes out.
