@@ -14,7 +14,8 @@ wait for as long as it is hung. The :class:`Watchdog` notices it from the client
   answers 503), new calls fail at once with 503 and ``Retry-After`` (see ``Database``), and the
   callers that chose to (:meth:`Watchdog.bounded`: ingest) are answered 503 at once rather than
   when the server resumes; the statements already sent are left to finish by themselves;
-* the watchdog keeps pinging while the episode lasts; the first answer ends it.
+* the watchdog keeps pinging while the episode lasts; the first answer (to a ping or to a call)
+  ends it.
 
 Under load, answers arrive all the time and the watchdog never pings; on an idle broker a long
 statement costs one ping per :data:`STALL_AFTER`.
@@ -31,6 +32,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg_pool import PoolTimeout
 
 from cebroker.storage.errors import StorageUnavailable
 from cebroker.storage.health import StorageHealth
@@ -91,21 +93,25 @@ class Watchdog:
 
     @contextlib.contextmanager
     def call(self) -> Iterator[None]:
-        """Count a call while it waits for the server; its end (a result or the server's error)
-        is an answer."""
+        """Count a call while it waits for the server; its end (a result or an error from the
+        server or the connection, not a pool's time-out) is an answer."""
         key = next(self._keys)
         self._calls[key] = time.monotonic()
         answered = False
         try:
             yield
             answered = True
-        except (psycopg.Error, StorageUnavailable):
+        except PoolTimeout:  # no connection came free: no answer from the server
+            raise
+        except psycopg.Error:
             answered = True
             raise
         finally:
             del self._calls[key]
             if answered:
                 self._answered = time.monotonic()
+                if self._stalled.is_set():  # it answers again
+                    self._recovered()
 
     def error(self) -> StorageUnavailable:
         """The error of a call refused or abandoned while the server is hung."""
