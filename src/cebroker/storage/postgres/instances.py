@@ -261,7 +261,7 @@ class Membership:
             self.instances = max(1, int(row[1])) if row else 1
             if purge:
                 await conn.execute(
-                    f"DELETE FROM subscription_changes WHERE at < now() - interval '{CHANGES_KEPT}'"
+                    "DELETE FROM subscription_changes WHERE at < now() - %s::interval", (CHANGES_KEPT,)
                 )
             return len(freed), (float(row[0]) if row and row[0] is not None else None)
 
