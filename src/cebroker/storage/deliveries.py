@@ -45,6 +45,9 @@ class Incoming:
     id: str
     subscriptions: tuple[str, ...]
     groups: tuple[str | None, ...] = ()
+    #: The event's trace context, kept with it for every delivery attempt: the publish span's
+    #: ``traceparent``, then ``;tracestate`` if any (None: not traced).
+    trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,8 @@ class Pending:
     owner: str = ""
     #: The replay that queued this delivery (:mod:`cebroker.storage.archive`), None if live.
     replay: str | None = None
+    #: The event's trace context as appended (``Incoming.trace``), None if not traced.
+    trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

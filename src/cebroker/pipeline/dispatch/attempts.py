@@ -13,6 +13,8 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from ceprotocols.errors import DeliveryError
+from ceprotocols.sender import Destination
+from opentelemetry import trace
 
 from cebroker.clock import Clock
 from cebroker.pipeline.dispatch.circuits import Circuits
@@ -21,9 +23,11 @@ from cebroker.pipeline.dispatch.failures import Failures, Schedule
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.subscription import Subscription
+from cebroker.telemetry import NO_TRACING, Tracing
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -60,7 +64,9 @@ class Attempts:
         circuits: Circuits,
         release: Release,
         schedule: Schedule,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
+        self._tracing = tracing
         self._log = journal
         self._senders = senders
         self._circuits = circuits
@@ -98,6 +104,9 @@ class Attempts:
         policy, destination = lane.configure(subscription)
         if lane.limiter is not None:
             await lane.limiter.acquire()
+        if self._tracing.enabled:
+            await self._traced(lane, item, subscription, policy, destination)
+            return
         try:
             await self._senders.get(subscription.protocol).deliver(item.event, destination)
         except DeliveryError as exc:
@@ -112,3 +121,46 @@ class Attempts:
             self._metrics.latency.labels(label).observe(max(0.0, self._clock.now() - item.row.first_at))
             self._completions.delivered(lane, item)
             await self._circuits.answered(lane.id)
+
+    async def _traced(
+        self,
+        lane: Lane,
+        item: Item,
+        subscription: Subscription,
+        policy: DeliveryPolicy,
+        destination: Destination,
+    ) -> None:
+        """:meth:`_attempt`'s send and outcome in an attempt span, whose context the sink gets."""
+        row = item.row
+        span, context = self._tracing.attempt(
+            stored=row.trace,
+            protocol=subscription.protocol,
+            sink=subscription.sink,
+            subscription=lane.id,
+            tenant=subscription.tenant,
+            attempt=row.attempts + 1,
+            event_id=str(item.event.get("id")),
+            circuit="closed" if self._circuits.closed(lane.id) else "half_open",
+            replay=row.replay,
+        )
+        with trace.use_span(span, end_on_exit=False):
+            try:
+                await self._senders.get(subscription.protocol).deliver(item.event, destination, trace=context)
+            except Exception as exc:
+                error = exc if isinstance(exc, DeliveryError) else DeliveryError(f"sender error: {exc!r}")
+                if error is not exc:
+                    log.exception("sender for %s raised an unexpected error", subscription.protocol)
+                outcome = "unrecorded"  # the outcome's write failed: the loader takes it again
+                try:
+                    outcome = await self._failures.failed(lane, item, policy, error)
+                finally:
+                    circuit = "closed" if self._circuits.closed(lane.id) else "open"
+                    Tracing.attempted(span, outcome, status=error.status, error=error, circuit=circuit)
+                return
+        Tracing.attempted(span, "delivered")
+        label = self._metrics.label(lane.id)
+        self._metrics.deliveries.labels(label, "delivered").inc()
+        self._metrics.last_delivered[lane.id] = self._clock.now()
+        self._metrics.latency.labels(label).observe(max(0.0, self._clock.now() - row.first_at))
+        self._completions.delivered(lane, item)
+        await self._circuits.answered(lane.id)

@@ -20,7 +20,8 @@ import logging
 from collections.abc import Mapping
 
 from ceprotocols.errors import DeliveryError, DeliveryRejected
-from ceprotocols.sender import BatchSender
+from ceprotocols.sender import BatchSender, Destination
+from opentelemetry import trace
 
 from cebroker.clock import Clock
 from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, let_go
@@ -35,6 +36,7 @@ from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.subscription import Subscription
+from cebroker.telemetry import NO_TRACING, Tracing
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -55,7 +57,9 @@ class BatchAttempts:
         circuits: Circuits,
         release: Release,
         schedule: Schedule,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
+        self._tracing = tracing
         self._log = journal
         self._circuits = circuits
         self._senders = senders
@@ -104,6 +108,9 @@ class BatchAttempts:
             for _ in held:
                 await lane.limiter.acquire()
         sender = self._senders.get(subscription.protocol)
+        if self._tracing.enabled:
+            await self._traced(lane, held, subscription, policy, destination)
+            return
         try:
             if not isinstance(sender, BatchSender):
                 raise DeliveryRejected(
@@ -125,6 +132,57 @@ class BatchAttempts:
                 latency.observe(max(0.0, now - item.row.first_at))
                 self._completions.delivered(lane, item)
             await self._circuits.answered(lane.id)
+
+    async def _traced(
+        self,
+        lane: Lane,
+        held: list[Item],
+        subscription: Subscription,
+        policy: DeliveryPolicy,
+        destination: Destination,
+    ) -> None:
+        """:meth:`_attempt`'s send and outcomes in one attempt span for the batch."""
+        head = held[0].row
+        span, context = self._tracing.attempt(
+            stored=head.trace,
+            protocol=subscription.protocol,
+            sink=subscription.sink,
+            subscription=lane.id,
+            tenant=subscription.tenant,
+            attempt=head.attempts + 1,
+            event_id=None,
+            circuit="closed" if self._circuits.closed(lane.id) else "half_open",
+            replay=head.replay,
+            others=[item.row.trace for item in held[1:]],
+        )
+        sender = self._senders.get(subscription.protocol)
+        with trace.use_span(span, end_on_exit=False):
+            try:
+                if not isinstance(sender, BatchSender):
+                    raise DeliveryRejected(
+                        f"{subscription.protocol} deliveries cannot be batched", retryable=False
+                    )
+                await sender.deliver_batch([item.event for item in held], destination, trace=context)
+            except Exception as exc:
+                error = exc if isinstance(exc, DeliveryError) else DeliveryError(f"sender error: {exc!r}")
+                if error is not exc:
+                    log.exception("sender for %s raised an unexpected error", subscription.protocol)
+                try:
+                    await self._failed(lane, held, policy, error)
+                finally:
+                    circuit = "closed" if self._circuits.closed(lane.id) else "open"
+                    Tracing.attempted(span, "failed", status=error.status, error=error, circuit=circuit)
+                return
+        Tracing.attempted(span, "delivered")
+        label = self._metrics.label(lane.id)
+        now = self._clock.now()
+        self._metrics.deliveries.labels(label, "delivered").inc(len(held))
+        self._metrics.last_delivered[lane.id] = now
+        latency = self._metrics.latency.labels(label)
+        for item in held:
+            latency.observe(max(0.0, now - item.row.first_at))
+            self._completions.delivered(lane, item)
+        await self._circuits.answered(lane.id)
 
     async def _failed(
         self, lane: Lane, items: list[Item], policy: DeliveryPolicy, error: DeliveryError
