@@ -160,7 +160,7 @@ class Pipeline:
             events, done = clean[start : start + SLICE], written[start : start + SLICE]
             self._dispatcher.accept(events, done, None if traces is None else traces[start : start + SLICE])
             if self.tail is not None and self.tail.active:
-                self.tail.publish(events, done)
+                self.tail.publish(events, done, None if traces is None else traces[start : start + SLICE])
             duplicates += sum(1 for w in done if w is None)
             matches += sum(len(w.deliveries) for w in done if w is not None)
         self._accepted.inc(len(clean) - duplicates)
