@@ -27,9 +27,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from cebroker.storage.base import StorageOptions
@@ -41,6 +42,8 @@ from cebroker.storage.postgres.migrations import migrate
 T = TypeVar("T")
 AsyncConn = psycopg.AsyncConnection[tuple[Any, ...]]
 SyncConn = psycopg.Connection[tuple[Any, ...]]
+#: A statement: literal text, or composed with :mod:`psycopg.sql`.
+Query = LiteralString | sql.SQL | sql.Composed
 
 #: Seconds a call waits for a pooled connection before the server counts as unreachable.
 POOL_TIMEOUT = 5.0
@@ -163,12 +166,12 @@ class Database:
             self.health.succeeded()
         return result
 
-    async def call(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    async def call(self, query: Query, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """Run one statement as a transaction of its own (autocommit) and return its rows: one
         round trip. The broker's functions that only keep books turn ``synchronous_commit``
         off for their own transaction. It counts as a write."""
         async with self.connection() as conn:
-            cur = await conn.execute(sql.encode(), params)
+            cur = await conn.execute(query, params)
             rows = await cur.fetchall()
         self.health.succeeded()
         return rows

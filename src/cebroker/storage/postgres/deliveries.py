@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from psycopg import sql
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.storage.deliveries import HELD_AT, Appended, DeadLetter, DueListener, Incoming, Limits, Pending
@@ -99,10 +100,10 @@ GC_EVENTS = (
     "DELETE FROM pipeline_events e WHERE e.seq = ANY(%s::bigint[]) AND NOT e.archived"
     " AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries d WHERE d.event_seq = e.seq)"
 )
-REPLAY_BUMP = "UPDATE pipeline_replays SET {col} = {col} + %s WHERE id = %s"
+REPLAY_BUMP = sql.SQL("UPDATE pipeline_replays SET {col} = {col} + %s WHERE id = %s")
 #: Held (shared) by every append until it commits; see the module docstring.
 BOUNDARY = 0x63656272_7265706C & 0x7FFF_FFFF_FFFF_FFFF
-BUMP = (
+BUMP = sql.SQL(
     "INSERT INTO pipeline_stats AS s (subscription, {col}) VALUES (%s, %s)"
     " ON CONFLICT (subscription) DO UPDATE SET {col} = s.{col} + excluded.{col}"
 )
@@ -437,7 +438,7 @@ class PostgresDeliveryLog:
             if replay is not None:
                 counts[replay] = counts.get(replay, 0) + 1
         for replay, count in sorted(counts.items()):
-            await conn.execute(REPLAY_BUMP.format(col=col).encode(), (count, replay))
+            await conn.execute(REPLAY_BUMP.format(col=sql.Identifier(col)), (count, replay))
 
     # -- dispatch ----------------------------------------------------------------------------
 
@@ -588,17 +589,18 @@ class PostgresDeliveryLog:
         now = self._clock.now()
 
         async def job(conn: AsyncConn) -> int:
-            gone = await self._delete(conn, "id = ANY(%s::bigint[])", (ids,))
+            gone = await self._delete(conn, sql.SQL("id = ANY(%s::bigint[])"), (ids,))
             await self.settle(conn, gone, now)
             return len(gone)
 
         return await self._db.run(job, durable=False)
 
     @staticmethod
-    async def _delete(conn: AsyncConn, where: str, params: tuple[Any, ...]) -> list[Removed]:
-        query = f"DELETE FROM pipeline_deliveries WHERE {where} "
-        query += " RETURNING event_seq, subscription, orderkey, replay"
-        cur = await conn.execute(query.encode(), params)
+    async def _delete(conn: AsyncConn, where: sql.SQL, params: tuple[Any, ...]) -> list[Removed]:
+        query = sql.SQL(
+            "DELETE FROM pipeline_deliveries WHERE {} RETURNING event_seq, subscription, orderkey, replay"
+        ).format(where)
+        cur = await conn.execute(query, params)
         return [(int(r[0]), str(r[1]), r[2], r[3]) for r in await cur.fetchall()]
 
     async def reschedule(self, item: Pending, attempts: int, next_at: float, error: str) -> None:
@@ -614,7 +616,7 @@ class PostgresDeliveryLog:
                 )
                 await conn.execute(FAILED, (item.subscription, error, now))
                 if item.replay is not None:
-                    await conn.execute(REPLAY_BUMP.format(col="failed").encode(), (1, item.replay))
+                    await conn.execute(REPLAY_BUMP.format(col=sql.Identifier("failed")), (1, item.replay))
 
         await self._db.run(job, durable=False)
 
@@ -626,7 +628,7 @@ class PostgresDeliveryLog:
 
         async def job(conn: AsyncConn) -> None:
             gone = await self._delete(
-                conn, "id = %s AND (owner IS NULL OR owner = %s)", (item.id, item.owner)
+                conn, sql.SQL("id = %s AND (owner IS NULL OR owner = %s)"), (item.id, item.owner)
             )
             async with conn.pipeline():
                 if gone:
@@ -644,11 +646,13 @@ class PostgresDeliveryLog:
                             now,
                         ),
                     )
-                    await conn.execute(BUMP.format(col="deadlettered").encode(), (item.subscription, 1))
+                    await conn.execute(
+                        BUMP.format(col=sql.Identifier("deadlettered")), (item.subscription, 1)
+                    )
                     await self.replay_counts(conn, "deadlettered", gone)
                 await conn.execute(FAILED, (item.subscription, error, now))
                 if item.replay is not None:
-                    await conn.execute(REPLAY_BUMP.format(col="failed").encode(), (1, item.replay))
+                    await conn.execute(REPLAY_BUMP.format(col=sql.Identifier("failed")), (1, item.replay))
             await self.settle(conn, gone, now)
 
         await self._db.run(job, durable=False)
@@ -685,7 +689,9 @@ class PostgresDeliveryLog:
                     for seq, group, replay in zip(seqs, groups, replays, strict=True)
                 ]
                 async with conn.pipeline():
-                    await conn.execute(BUMP.format(col="deadlettered").encode(), (subscription, len(made)))
+                    await conn.execute(
+                        BUMP.format(col=sql.Identifier("deadlettered")), (subscription, len(made))
+                    )
                     await self.replay_counts(conn, "deadlettered", gone)
                 # the events nothing needs, the backlog, the next delivery of each ordering group
                 await self.settle(conn, gone, now)
@@ -728,11 +734,12 @@ class PostgresDeliveryLog:
         now = self._clock.now()
 
         async def job(conn: AsyncConn) -> int:
-            picked = "AND id = ANY(%s::bigint[])" if ids is not None else ""
+            picked = sql.SQL("AND id = ANY(%s::bigint[])" if ids is not None else "")
             params: tuple[Any, ...] = (subscription, list(ids)) if ids is not None else (subscription,)
             cur = await conn.execute(
-                f"DELETE FROM pipeline_deadletters WHERE subscription = %s {picked}"
-                " RETURNING id, event".encode(),
+                sql.SQL(
+                    "DELETE FROM pipeline_deadletters WHERE subscription = %s {} RETURNING id, event"
+                ).format(picked),
                 params,
             )
             rows = sorted(await cur.fetchall())
