@@ -126,6 +126,7 @@ class PipelineComponent:
                 self._replayed,
                 clock=clock,
                 receive=self.matcher.receive_filter,
+                tracing=tracing,
             )
             self._pruner = Pruner(
                 archive,
