@@ -113,3 +113,34 @@ async def test_the_archive_and_a_replay_count_what_a_confirmation_removes(kept: 
     (state,) = await archive.replays("a")
     assert (state.delivered, state.failed, state.deadlettered, state.pending) == (1, 2, 1, 1)
     assert (await archive.stats()).events == 3  # dead-lettered or confirmed, archived events stay
+
+
+async def test_one_tenant_cannot_suppress_another_tenants_event(storage: Storage) -> None:
+    """Finding 7: a tenant publishes an event with another tenant's source and that tenant's next
+    id first; the victim's own event with that id is still accepted and delivered, and each
+    tenant's own repeat is still a duplicate (de-duplication is per publishing tenant)."""
+    log = storage.deliveries
+    event = {"specversion": "1.0", "id": "order-7", "source": "/victim/orders", "type": "t"}
+    forged = Incoming({**event, "data": "forged"}, "/victim/orders", "order-7", ("sub",), tenant="mallory")
+    real = Incoming(event, "/victim/orders", "order-7", ("sub",), tenant="victim")
+    first, second = await log.append([forged]), await log.append([real])
+    assert [first[0] is not None, second[0] is not None] == [True, True]  # different publishers
+    assert await log.append([real]) == [None]  # the victim's repeat is a duplicate
+    assert await log.append([forged]) == [None]  # and so is the forger's
+    anonymous = Incoming(event, "/victim/orders", "order-7", ("sub",))
+    assert (await log.append([anonymous]))[0] is not None  # no tenant: a publisher of its own
+    rows, _ = await log.due("sub", 10)
+    assert sorted(json.loads(r.body or "").get("data", "real") for r in rows) == ["forged", "real", "real"]
+
+
+async def test_within_one_append_keys_are_per_tenant(storage: Storage) -> None:
+    log = storage.deliveries
+    event = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t"}
+    done = await log.append(
+        [
+            Incoming(event, "/s", "1", ("a",), tenant="t1"),
+            Incoming(event, "/s", "1", ("a",), tenant="t2"),
+            Incoming(event, "/s", "1", ("a",), tenant="t1"),
+        ]
+    )
+    assert [d is not None for d in done] == [True, True, False]

@@ -107,8 +107,12 @@ class Pipeline:
         permit: Callable[[dict[str, Any]], bool] | None = None,
         transport: TraceContext | None = None,
         protocol: str | None = None,
+        tenant: str | None = None,
     ) -> IngestResult:
         """Like :meth:`ingest`; ``batch=False`` names problems ``/<attribute>`` (one event).
+
+        ``tenant`` is the publisher's tenant (None: none): events are de-duplicated per
+        publishing tenant (:class:`~cebroker.storage.deliveries.Incoming`).
 
         A large batch is checked and matched in slices of :data:`SLICE` events with a pause for
         the event loop in between, so that other requests are served meanwhile. ``permit`` is the
@@ -150,9 +154,9 @@ class Pipeline:
             return IngestResult(accepted=0, duplicates=0)
         traces: list[str | None] | None = None
         if self._tracing.enabled:
-            written, traces = await self._traced_append(clean, transport, protocol)
+            written, traces = await self._traced_append(clean, tenant or "", transport, protocol)
         else:
-            written = await self._append(clean)
+            written = await self._append(clean, tenant or "")
         duplicates = matches = 0
         for start in range(0, len(clean), SLICE):
             if start:
@@ -172,7 +176,7 @@ class Pipeline:
         return IngestResult(accepted=accepted, duplicates=duplicates)
 
     async def _traced_append(
-        self, clean: list[dict[str, Any]], transport: TraceContext | None, protocol: str | None
+        self, clean: list[dict[str, Any]], tenant: str, transport: TraceContext | None, protocol: str | None
     ) -> tuple[list[Appended | None], list[str | None]]:
         """:meth:`_append` with a publish span per event and a match span over them; each
         event's trace context goes into the log with it."""
@@ -180,7 +184,7 @@ class Pipeline:
         traces: list[str | None] = [stored_context(span) for span in spans]
         match = self._tracing.match(spans)
         try:
-            written = await self._append(clean, traces)
+            written = await self._append(clean, tenant, traces)
         except BaseException as exc:
             Tracing.published(spans, None, exc)
             match.end()
@@ -193,7 +197,7 @@ class Pipeline:
         return written, traces
 
     async def _append(
-        self, clean: list[dict[str, Any]], traces: list[str | None] | None = None
+        self, clean: list[dict[str, Any]], tenant: str, traces: list[str | None] | None = None
     ) -> list[Appended | None]:
         """Match and commit; when a shared log finds the index behind a subscription change made
         by another instance, catch up and match again, so no event is matched against a stale
@@ -201,13 +205,13 @@ class Pipeline:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._matching.add(done)
         try:
-            return await self._match_and_append(clean, traces)
+            return await self._match_and_append(clean, tenant, traces)
         finally:
             self._matching.discard(done)
             done.set_result(None)
 
     async def _match_and_append(
-        self, clean: list[dict[str, Any]], traces: list[str | None] | None
+        self, clean: list[dict[str, Any]], tenant: str, traces: list[str | None] | None
     ) -> list[Appended | None]:
         for attempt in range(CATCH_UP_ROUNDS):
             # Read before matching. Matching a large batch pauses for the event loop between
@@ -219,10 +223,10 @@ class Pipeline:
                 if start:
                     await asyncio.sleep(0)
                 if traces is None:
-                    items.extend(self._incoming(e) for e in clean[start : start + SLICE])
+                    items.extend(self._incoming(e, tenant) for e in clean[start : start + SLICE])
                 else:
                     items.extend(
-                        self._incoming(e, t)
+                        self._incoming(e, tenant, t)
                         for e, t in zip(
                             clean[start : start + SLICE], traces[start : start + SLICE], strict=True
                         )
@@ -241,17 +245,17 @@ class Pipeline:
             return written
         raise AssertionError("unreachable")  # the last round returns or raises
 
-    def _incoming(self, event: dict[str, Any], trace: str | None = None) -> Incoming:
-        """The event, matched, with the ordering groups of its ordered subscriptions (and its
-        trace context, when traced)."""
+    def _incoming(self, event: dict[str, Any], tenant: str, trace: str | None = None) -> Incoming:
+        """The event, matched, with the ordering groups of its ordered subscriptions, published
+        by ``tenant`` (and its trace context, when traced)."""
         matched = self._matcher.match(event)
         ordered = self._matcher.ordered
         if ordered and not ordered.isdisjoint(matched):
             key = partition_key(event)
             if key is not None:
                 groups = tuple(key if sub in ordered else None for sub in matched)
-                return Incoming(event, event["source"], event["id"], matched, groups, trace)
-        return Incoming(event, event["source"], event["id"], matched, (), trace)
+                return Incoming(event, event["source"], event["id"], matched, groups, tenant, trace)
+        return Incoming(event, event["source"], event["id"], matched, tenant=tenant, trace=trace)
 
     async def _check_definitions(self, events: list[dict[str, Any]], batch: bool) -> None:
         if self.validator is None or self.validation_mode is ValidationMode.OFF:

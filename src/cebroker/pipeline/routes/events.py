@@ -65,11 +65,17 @@ class EventsApi:
             except (PayloadTooLarge, UnsupportedMediaType, ValidationError) as exc:
                 self._metrics.events_rejected.labels(type(exc).__name__.lower()).inc()
                 raise
-            permit = self._permit(principal_of(request))
+            principal = principal_of(request)
+            # De-duplicated per publishing tenant: one tenant cannot suppress another's events.
             # Counts its own refusals. The request's trace context is read only when tracing.
             transport = transport_context(request.headers) if self._pipeline.traced else None
             result = await self._pipeline.accept(
-                events, batch=batch, permit=permit, transport=transport, protocol="http"
+                events,
+                batch=batch,
+                permit=self._permit(principal),
+                tenant=principal.tenant,
+                transport=transport,
+                protocol="http",
             )
             await release(events)
         finally:

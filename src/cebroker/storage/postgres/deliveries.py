@@ -25,6 +25,15 @@ whoever claims it now (``cebroker_complete``: one statement for a batch of compl
 The backlog is counted in ``pipeline_backlog``, one shard per connection, by every write that
 adds or removes deliveries.
 
+**Lock order.** Every transaction here and in the server functions takes its locks in one order,
+so that no two wait for each other in a cycle (no ``deadlock detected``): the replays' boundary
+lock; the delivery rows it removes or claims, with the claims counts their triggers keep (in
+subscription order); the replays' rows (in replay order); the ordering groups' advisory locks
+(in key order); the stats rows (in subscription order); the backlog and archive shards, last.
+One exception: cancelling a replay locks the replay's row before it removes the replay's
+unclaimed deliveries, which completions (of claimed deliveries) do not touch unless a claim was
+taken over meanwhile.
+
 With a retention every event is written ``archived`` and stays until
 :class:`~cebroker.storage.postgres.archive.PostgresEventArchive` prunes it; otherwise an event
 row goes with its last delivery. Every append holds a shared advisory lock (:data:`BOUNDARY`)
@@ -318,6 +327,7 @@ class PostgresDeliveryLog:
         """One transaction, one statement, one round trip (``cebroker_append``) for the group."""
         now = self._clock.now()
         versions: list[int | None] = []
+        tenants: list[str] = []
         sources: list[str] = []
         ids: list[str] = []
         bodies: list[str] = []
@@ -329,6 +339,7 @@ class PostgresDeliveryLog:
         for call in calls:
             for item, body in zip(call.items, call.bodies, strict=True):
                 versions.append(call.version)
+                tenants.append(item.tenant)
                 sources.append(item.source)
                 ids.append(item.id)
                 bodies.append(body)
@@ -345,11 +356,12 @@ class PostgresDeliveryLog:
             return
         rows = await self._db.call(
             "SELECT * FROM cebroker_append(%s, %s, %s::bigint[], %s::text[], %s::text[], %s::text[],"
-            " %s::text[], %s::int[], %s::text[], %s::text[], %s, %s, %s)",
+            " %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s, %s, %s)",
             (
                 now,
                 now - self.dedup_window,
                 versions,
+                tenants,
                 sources,
                 ids,
                 bodies,
@@ -425,15 +437,23 @@ class PostgresDeliveryLog:
             await rows.insert(conn, now)
 
     async def settle(self, conn: AsyncConn, gone: list[Removed], now: float) -> None:
-        """Deliveries ``gone`` were deleted in this transaction: remove their events if nothing
-        needs them, take them off the backlog, release the next of their ordering groups."""
+        """Deliveries ``gone`` were deleted in this transaction: release the next of their
+        ordering groups, remove their events if nothing needs them, take them off the backlog.
+        In the lock order (module docstring): the groups before the backlog shard, which comes
+        last; a caller that counts stats or replays does it before (:meth:`lock_removed`)."""
         if not gone:
             return
+        due = await ordering.release(conn, [(g[1], g[2]) for g in gone], now)
         async with conn.pipeline():
             await conn.execute(GC_EVENTS, (sorted({g[0] for g in gone}),))
             await conn.execute(COUNT, (-len(gone),))
-        due = await ordering.release(conn, [(g[1], g[2]) for g in gone], now)
         await notify_due(conn, due)
+
+    @staticmethod
+    async def lock_removed(conn: AsyncConn, gone: list[Removed]) -> None:
+        """Take the locks of the ordering groups of deliveries ``gone`` (deleted in this
+        transaction) now, before any stats row: the lock order of the module docstring."""
+        await ordering.lock(conn, [(g[1], g[2]) for g in gone])
 
     @staticmethod
     async def replay_counts(conn: AsyncConn, col: str, gone: list[Removed]) -> None:
@@ -620,9 +640,9 @@ class PostgresDeliveryLog:
                     " owner = NULL WHERE id = %s AND (owner IS NULL OR owner = %s)",
                     (attempts, next_at, error, item.id, item.owner),
                 )
-                await conn.execute(FAILED, (item.subscription, error, now))
-                if item.replay is not None:
+                if item.replay is not None:  # the replay's row before the stats row (lock order)
                     await conn.execute(REPLAY_BUMP.format(col=sql.Identifier("failed")), (1, item.replay))
+                await conn.execute(FAILED, (item.subscription, error, now))
 
         await self._db.run(job, durable=False)
 
@@ -636,6 +656,12 @@ class PostgresDeliveryLog:
             gone = await self._delete(
                 conn, sql.SQL("id = %s AND (owner IS NULL OR owner = %s)"), (item.id, item.owner)
             )
+            # in the lock order: the replay's row, the group, the stats rows, the backlog shard
+            async with conn.pipeline():
+                await self.replay_counts(conn, "deadlettered", gone)
+                if item.replay is not None:
+                    await conn.execute(REPLAY_BUMP.format(col=sql.Identifier("failed")), (1, item.replay))
+            await self.lock_removed(conn, gone)
             async with conn.pipeline():
                 if gone:
                     await conn.execute(
@@ -657,10 +683,7 @@ class PostgresDeliveryLog:
                     await conn.execute(
                         BUMP.format(col=sql.Identifier("deadlettered")), (item.subscription, 1)
                     )
-                    await self.replay_counts(conn, "deadlettered", gone)
                 await conn.execute(FAILED, (item.subscription, error, now))
-                if item.replay is not None:
-                    await conn.execute(REPLAY_BUMP.format(col=sql.Identifier("failed")), (1, item.replay))
             await self.settle(conn, gone, now)
 
         await self._db.run(job, durable=False)
@@ -696,12 +719,12 @@ class PostgresDeliveryLog:
                     (int(seq), subscription, group, replay)
                     for seq, group, replay in zip(seqs, groups, replays, strict=True)
                 ]
+                # in the lock order: the replays' rows, the groups, the stats row, the backlog
                 async with conn.pipeline():
-                    await conn.execute(
-                        BUMP.format(col=sql.Identifier("deadlettered")), (subscription, len(made))
-                    )
                     await self.replay_counts(conn, "deadlettered", gone)
-                # the events nothing needs, the backlog, the next delivery of each ordering group
+                await self.lock_removed(conn, gone)
+                await conn.execute(BUMP.format(col=sql.Identifier("deadlettered")), (subscription, len(made)))
+                # the next delivery of each ordering group, the events nothing needs, the backlog
                 await self.settle(conn, gone, now)
             cur = await conn.execute(
                 "SELECT min(first_at) FROM pipeline_deliveries WHERE subscription = %s", (subscription,)
@@ -840,19 +863,20 @@ class PostgresDeliveryLog:
                 "DELETE FROM pipeline_deliveries WHERE subscription = %s RETURNING event_seq", (subscription,)
             )
             gone = [int(r[0]) for r in await cur.fetchall()]
+            # in the lock order: the replays' rows, the stats row, the backlog shard last
             async with conn.pipeline():
-                if gone:
-                    await conn.execute(GC_EVENTS, (gone,))
-                    await conn.execute(COUNT, (-len(gone),))
+                await conn.execute("DELETE FROM pipeline_replays WHERE subscription = %s", (subscription,))
                 await conn.execute(
                     "DELETE FROM pipeline_deadletters WHERE subscription = %s", (subscription,)
                 )
                 await conn.execute("DELETE FROM pipeline_stats WHERE subscription = %s", (subscription,))
-                await conn.execute("DELETE FROM pipeline_replays WHERE subscription = %s", (subscription,))
                 await conn.execute(
                     "DELETE FROM pipeline_buckets WHERE key = %s", (f"subscription {subscription}",)
                 )
                 await conn.execute("DELETE FROM pipeline_claims WHERE subscription = %s", (subscription,))
+                if gone:
+                    await conn.execute(GC_EVENTS, (gone,))
+                    await conn.execute(COUNT, (-len(gone),))
             return len(gone)
 
         return await self._db.run(job)

@@ -2,13 +2,14 @@
 -- any; NULL when not traced), kept with the event so that every delivery attempt, on any
 -- instance and after any delay, joins its trace; a dead letter keeps it too, for the attempts
 -- after a redrive. The append takes the events' contexts (NULL: none is traced) and the claims
--- return them: both functions are defined again with the column, otherwise as in step 2.
+-- return them: the three functions are defined again with the column, otherwise as in steps 2
+-- (the claims) and 4 (the append).
 ALTER TABLE pipeline_events ADD COLUMN trace text;
 ALTER TABLE pipeline_deadletters ADD COLUMN trace text;
 DROP FUNCTION cebroker_claim_many(text[], text, double precision, int[], int[], double precision[]);
 DROP FUNCTION cebroker_claim(text, text, double precision, int, int, double precision);
-DROP FUNCTION cebroker_append(double precision, double precision, bigint[], text[], text[], text[], int[],
-    text[], text[], boolean, double precision, bigint);
+DROP FUNCTION cebroker_append(double precision, double precision, bigint[], text[], text[], text[], text[],
+    int[], text[], text[], boolean, double precision, bigint);
 CREATE FUNCTION cebroker_claim(p_sub text, p_owner text, p_now double precision, p_limit int,
         p_concurrency int, p_rate double precision)
     RETURNS TABLE (id bigint, event_seq bigint, attempts int, first_at double precision, body text,
@@ -81,7 +82,8 @@ BEGIN
     END LOOP;
 END $$;
 CREATE FUNCTION cebroker_append(p_now double precision, p_horizon double precision, p_versions bigint[],
-        p_sources text[], p_ids text[], p_bodies text[], p_traces text[], p_items int[], p_subs text[], p_groups text[],
+        p_tenants text[], p_sources text[], p_ids text[], p_bodies text[], p_traces text[], p_items int[],
+        p_subs text[], p_groups text[],
         p_keep boolean, p_held double precision, p_boundary bigint)
     RETURNS TABLE (item int, seq bigint, delivery bigint, subscription text, latest bigint)
     -- planned for each call's arrays: a plan made for arrays of unknown length joins a large
@@ -108,24 +110,25 @@ BEGIN
         PERFORM cebroker_lock_groups(p_subs, p_groups);
     END IF;
     -- Items matched against an older subscription version are left out (the caller matches
-    -- them again); of the others, the first of each (source, id) is fresh if this statement
+    -- them again); of the others, the first of each (tenant, source, id) is fresh if this statement
     -- wrote its key (also against another instance: the second writer waits, then finds it).
     SELECT version INTO v_latest FROM subscription_version;
     WITH items AS MATERIALIZED (
-        SELECT u.item::int, u.source, u.id, u.body, u.trace
-        FROM unnest(p_versions, p_sources, p_ids, p_bodies, p_traces) WITH ORDINALITY
-            AS u (version, source, id, body, trace, item)
+        SELECT u.item::int, u.tenant, u.source, u.id, u.body, u.trace
+        FROM unnest(p_versions, p_tenants, p_sources, p_ids, p_bodies, p_traces) WITH ORDINALITY
+            AS u (version, tenant, source, id, body, trace, item)
         WHERE u.version IS NULL OR u.version >= v_latest),
     firsts AS MATERIALIZED (
-        SELECT DISTINCT ON (i.source, i.id) i.item, i.source, i.id FROM items i
-        ORDER BY i.source, i.id, i.item),
+        SELECT DISTINCT ON (i.tenant, i.source, i.id) i.item, i.tenant, i.source, i.id FROM items i
+        ORDER BY i.tenant, i.source, i.id, i.item),
     fresh AS (
-        INSERT INTO pipeline_seen AS s (source, id, at)
-        SELECT f.source, f.id, p_now FROM firsts f ORDER BY f.source, f.id
-        ON CONFLICT (source, id) DO UPDATE SET at = excluded.at WHERE s.at < p_horizon
-        RETURNING s.source, s.id),
+        INSERT INTO pipeline_seen AS s (tenant, source, id, at)
+        SELECT f.tenant, f.source, f.id, p_now FROM firsts f ORDER BY f.tenant, f.source, f.id
+        ON CONFLICT (tenant, source, id) DO UPDATE SET at = excluded.at WHERE s.at < p_horizon
+        RETURNING s.tenant, s.source, s.id),
     kept AS MATERIALIZED (
-        SELECT f.item FROM firsts f JOIN fresh k ON k.source = f.source AND k.id = f.id),
+        SELECT f.item FROM firsts f
+        JOIN fresh k ON k.tenant = f.tenant AND k.source = f.source AND k.id = f.id),
     wanted AS MATERIALIZED (
         SELECT d.item, d.sub, d.grp, d.n
         FROM unnest(p_items, p_subs, coalesce(p_groups, array_fill(NULL::text, ARRAY[cardinality(p_items)])))
