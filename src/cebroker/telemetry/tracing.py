@@ -68,9 +68,10 @@ def _context(carrier: Mapping[str, str]) -> Context | None:
     return context if span.get_span_context().is_valid else None
 
 
-def incoming_context(event: Mapping[str, Any], transport: TraceContext | None) -> Context | None:
+def incoming_context(event: Mapping[str, Any], transport: Context | None) -> Context | None:
     """The parent of an event's publish span: its own ``traceparent`` attribute (and
-    ``tracestate``) if valid, else the transport's context, else None (a new trace)."""
+    ``tracestate``) if valid, else the transport's context (parsed once per request), else None
+    (a new trace)."""
     own = event.get("traceparent")
     if isinstance(own, str):
         state = event.get("tracestate")
@@ -80,9 +81,7 @@ def incoming_context(event: Mapping[str, Any], transport: TraceContext | None) -
         found = _context(carrier)
         if found is not None:
             return found
-    if transport is not None:
-        return _context(dict(transport.pairs()))
-    return None
+    return transport
 
 
 def transport_context(headers: Mapping[str, str]) -> TraceContext | None:
@@ -117,6 +116,7 @@ class Tracing:
         """Start one publish span per event (ended by :meth:`published`)."""
         spans: list[Span] = []
         count = len(events)
+        parent = _context(dict(transport.pairs())) if transport is not None else None
         for event in events:
             attributes: dict[str, Any] = {
                 "messaging.system": SYSTEM,
@@ -137,7 +137,7 @@ class Tracing:
             spans.append(
                 self._tracer.start_span(
                     "publish",
-                    context=incoming_context(event, transport),
+                    context=incoming_context(event, parent),
                     kind=SpanKind.PRODUCER,
                     attributes=attributes,
                 )

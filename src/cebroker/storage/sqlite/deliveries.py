@@ -44,9 +44,14 @@ SEEN_INSERT = (
     "INSERT INTO pipeline_seen (tenant, source, id, at) SELECT value->>0, value->>1, value->>2, ?2"
     " FROM json_each(?1) WHERE true ON CONFLICT (tenant, source, id) DO UPDATE SET at = excluded.at"
 )
-# ``value->1`` is the event object as JSON text (SQLite keeps number and string spellings);
-# ``value->>2`` its trace context, when the row has one (NULL past the end of a shorter row).
+# ``value->1`` is the event object as JSON text (SQLite keeps number and string spellings).
 EVENTS_INSERT = (
+    "INSERT INTO pipeline_events (seq, body, received, archived) "
+    "SELECT value->>0, value->1, ?2, ?3 FROM json_each(?1)"
+)
+# The same with each event's trace context, ``value->>2`` (NULL past the end of a shorter row):
+# used only when an event of the call is traced, so untraced ingest parses no more than before.
+EVENTS_INSERT_TRACED = (
     "INSERT INTO pipeline_events (seq, body, received, archived, trace) "
     "SELECT value->>0, value->1, ?2, ?3, value->>2 FROM json_each(?1)"
 )
@@ -258,6 +263,7 @@ class SqliteDeliveryLog:
         out: list[Appended | None] = []
         seen: list[tuple[str, str, str]] = []
         events: list[tuple[Any, ...]] = []
+        traced = False
         size = 0
         deliveries: list[NewDelivery] = []
         for index, (item, key) in enumerate(zip(items, keys, strict=True)):
@@ -279,7 +285,11 @@ class SqliteDeliveryLog:
                     stored: Any = orjson.Fragment(body)
                 else:
                     stored = event if isinstance(event, Mapping) else orjson.Fragment(event)
-                events.append((seq, stored) if item.trace is None else (seq, stored, item.trace))
+                if item.trace is None:
+                    events.append((seq, stored))
+                else:
+                    events.append((seq, stored, item.trace))
+                    traced = True
                 groups = item.groups or (None,) * len(item.subscriptions)
                 for sub, group in zip(item.subscriptions, groups, strict=True):
                     row = NewDelivery(seq, sub, group, id=self.take_id())
@@ -288,8 +298,9 @@ class SqliteDeliveryLog:
             out.append(Appended(seq, now, pairs))
         for _, new_keys in _chunks(seen):
             conn.execute(SEEN_INSERT, (orjson.dumps(new_keys), now))
+        insert = EVENTS_INSERT_TRACED if traced else EVENTS_INSERT
         for _, new_events in _chunks(events):
-            conn.execute(EVENTS_INSERT, (orjson.dumps(new_events), now, 1 if keep else 0))
+            conn.execute(insert, (orjson.dumps(new_events), now, 1 if keep else 0))
         if keep and events:
             conn.execute(ARCHIVE_ADD, (len(events), size))
         self.write_deliveries(conn, deliveries, now)
