@@ -204,3 +204,19 @@ def test_json_log_lines_of_a_traced_request_carry_its_trace_id(traced: Broker) -
     assert line["trace_id"] == TRACE_ID
     assert len(line["span_id"]) == 16
     assert line["span_id"] != PRODUCER_SPAN
+
+
+def test_with_telemetry_off_deliveries_carry_no_context_of_the_broker(broker: Broker, sink: Sink) -> None:
+    """Off by default: no span, so no ``traceparent`` header of the broker's own; the event's
+    distributed-tracing attribute is still forwarded unchanged (``ce-traceparent``)."""
+    broker.subscribe(f"{sink.url}/hook")
+    own = f"00-{TRACE_ID}-{PRODUCER_SPAN}-01"
+    sent = broker.http.post(
+        "/events",
+        json=event(1, traceparent=own),
+        headers={"content-type": "application/cloudevents+json", "traceparent": TRACEPARENT},
+    )
+    assert sent.status_code == 202
+    [delivered] = sink.wait("/hook", 1)
+    assert "traceparent" not in delivered.headers
+    assert delivered.headers["ce-traceparent"] == own
