@@ -220,3 +220,16 @@ def test_with_telemetry_off_deliveries_carry_no_context_of_the_broker(broker: Br
     [delivered] = sink.wait("/hook", 1)
     assert "traceparent" not in delivered.headers
     assert delivered.headers["ce-traceparent"] == own
+
+
+def test_request_metrics_are_bounded_by_template_and_known_methods(broker: Broker) -> None:
+    """Raw paths and made-up methods never become series of their own."""
+    for n in range(3):
+        assert broker.http.request("PROPFIND", f"/subscriptions/x{n}").status_code == 405
+        assert broker.http.get(f"/no/such/{n}").status_code == 404
+    metrics = broker.http.get("/metrics").text
+    name = "cebroker_http_server_request_duration_seconds_count"
+    assert f'{name}{{method="_OTHER",route="/subscriptions/{{id}}",status="405"}} 3.0' in metrics
+    assert f'{name}{{method="GET",route="(unmatched)",status="404"}} 3.0' in metrics
+    assert "PROPFIND" not in metrics
+    assert "/no/such" not in metrics

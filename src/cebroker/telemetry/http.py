@@ -20,6 +20,9 @@ from cebroker.telemetry.tracing import Tracing, transport_context
 
 #: The route label of a request no route matched (a 404).
 UNMATCHED = "(unmatched)"
+#: Methods counted by name; any other is ``_OTHER`` (the semantic conventions' spelling), so a
+#: client cannot make a series per made-up method.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 #: Routes whose requests get no server span (their own spans cover them).
 UNTRACED = frozenset({("POST", "/events")})
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -36,6 +39,18 @@ class HttpMetrics:
             buckets=_BUCKETS,
             registry=registry,
         )
+        # Each series' child, looked up once: ``labels`` takes a lock and builds its key on
+        # every call, which the ingest of single events would pay per request. Bounded: routes
+        # are templates, methods and statuses few.
+        self._series: dict[tuple[str, str, int], Histogram] = {}
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Count one request."""
+        key = (route, method if method in METHODS else "_OTHER", status)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = self.duration.labels(key[0], key[1], str(status))
+        series.observe(seconds)
 
 
 def route_template(scope: Scope) -> str:
@@ -71,7 +86,7 @@ class HttpTelemetry:
             finally:
                 self._observe(scope, answer.status, started)
             return
-        method = scope["method"]
+        method = scope["method"] if scope["method"] in METHODS else "_OTHER"
         headers = {
             k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k in _TRACE_HEADERS
         }
@@ -93,9 +108,7 @@ class HttpTelemetry:
             self._observe(scope, answer.status, started)
 
     def _observe(self, scope: Scope, status: int, started: float) -> None:
-        self._metrics.duration.labels(route_template(scope), scope["method"], str(status)).observe(
-            time.perf_counter() - started
-        )
+        self._metrics.observe(route_template(scope), scope["method"], status, time.perf_counter() - started)
 
 
 class _Answer:
