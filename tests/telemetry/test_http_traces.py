@@ -233,3 +233,53 @@ def test_request_metrics_are_bounded_by_template_and_known_methods(broker: Broke
     assert f'{name}{{method="GET",route="(unmatched)",status="404"}} 3.0' in metrics
     assert "PROPFIND" not in metrics
     assert "/no/such" not in metrics
+
+
+def test_a_batch_delivery_is_one_attempt_span_linked_to_every_event(
+    traced: Broker, receiver: Receiver, sink: Sink
+) -> None:
+    traced.subscribe(
+        f"{sink.url}/batch",
+        protocolsettings={"contentmode": "batch"},
+        config={"maxbatchsize": "10", "maxbatchdelay": "0.3"},
+        source="/tests",
+    )
+    others = ["1af7651916cd43dd8448eb211c80319c", "2af7651916cd43dd8448eb211c80319c"]
+    batch = [
+        event(1),
+        *(event(n + 2, traceparent=f"00-{t}-b7ad6b7169203331-01") for n, t in enumerate(others)),
+    ]
+    sent = traced.http.post(
+        "/events",
+        content=json.dumps(batch),
+        headers={"content-type": "application/cloudevents-batch+json", "traceparent": TRACEPARENT},
+    )
+    assert sent.status_code == 202
+    got = wait_for(
+        lambda: sink.at("/batch"),
+        lambda got: sum(len(json.loads(r.body)) for r in got) >= 3,
+        20.0,
+        "the three events in batches",
+    )
+    publishes = {trace_id: receiver.wait_spans(trace_id, "publish", 1)[0] for trace_id in (TRACE_ID, *others)}
+    attempts = wait_for(
+        lambda: [
+            s
+            for s in receiver.named("send HTTP")
+            if s.span_id in {r.headers["traceparent"][36:52] for r in got}
+        ],
+        lambda found: len(found) == len(got),
+        20.0,
+        "an attempt span per batch request",
+    )
+    linked = {link for span in attempts for link in span.links}
+    for trace_id, publish in publishes.items():
+        assert (trace_id, publish.span_id) in linked
+    for span, request in zip(
+        sorted(attempts, key=lambda s: s.span_id),
+        sorted(got, key=lambda r: r.headers["traceparent"][36:52]),
+        strict=True,
+    ):
+        assert span.attributes["cebroker.delivery.outcome"] == "delivered"
+        assert span.attributes.get("messaging.batch.message_count", 1) == len(json.loads(request.body))
+        assert request.headers["traceparent"] == f"00-{span.trace_id}-{span.span_id}-01"

@@ -48,6 +48,15 @@ async def let_go(
         release(lane, item.row.id)
 
 
+def sender_error(exc: Exception, protocol: str) -> DeliveryError:
+    """What a sender raised, as a delivery error (call it in the ``except`` block): a sender bug
+    must not kill the lane, so anything else is logged with its traceback and is transient."""
+    if isinstance(exc, DeliveryError):
+        return exc
+    log.exception("sender for %s raised an unexpected error", protocol)
+    return DeliveryError(f"sender error: {exc!r}")
+
+
 class Attempts:
     """Delivers items of lanes through the senders and hands on each outcome."""
 
@@ -109,18 +118,18 @@ class Attempts:
             return
         try:
             await self._senders.get(subscription.protocol).deliver(item.event, destination)
-        except DeliveryError as exc:
-            await self._failures.failed(lane, item, policy, exc)
-        except Exception as exc:  # a sender bug must not kill the lane; treat it as transient
-            log.exception("sender for %s raised an unexpected error", subscription.protocol)
-            await self._failures.failed(lane, item, policy, DeliveryError(f"sender error: {exc!r}"))
+        except Exception as exc:
+            await self._failures.failed(lane, item, policy, sender_error(exc, subscription.protocol))
         else:
-            label = self._metrics.label(lane.id)
-            self._metrics.deliveries.labels(label, "delivered").inc()
-            self._metrics.last_delivered[lane.id] = self._clock.now()
-            self._metrics.latency.labels(label).observe(max(0.0, self._clock.now() - item.row.first_at))
-            self._completions.delivered(lane, item)
-            await self._circuits.answered(lane.id)
+            await self._delivered(lane, item)
+
+    async def _delivered(self, lane: Lane, item: Item) -> None:
+        label = self._metrics.label(lane.id)
+        self._metrics.deliveries.labels(label, "delivered").inc()
+        self._metrics.last_delivered[lane.id] = self._clock.now()
+        self._metrics.latency.labels(label).observe(max(0.0, self._clock.now() - item.row.first_at))
+        self._completions.delivered(lane, item)
+        await self._circuits.answered(lane.id)
 
     async def _traced(
         self,
@@ -147,9 +156,7 @@ class Attempts:
             try:
                 await self._senders.get(subscription.protocol).deliver(item.event, destination, trace=context)
             except Exception as exc:
-                error = exc if isinstance(exc, DeliveryError) else DeliveryError(f"sender error: {exc!r}")
-                if error is not exc:
-                    log.exception("sender for %s raised an unexpected error", subscription.protocol)
+                error = sender_error(exc, subscription.protocol)
                 outcome = "unrecorded"  # the outcome's write failed: the loader takes it again
                 try:
                     outcome = await self._failures.failed(lane, item, policy, error)
@@ -158,9 +165,4 @@ class Attempts:
                     Tracing.attempted(span, outcome, status=error.status, error=error, circuit=circuit)
                 return
         Tracing.attempted(span, "delivered")
-        label = self._metrics.label(lane.id)
-        self._metrics.deliveries.labels(label, "delivered").inc()
-        self._metrics.last_delivered[lane.id] = self._clock.now()
-        self._metrics.latency.labels(label).observe(max(0.0, self._clock.now() - row.first_at))
-        self._completions.delivered(lane, item)
-        await self._circuits.answered(lane.id)
+        await self._delivered(lane, item)

@@ -21,10 +21,11 @@ from collections.abc import Mapping
 
 from ceprotocols.errors import DeliveryError, DeliveryRejected
 from ceprotocols.sender import BatchSender, Destination
+from ceprotocols.tracecontext import TraceContext
 from opentelemetry import trace
 
 from cebroker.clock import Clock
-from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, let_go
+from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, let_go, sender_error
 from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.completions import Completions, Release
 from cebroker.pipeline.dispatch.failures import Failures, Schedule
@@ -107,31 +108,38 @@ class BatchAttempts:
         if lane.limiter is not None:  # the rate limit counts deliveries, batched or not
             for _ in held:
                 await lane.limiter.acquire()
-        sender = self._senders.get(subscription.protocol)
         if self._tracing.enabled:
             await self._traced(lane, held, subscription, policy, destination)
             return
         try:
-            if not isinstance(sender, BatchSender):
-                raise DeliveryRejected(
-                    f"{subscription.protocol} deliveries cannot be batched", retryable=False
-                )
-            await sender.deliver_batch([item.event for item in held], destination)
-        except DeliveryError as exc:
-            await self._failed(lane, held, policy, exc)
-        except Exception as exc:  # a sender bug must not kill the lane; treat it as transient
-            log.exception("sender for %s raised an unexpected error", subscription.protocol)
-            await self._failed(lane, held, policy, DeliveryError(f"sender error: {exc!r}"))
+            await self._send(subscription, held, destination, None)
+        except Exception as exc:
+            await self._failed(lane, held, policy, sender_error(exc, subscription.protocol))
         else:
-            label = self._metrics.label(lane.id)
-            now = self._clock.now()
-            self._metrics.deliveries.labels(label, "delivered").inc(len(held))
-            self._metrics.last_delivered[lane.id] = now
-            latency = self._metrics.latency.labels(label)
-            for item in held:
-                latency.observe(max(0.0, now - item.row.first_at))
-                self._completions.delivered(lane, item)
-            await self._circuits.answered(lane.id)
+            await self._delivered(lane, held)
+
+    async def _send(
+        self,
+        subscription: Subscription,
+        held: list[Item],
+        destination: Destination,
+        context: TraceContext | None,
+    ) -> None:
+        sender = self._senders.get(subscription.protocol)
+        if not isinstance(sender, BatchSender):
+            raise DeliveryRejected(f"{subscription.protocol} deliveries cannot be batched", retryable=False)
+        await sender.deliver_batch([item.event for item in held], destination, trace=context)
+
+    async def _delivered(self, lane: Lane, held: list[Item]) -> None:
+        label = self._metrics.label(lane.id)
+        now = self._clock.now()
+        self._metrics.deliveries.labels(label, "delivered").inc(len(held))
+        self._metrics.last_delivered[lane.id] = now
+        latency = self._metrics.latency.labels(label)
+        for item in held:
+            latency.observe(max(0.0, now - item.row.first_at))
+            self._completions.delivered(lane, item)
+        await self._circuits.answered(lane.id)
 
     async def _traced(
         self,
@@ -155,18 +163,11 @@ class BatchAttempts:
             replay=head.replay,
             others=[item.row.trace for item in held[1:]],
         )
-        sender = self._senders.get(subscription.protocol)
         with trace.use_span(span, end_on_exit=False):
             try:
-                if not isinstance(sender, BatchSender):
-                    raise DeliveryRejected(
-                        f"{subscription.protocol} deliveries cannot be batched", retryable=False
-                    )
-                await sender.deliver_batch([item.event for item in held], destination, trace=context)
+                await self._send(subscription, held, destination, context)
             except Exception as exc:
-                error = exc if isinstance(exc, DeliveryError) else DeliveryError(f"sender error: {exc!r}")
-                if error is not exc:
-                    log.exception("sender for %s raised an unexpected error", subscription.protocol)
+                error = sender_error(exc, subscription.protocol)
                 try:
                     await self._failed(lane, held, policy, error)
                 finally:
@@ -174,15 +175,7 @@ class BatchAttempts:
                     Tracing.attempted(span, "failed", status=error.status, error=error, circuit=circuit)
                 return
         Tracing.attempted(span, "delivered")
-        label = self._metrics.label(lane.id)
-        now = self._clock.now()
-        self._metrics.deliveries.labels(label, "delivered").inc(len(held))
-        self._metrics.last_delivered[lane.id] = now
-        latency = self._metrics.latency.labels(label)
-        for item in held:
-            latency.observe(max(0.0, now - item.row.first_at))
-            self._completions.delivered(lane, item)
-        await self._circuits.answered(lane.id)
+        await self._delivered(lane, held)
 
     async def _failed(
         self, lane: Lane, items: list[Item], policy: DeliveryPolicy, error: DeliveryError
