@@ -11,10 +11,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pipeline.backends import backend, database, start_broker
 from support.broker import Broker, BrokerProcesses
 from support.otlp import Receiver, served_receiver
 from support.sinks import Reply, Sink
 from support.waiting import wait_for
+
+__all__ = ["backend", "database", "start_broker"]  # fixtures, used by name
 
 TRACE_ID = "6bf92f3577b34da6a3ce929d0e0e4738"
 PRODUCER_SPAN = "20f067aa0ba902b9"
@@ -77,9 +80,10 @@ def test_attempts_before_and_after_a_restart_are_in_the_publish_trace(
 
 
 def test_a_redriven_and_a_replayed_delivery_join_the_original_trace(
-    receiver: Receiver, make_broker: Callable[..., Broker], sink: Sink
+    receiver: Receiver, start_broker: Callable[..., Broker], sink: Sink
 ) -> None:
-    broker = make_broker(otel_exporter_otlp_endpoint=receiver.url)
+    """On both backends (PostgreSQL's claims return the stored context too)."""
+    broker = start_broker(otel_exporter_otlp_endpoint=receiver.url)
     sink.scripts["/hook"] = [Reply(422)]  # a final refusal: a dead letter at once
     subscription = broker.subscribe(f"{sink.url}/hook", source="/tests")  # not the registry's own events
     since = time.time() - 1
