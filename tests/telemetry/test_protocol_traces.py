@@ -5,6 +5,7 @@ whose record carries the Kafka attempt span's context in its ``traceparent`` hea
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 
 import httpx
@@ -14,7 +15,7 @@ from ceprotocols.sender import Destination
 from ceprotocols.tracecontext import TraceContext
 from protocols.ce_samples import make_event
 from protocols.consumers import KafkaConsumer
-from protocols.harness import unique_name
+from protocols.harness import ProtocolCase, protocol_params, source_url, unique_name
 from servers import MosquittoServer, TansuServer
 from support.broker import Broker
 from support.otlp import Receiver, served_receiver
@@ -88,3 +89,47 @@ async def test_mqtt5_source_to_kafka_sink_is_one_trace(
     # forwarded unchanged (ce_traceparent).
     assert received.raw.header("traceparent") == f"00-{TRACE_ID}-{attempt.span_id}-01".encode()
     assert received.raw.header("ce_traceparent") == f"00-{TRACE_ID}-{PRODUCER_SPAN}-01".encode()
+
+
+SOURCE_PARAMS = [
+    p for p in protocol_params(modes=True) if p.values[0].protocol in ("MQTT5", "KAFKA", "NATS", "AMQP")
+]
+
+
+@pytest.mark.parametrize(("case", "mode"), SOURCE_PARAMS)
+async def test_a_protocol_source_takes_the_context_its_message_carried(
+    case: ProtocolCase,
+    mode: str,
+    receiver: Receiver,
+    request: pytest.FixtureRequest,
+    make_broker: Callable[..., Broker],
+    sink: Sink,
+) -> None:
+    """A message's own ``traceparent`` header or property (not an attribute of the event) is the
+    parent of the event's publish span, in every content mode."""
+    server = request.getfixturevalue(case.fixture)
+    name = unique_name()
+    broker = make_broker(sources=(source_url(case, server, name),), otel_exporter_otlp_endpoint=receiver.url)
+    broker.subscribe(f"{sink.url}/in")
+    trace_id = uuid.uuid4().hex
+    producer = TraceContext(f"00-{trace_id}-{PRODUCER_SPAN}-01")
+    sender = create_sender(case.protocol)
+    event = make_event("json-object")
+
+    async def arrived() -> bool:
+        if sink.at("/in"):
+            return True
+        await sender.deliver(event, case.destination(server, name, mode), trace=producer)
+        return False
+
+    try:
+        await async_wait_until(arrived, 45, "the event at the HTTP sink", interval=0.5)
+    finally:
+        await sender.aclose()
+    # Published until consumed: repeats are duplicates, each with a publish span of its own.
+    publishes = receiver.wait_spans(trace_id, "publish", 1)
+    assert {span.parent_id for span in publishes} == {PRODUCER_SPAN}
+    [delivered] = sink.at("/in")[:1]
+    assert delivered.headers["traceparent"].split("-")[1] == trace_id
+    if (case.protocol, mode) != ("MQTT5", "binary"):  # there user properties are the attributes
+        assert "ce-traceparent" not in delivered.headers  # the message's context, not the event's

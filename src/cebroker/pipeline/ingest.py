@@ -95,9 +95,12 @@ class Pipeline:
         if waiting:
             await asyncio.wait(waiting)
 
-    async def ingest(self, events: Sequence[Event]) -> IngestResult:
-        """Validate, commit and schedule ``events`` (pointers ``/<index>/<attribute>``)."""
-        return await self.accept(events, batch=True)
+    async def ingest(
+        self, events: Sequence[Event], traces: Sequence[TraceContext | None] = ()
+    ) -> IngestResult:
+        """Validate, commit and schedule ``events`` (pointers ``/<index>/<attribute>``); see
+        :class:`~cebroker.contracts.Ingestor` for ``traces``."""
+        return await self.accept(events, batch=True, carried=traces)
 
     async def accept(
         self,
@@ -108,6 +111,7 @@ class Pipeline:
         transport: TraceContext | None = None,
         protocol: str | None = None,
         tenant: str | None = None,
+        carried: Sequence[TraceContext | None] = (),
     ) -> IngestResult:
         """Like :meth:`ingest`; ``batch=False`` names problems ``/<attribute>`` (one event).
 
@@ -118,8 +122,9 @@ class Pipeline:
         the event loop in between, so that other requests are served meanwhile. ``permit`` is the
         publisher's publish policy: an event it refuses makes the whole request a 403 naming that
         event, before anything is written. With tracing on, every event accepted gets a publish
-        span, child of its own ``traceparent`` attribute or else of ``transport`` (the request's
-        context), over ``protocol`` (``http``, ...).
+        span, child of its own ``traceparent`` attribute, else of the context its message
+        ``carried`` (per event, protocol sources), else of ``transport`` (the request's context),
+        over ``protocol`` (``http``, ...).
         """
         problems: list[FieldProblem] = []
         clean: list[dict[str, Any]] = []
@@ -154,7 +159,7 @@ class Pipeline:
             return IngestResult(accepted=0, duplicates=0)
         traces: list[str | None] | None = None
         if self._tracing.enabled:
-            written, traces = await self._traced_append(clean, tenant or "", transport, protocol)
+            written, traces = await self._traced_append(clean, tenant or "", transport, protocol, carried)
         else:
             written = await self._append(clean, tenant or "")
         duplicates = matches = 0
@@ -176,11 +181,16 @@ class Pipeline:
         return IngestResult(accepted=accepted, duplicates=duplicates)
 
     async def _traced_append(
-        self, clean: list[dict[str, Any]], tenant: str, transport: TraceContext | None, protocol: str | None
+        self,
+        clean: list[dict[str, Any]],
+        tenant: str,
+        transport: TraceContext | None,
+        protocol: str | None,
+        carried: Sequence[TraceContext | None],
     ) -> tuple[list[Appended | None], list[str | None]]:
         """:meth:`_append` with a publish span per event and a match span over them; each
         event's trace context goes into the log with it."""
-        spans = self._tracing.publish(clean, transport, protocol=protocol)
+        spans = self._tracing.publish(clean, transport, protocol=protocol, carried=carried)
         traces: list[str | None] = [stored_context(span) for span in spans]
         match = self._tracing.match(spans)
         try:

@@ -111,13 +111,21 @@ class Tracing:
 
     # -- ingest ------------------------------------------------------------------------------
     def publish(
-        self, events: Sequence[Mapping[str, Any]], transport: TraceContext | None, *, protocol: str | None
+        self,
+        events: Sequence[Mapping[str, Any]],
+        transport: TraceContext | None,
+        *,
+        protocol: str | None,
+        carried: Sequence[TraceContext | None] = (),
     ) -> list[Span]:
-        """Start one publish span per event (ended by :meth:`published`)."""
+        """Start one publish span per event (ended by :meth:`published`); ``carried``: per
+        event, the context its own message carried (protocol sources), before ``transport``."""
         spans: list[Span] = []
         count = len(events)
         parent = _context(dict(transport.pairs())) if transport is not None else None
-        for event in events:
+        for index, event in enumerate(events):
+            own = carried[index] if index < len(carried) else None
+            outer = parent if own is None else (_context(dict(own.pairs())) or parent)
             attributes: dict[str, Any] = {
                 "messaging.system": SYSTEM,
                 "messaging.operation.type": "send",
@@ -137,7 +145,7 @@ class Tracing:
             spans.append(
                 self._tracer.start_span(
                     "publish",
-                    context=incoming_context(event, parent),
+                    context=incoming_context(event, outer),
                     kind=SpanKind.PRODUCER,
                     attributes=attributes,
                 )
