@@ -13,6 +13,9 @@ These are transport fields, not event attributes: the event's own ``traceparent`
 ``ce-traceparent`` in NATS). MQTT 5 binary mode names its user properties after the attributes
 themselves, so there an event that carries its own ``traceparent`` keeps it and the attempt's
 context is not added (see :func:`mqtt_user_properties`).
+
+Receivers read the same fields of each consumed message (:func:`ceprotocols.receiver.trace_of`)
+and hand the context to their callback beside the event.
 """
 
 from __future__ import annotations
