@@ -93,7 +93,8 @@ def build_telemetry(config: TelemetryConfig, registry: CollectorRegistry) -> Tel
     resource = resource_of(config)
     tracing = NO_TRACING
     if config.traces_endpoint is not None:
-        provider = TracerProvider(resource=resource, sampler=sampler_of(config))
+        # No exit hook (a process-wide registration): the broker flushes at its own stop.
+        provider = TracerProvider(resource=resource, sampler=sampler_of(config), shutdown_on_exit=False)
         exporter = OTLPSpanExporter(endpoint=config.traces_endpoint, headers=dict(config.headers or {}))
         provider.add_span_processor(BatchSpanProcessor(exporter))
         tracing = Tracing(provider)

@@ -60,7 +60,8 @@ def otlp_metrics(
     """A meter provider that exports every family of ``registry`` to ``endpoint`` (see the
     module docstring); shut it down at the broker's stop."""
     reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=endpoint, headers=dict(headers or {})))
-    provider = MeterProvider(resource=resource, metric_readers=[reader])
+    # No exit hook (a process-wide registration): the broker stops it with itself.
+    provider = MeterProvider(resource=resource, metric_readers=[reader], shutdown_on_exit=False)
     meter = provider.get_meter(INSTRUMENTATION)
     for metric in registry.collect():
         name, doc = metric.name, metric.documentation
