@@ -64,8 +64,15 @@ from cebroker.storage.postgres.listener import DUE, Listener
 
 log = logging.getLogger("cebroker.storage")
 
+#: Confirmed deliveries removed and counted, in one statement (see ``complete``).
+COMPLETE = "SELECT cebroker_complete(%s::bigint[], %s, %s)"
+#: Confirmations kept for a new id's transaction when recording them failed (see ``complete``).
+MAX_UNRECORDED = 100_000
 #: Transactions of ingest being written at once (each one a group of concurrent calls).
 MAX_GROUPS = 2
+#: Events that may wait for an ingest transaction; more are refused (503) rather than queued
+#: without a bound behind commits the server does not finish.
+MAX_QUEUED = 20_000
 #: Seconds an ingesting instance has to claim its fresh deliveries before the others are told
 #: of those it left.
 ANNOUNCE_AFTER = 0.05
@@ -247,6 +254,10 @@ class PostgresDeliveryLog:
         self.retention = retention
         self._clock = clock
         self._waiting: deque[_Call] = deque()
+        #: Deliveries confirmed whose removal failed, oldest first (see ``complete``).
+        self._unrecorded: dict[int, None] = {}
+        #: Events of the calls in ``_waiting``.
+        self._queued = 0
         self._groups = 0
         self._claims: list[_Claim] = []
         self._claiming = False
@@ -256,6 +267,7 @@ class PostgresDeliveryLog:
         listener.on(DUE, self._heard)
         listener.on_connect(lambda: self._tell(None))
         membership.on_lost(lambda: self._tell(None))
+        membership.before_leave(self._record_unrecorded)
 
     @property
     def shared(self) -> bool:
@@ -288,17 +300,41 @@ class PostgresDeliveryLog:
     # -- ingest ------------------------------------------------------------------------------
 
     async def append(self, items: Sequence[Incoming], *, version: int | None = None) -> list[Appended | None]:
-        """Commit events and their deliveries with group commit; see the module docstring."""
+        """Commit events and their deliveries with group commit; see the module docstring.
+
+        Waits are bounded: while the server is away or hung the call fails at once (503); at
+        most :data:`MAX_QUEUED` events wait for a transaction (more: 503 ``database busy``); and
+        a call waiting when the server is found hung is answered 503 at once (its events may
+        still be committed when the server resumes: at-least-once, a retry is a duplicate)."""
+        self._db.check()
+        if self._queued + len(items) > MAX_QUEUED:
+            raise StorageUnavailable(
+                "database busy", f"{self._queued} events wait for the database", retry_after=1.0
+            )
         bodies = [_body(item.event) for item in items]  # a bad event fails this call alone
         call = _Call(items, bodies, version, asyncio.get_running_loop().create_future())
         self._waiting.append(call)
+        self._queued += len(items)
         self._start_group()
-        return await call.future
+        try:
+            return await self._db.watchdog.bounded(call.future)
+        except StorageUnavailable:
+            self._unqueue(call)
+            raise
+
+    def _unqueue(self, call: _Call) -> None:
+        """Take back a call that is still waiting for a transaction (its caller was answered)."""
+        for index, waiting in enumerate(self._waiting):
+            if waiting is call:
+                del self._waiting[index]
+                self._queued -= len(call.items)
+                return
 
     def _start_group(self) -> None:
         if self._waiting and self._groups < MAX_GROUPS:
             calls = list(self._waiting)
             self._waiting.clear()
+            self._queued = 0
             self._groups += 1
             asyncio.create_task(self._commit(calls))
 
@@ -603,11 +639,32 @@ class PostgresDeliveryLog:
 
     async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
         """Remove confirmed deliveries and count them (whoever claims them now), in one statement
-        (which also frees the next delivery of their ordering groups and counts their replays)."""
-        await self._db.call(
-            "SELECT cebroker_complete(%s::bigint[], %s, %s)",
-            ([d[0] for d in done], self._clock.now(), HELD_AT),
-        )
+        (which also frees the next delivery of their ordering groups and counts their replays).
+
+        Confirmations that fail (the database is away) are also kept here, at most
+        :data:`MAX_UNRECORDED` of them: should this instance take a new id when the database
+        returns, it records them before its old claims are freed (:meth:`_record_unrecorded`),
+        so another instance does not send them again. The caller retries them too."""
+        ids = [d[0] for d in done]
+        try:
+            await self._db.call(COMPLETE, (ids, self._clock.now(), HELD_AT))
+        except StorageUnavailable:
+            for delivery in ids:
+                self._unrecorded[delivery] = None
+            while len(self._unrecorded) > MAX_UNRECORDED:  # the oldest go first
+                del self._unrecorded[next(iter(self._unrecorded))]
+            raise
+        if self._unrecorded:
+            for delivery in ids:
+                self._unrecorded.pop(delivery, None)
+
+    async def _record_unrecorded(self, conn: AsyncConn) -> None:
+        """In the transaction that frees this instance's old claims, before: record the
+        confirmations that failed while the database was away."""
+        if self._unrecorded:
+            ids, self._unrecorded = list(self._unrecorded), {}
+            await conn.execute(COMPLETE, (ids, self._clock.now(), HELD_AT))
+            log.info("recorded %d deliveries confirmed while the database was away", len(ids))
 
     async def drop(self, done: Sequence[tuple[int, int]]) -> int:
         """Remove deliveries of deleted subscriptions; returns how many were still there."""
