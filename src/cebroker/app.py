@@ -274,8 +274,9 @@ def build_components(
     pipeline.metrics.registry.register(ops.incomplete)
     ops.checks.append(sources.readiness)
     components.append(ops)
-    # Stopped last: what the other parts traced while stopping is exported.
-    components.insert(0, telemetry)
+    # Right after the storage (which stays first): stopped after every part that traces, so what
+    # they traced while stopping is exported.
+    components.insert(1, telemetry)
     document = functools.cache(lambda: openapi_document(components, rules))  # the parts are fixed now
     subscriptions.describe = document
     return components
