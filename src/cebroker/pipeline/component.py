@@ -52,6 +52,7 @@ from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.pull import PullLog
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange, SubscriptionStore
 from cebroker.subscription import Subscription
+from cebroker.telemetry import NO_TRACING, Tracing
 from cebroker.tenant_policies import TenantPolicies, load_tenant_policies
 
 log = logging.getLogger("cebroker.pipeline")
@@ -91,10 +92,13 @@ class PipelineComponent:
         resolver: Resolver = system_resolver,
         policies: TenantPolicies | None = None,
         pull: PullLog | None = None,
+        tracing: Tracing = NO_TRACING,
+        metrics: PipelineMetrics | None = None,
     ) -> None:
         self._store = store
+        self.tracing = tracing
         self._clock = clock
-        self.metrics = PipelineMetrics()
+        self.metrics = metrics if metrics is not None else PipelineMetrics()
         # Never unrestricted by omission: the settings' policies unless they are passed.
         tenant_policies = policies if policies is not None else load_tenant_policies(settings.tenant_policies)
         self.matcher = Matcher(tenant_policies, observer=self.metrics)
@@ -128,6 +132,7 @@ class PipelineComponent:
             replay_settled=self._replay_settled,
             output_check=check,
             pulled=self.puller.waiters.notify if self.puller is not None else lambda _: None,
+            tracing=tracing,
         )
         self.archive = archive
         self.replayer: Replayer | None = None
@@ -140,6 +145,7 @@ class PipelineComponent:
                 clock=clock,
                 receive=self.matcher.receive_filter,
                 observer=self.metrics,
+                tracing=tracing,
             )
             self._pruner = Pruner(
                 archive,
@@ -161,6 +167,7 @@ class PipelineComponent:
             validator=validator,
             validation_mode=ValidationMode(settings.event_validation),
             tail=self.tail,
+            tracing=tracing,
         )
         deliveries = DeliveriesApi(
             store, self.log, circuits, self.dispatcher, locks=pull.locks if pull is not None else None

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from psycopg import sql
+
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.storage.deliveries import HELD_AT
 from cebroker.storage.postgres.database import AsyncConn, Database
@@ -245,7 +247,7 @@ class PostgresPullLog:
             b" first_at, failed_at) VALUES (%s, %s, NULL, NULL, %s, %s, %s, %s)",
             (subscription, body, attempts, reason, first_at, now),
         )
-        await conn.execute(BUMP.format(col="deadlettered").encode(), (subscription, 1))
+        await conn.execute(BUMP.format(col=sql.Identifier("deadlettered")), (subscription, 1))
         await conn.execute(FAILED.encode(), (subscription, reason, now))
         await self._log.replay_counts(conn, "deadlettered", gone)
         await self._log.settle(conn, gone, now)
