@@ -108,3 +108,24 @@ def test_bad_calls_are_refused_naming_the_field(broker: Broker) -> None:
     r = broker.http.post(f"/subscriptions/{sid}/reject", json={"locktokens": ["x"], "other": 1})
     assert r.status_code == 400
     assert "/other" in r.text
+
+
+def test_a_transformation_shapes_what_consumers_receive(broker: Broker) -> None:
+    """config.transform runs on receive as on push: the consumer gets the transformed event, a
+    drop (null) is acknowledged by the broker, a failure is dead-lettered with its reason."""
+    cel = (
+        'event.data.n == 1 ? null : event.data.n == 2 ? {"source": 1} : '
+        '{"type": "com.example.shaped", "source": "/shaped", "data": {"twice": event.data.n * 2}}'
+    )
+    sid = pull(broker, config={"transform": {"cel": cel}})
+    for n in (1, 2, 3):
+        assert broker.send(event(n)).status_code == 202
+    got = receive(broker, sid, max=10)
+    assert [(g["event"]["id"], g["event"]["type"], g["event"]["data"]) for g in got] == [
+        ("e-3", "com.example.shaped", {"twice": 6})
+    ]
+    status = broker.status({"id": sid})
+    assert (status["delivered"], status["deadlettered"], status["pending"]) == (1, 1, 1)
+    (letter,) = broker.http.get(f"/subscriptions/{sid}/deadletters").json()["items"]
+    assert letter["event"]["id"] == "e-2"
+    assert letter["lastError"].startswith("transformation failed")

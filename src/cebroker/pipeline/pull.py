@@ -11,16 +11,19 @@ ended and releases whose delay passed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from ceprotocols.sender import Destination
 
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.transform import Dropped, Failed, OutputCheck, Transforms, transform
 from cebroker.storage.pull import Locked, LockStats, PullLog, TokenResult
-from cebroker.subscription import Subscription
+from cebroker.subscription import PULL, Subscription
 
 #: Seconds between two looks of a waiting receive when nobody wakes it.
 RECHECK = 1.0
@@ -72,9 +75,11 @@ def _setting(subscription: Subscription, name: str, default: int) -> int:
 class Puller:
     """Receive (with a long poll) and settle a PULL subscription's deliveries."""
 
-    def __init__(self, log: PullLog, metrics: PipelineMetrics) -> None:
+    def __init__(self, log: PullLog, metrics: PipelineMetrics, *, check: OutputCheck | None = None) -> None:
         self._log = log
         self._metrics = metrics
+        self._check = check
+        self._transforms = Transforms()
         self.waiters = Waiters()
 
     async def receive(self, subscription: Subscription, limit: int, wait: float) -> list[Received]:
@@ -94,8 +99,38 @@ class Puller:
             finally:
                 self._metrics.pull_waiting.dec()
         self._metrics.pull_wait.observe(time.monotonic() - started)
-        self._metrics.pull_received.inc(len(locked))
-        return [_received(item) for item in locked]
+        received = await self._transformed(subscription, [_received(item) for item in locked])
+        self._metrics.pull_received.inc(len(received))
+        return received
+
+    async def _transformed(self, subscription: Subscription, items: list[Received]) -> list[Received]:
+        """The events as the subscription's transformation makes them (the function the push
+        path and every preview call): a dropped one is acknowledged here, a failed one
+        dead-lettered with the reason, as on the push path; the others are handed out."""
+        compiled = self._transforms.of(subscription)
+        if compiled is None or not items:
+            return items
+        destination = Destination(protocol=PULL, sink="", settings=subscription.protocolsettings)
+        out: list[Received] = []
+        dropped: list[str] = []
+        failed: dict[str, list[str]] = {}
+        for item in items:
+            outcome = (
+                compiled
+                if isinstance(compiled, Failed)
+                else transform(compiled, item.event, destination, check=self._check)
+            )
+            if isinstance(outcome, Dropped):
+                dropped.append(item.token)
+            elif isinstance(outcome, Failed):
+                failed.setdefault(outcome.message, []).append(item.token)
+            else:
+                out.append(dataclasses.replace(item, event=outcome.event))
+        if dropped:
+            await self._log.acknowledge(subscription.id, dropped)
+        for reason, tokens in failed.items():
+            await self._log.reject(subscription.id, tokens, reason)
+        return out
 
     async def acknowledge(self, subscription: Subscription, tokens: Sequence[str]) -> list[TokenResult]:
         """Complete the locked deliveries."""

@@ -75,6 +75,7 @@ MEMBERS: Final = {
     "MQTT5": ("topic",),
     "AMQP": (),
     "NATS": ("subject",),
+    "PULL": (),  # a consumer receives the event alone
 }
 _ALL = ("headers", "path", "key", "topic", "subject")
 
