@@ -245,3 +245,18 @@ def test_api_reference_renders_from_local_assets(console: Console) -> None:
     expect(console.page.get_by_text("/subscriptions/{id}").first).to_be_visible()
     assert all(url.startswith(console.url) for url in requested), requested  # nothing from elsewhere
     assert console.errors == []
+
+
+def test_a_pull_subscription_shows_its_backlog_and_locks(console: Console) -> None:
+    sid = console.http.post("/subscriptions", json={"protocol": "PULL"}).json()["id"]
+    for n in range(3):
+        console.send(n)
+    received = console.http.post(f"/subscriptions/{sid}/receive", params={"max": 2})
+    assert len(received.json()["events"]) == 2
+    console.open(f"#/subscriptions/{sid}")
+    page = console.page
+    expect(page.locator('[data-status="pending"]')).to_have_text("3")
+    expect(page.locator('[data-status="locked"]')).to_have_text("2")
+    expect(page.locator('[data-status="oldest-lock"]')).to_contain_text(" s (since ")
+    console.open("#/subscriptions")
+    expect(page.locator("td.sink").first).to_have_text("(pull)")

@@ -80,7 +80,7 @@ export function subscriptions(main) {
           { "data-id": item.id },
           h("td", { class: "mono" }, h("a", { href: `#/subscriptions/${encodeURIComponent(item.id)}`, title: item.id }, item.id.slice(0, 8))),
           h("td", {}, item.protocol),
-          h("td", { class: "sink", title: item.sink ?? "pull" }, item.sink ?? "(pull)"),
+          h("td", { class: "sink", title: item.sink || "pull" }, item.sink || "(pull)"),
           h("td", { class: "num", "data-col": "delivered" }, count(item.delivered)),
           h("td", { class: "num", "data-col": "failed" }, count(item.failed)),
           h("td", { class: "num", "data-col": "pending" }, count(item.pending)),
