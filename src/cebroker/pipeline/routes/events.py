@@ -80,9 +80,10 @@ class EventsApi:
             except (PayloadTooLarge, UnsupportedMediaType, ValidationError) as exc:
                 self._metrics.events_rejected.labels(type(exc).__name__.lower()).inc()
                 raise
-            permit = self._permit(principal_of(request))
+            principal = principal_of(request)
+            # de-duplicated per publishing tenant: one tenant cannot suppress another's events
             result = await self._pipeline.accept(
-                events, batch=batch, permit=permit
+                events, batch=batch, permit=self._permit(principal), tenant=principal.tenant
             )  # counts its own refusals
             await release(events)
         finally:
