@@ -33,6 +33,7 @@ def test_events_through_the_lane_as_through_the_stack(tmp_path: Path) -> None:
             ("reader", b"cbk_reader", "subscriptions:read"),
         )
     ]
+    entries.append({"id": "ops", "sha256": hashlib.sha256(b"cbk_ops").hexdigest(), "scopes": ["admin"]})
     keys.write_text(json.dumps({"keys": entries}))
     app = create_app(Settings(db=tmp_path / "b.db", api_keys=keys))
     structured = {"content-type": "application/cloudevents+json"}
@@ -60,6 +61,15 @@ def test_events_through_the_lane_as_through_the_stack(tmp_path: Path) -> None:
         other = client.get("/events", headers=auth)
         assert other.status_code == 405
         assert other.headers["content-type"] == "application/problem+json"
+        # The request metrics count the lane's calls under their route, with their status.
+        metrics = client.get("/metrics", headers={"authorization": "Bearer cbk_ops"}).text
+        for status, count in (("202", 2), ("400", 1), ("401", 1), ("403", 1)):
+            series = f'route="/events",status="{status}"'
+            lines = [
+                line for line in metrics.splitlines() if "duration_seconds_count" in line and series in line
+            ]
+            assert lines, f"no request metrics for {series}"
+            assert float(lines[0].rsplit(" ", 1)[1]) == count
 
 
 async def _broker_error(request: Request, exc: Exception) -> Response:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ceprotocols.signing import WebhookSigning
+from ceprotocols.tracecontext import TraceContext
 
 #: A CloudEvent in the JSON event format, as a dict (``data`` or ``data_base64`` for the payload).
 Event = Mapping[str, Any]
@@ -42,8 +43,12 @@ class Destination:
 class Sender(Protocol):
     """Delivers events over one protocol."""
 
-    async def deliver(self, event: Event, destination: Destination) -> None:
-        """Send one event and return once the protocol confirmed it; raise DeliveryError if not."""
+    async def deliver(
+        self, event: Event, destination: Destination, *, trace: TraceContext | None = None
+    ) -> None:
+        """Send one event and return once the protocol confirmed it; raise DeliveryError if not.
+        ``trace``: the attempt's trace context, carried in the binding's own form
+        (:mod:`ceprotocols.tracecontext`)."""
         ...
 
     async def aclose(self) -> None:
@@ -55,7 +60,9 @@ class Sender(Protocol):
 class BatchSender(Protocol):
     """Delivers several events in one message (HTTP: ``application/cloudevents-batch+json``)."""
 
-    async def deliver_batch(self, events: Sequence[Event], destination: Destination) -> None:
+    async def deliver_batch(
+        self, events: Sequence[Event], destination: Destination, *, trace: TraceContext | None = None
+    ) -> None:
         """Send ``events`` in one message and return once the protocol confirmed it: all of them
         are delivered; raise DeliveryError if not (then none of them counts as delivered)."""
         ...

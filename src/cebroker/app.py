@@ -13,6 +13,7 @@ import contextlib
 import copy
 import functools
 import logging
+import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -23,7 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cebroker.api.destinations import DestinationCheck
@@ -37,6 +38,7 @@ from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import BrokerError, IncompleteRequest
 from cebroker.network import sink_policy
 from cebroker.pipeline.component import PipelineComponent
+from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.rules import SUBSCRIPTION_RULES as PIPELINE_RULES
 from cebroker.registry.component import RegistryComponent
 from cebroker.sealing.cipher import Sealer
@@ -46,8 +48,9 @@ from cebroker.settings import Settings
 from cebroker.sources.component import SourcesComponent
 from cebroker.sources.rules import SUBSCRIPTION_RULES as BRIDGE_RULES
 from cebroker.storage import Storage, StorageOptions, create_storage
+from cebroker.telemetry import Telemetry, TelemetryConfig, build_telemetry
 from cebroker.tenant_policies import load_tenant_policies
-from cebroker.web.lane import Handler, Lane
+from cebroker.web.lane import Answering, Handler, Lane
 from cebroker.web.problem import PROBLEM_MEDIA_TYPE, problem, problem_from_error
 
 log = logging.getLogger("cebroker")
@@ -233,6 +236,10 @@ def build_components(
         check_events=settings.event_validation != "off",
     )
     # The event pipeline follows the store's change feed, so it starts after the storage is open.
+    # Its metrics registry is the broker's: telemetry adds the runtime and HTTP server metrics
+    # to it and exports all of it over OTLP when configured.
+    metrics = PipelineMetrics()
+    telemetry = build_telemetry(TelemetryConfig.resolve(settings, os.environ), metrics.registry)
     pipeline = PipelineComponent(
         settings,
         store,
@@ -245,6 +252,8 @@ def build_components(
         policy=policy,
         resolver=resolver,
         policies=load_tenant_policies(settings.tenant_policies),
+        tracing=telemetry.tracing,
+        metrics=metrics,
     )
     components.append(pipeline)
     # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it. (With no
@@ -270,6 +279,9 @@ def build_components(
     pipeline.metrics.registry.register(ops.incomplete)
     ops.checks.append(sources.readiness)
     components.append(ops)
+    # Right after the storage (which stays first): stopped after every part that traces, so what
+    # they traced while stopping is exported.
+    components.insert(1, telemetry)
     document = functools.cache(lambda: openapi_document(components, rules))  # the parts are fixed now
     subscriptions.describe = document
     return components
@@ -339,13 +351,21 @@ class _BrokerApp(Starlette):
 
     events: ASGIApp | None = None
     handlers: Mapping[Any, Handler] | None = None
+    events_route: BaseRoute | None = None
 
     def build_middleware_stack(self) -> ASGIApp:
         """The usual stack, behind the lane."""
         stack = super().build_middleware_stack()
         if self.events is None or self.handlers is None:
             return stack
-        return Lane(stack, method="POST", path="/events", endpoint=self.events, handlers=self.handlers)
+        return Lane(
+            stack,
+            method="POST",
+            path="/events",
+            endpoint=self.events,
+            handlers=self.handlers,
+            route=self.events_route,
+        )
 
 
 def create_app(settings: Settings, components: Sequence[Component] | None = None) -> Starlette:
@@ -375,6 +395,8 @@ def create_app(settings: Settings, components: Sequence[Component] | None = None
                 except Exception:
                     log.exception("stopping %s failed", type(part).__name__)
 
+    # Request metrics (and server spans) wrap the access check, so refused calls are counted too.
+    telemetry_middleware = [part.middleware() for part in parts if isinstance(part, Telemetry)]
     routes: list[BaseRoute] = []
     for part in parts:
         routes.extend(part.routes())
@@ -388,18 +410,30 @@ def create_app(settings: Settings, components: Sequence[Component] | None = None
     app = _BrokerApp(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(SendGuard), access.middleware()],
+        middleware=[Middleware(SendGuard), *telemetry_middleware, access.middleware()],
         exception_handlers=handlers,
     )
     if pipeline is not None:
         # Single events are the broker's hottest call: they take a lane of their own past the
-        # generic stack, behind the same access middleware and with the same error answers.
-        app.events = AccessMiddleware(
-            pipeline.events.handle,
+        # generic stack, through the same middleware (request metrics and spans, then access)
+        # and with the same error answers, made inside them as the exception middleware does.
+        lane: ASGIApp = AccessMiddleware(
+            Answering(pipeline.events.handle, handlers),
             authenticator=access.authenticator,
             metrics_public=access.metrics_public,
         )
+        for cls, args, kwargs in reversed(telemetry_middleware):
+            lane = cls(lane, *args, **kwargs)
+        app.events = lane
         app.handlers = handlers
+        app.events_route = next(
+            (
+                r
+                for r in routes
+                if isinstance(r, Route) and r.path == "/events" and "POST" in (r.methods or ())
+            ),
+            None,
+        )
     app.state.settings = settings
     app.state.components = parts
     ops = next((part for part in parts if isinstance(part, OpsComponent)), None)

@@ -31,6 +31,7 @@ from ceprotocols.http.transport import HttpResponse, HttpTransport, HttpTranspor
 from ceprotocols.http.webhook import CapFactory, WebhookGate
 from ceprotocols.sender import Destination, Event
 from ceprotocols.signing import SIGNATURE_HEADERS, signed_batch_headers, signed_headers
+from ceprotocols.tracecontext import TRACEPARENT, TRACESTATE, TraceContext
 
 if TYPE_CHECKING:
     from ceprotocols.sender import BatchSender, Sender
@@ -88,7 +89,9 @@ class HttpSender:
         origin = webhook_origin or socket.gethostname()  # no DNS lookup (it could block)
         self._gate = WebhookGate(self._transport, origin, rate_caps) if validate_webhooks else None
 
-    async def deliver(self, event: Event, destination: Destination) -> None:
+    async def deliver(
+        self, event: Event, destination: Destination, *, trace: TraceContext | None = None
+    ) -> None:
         """POST (or the configured method) the event; raise a DeliveryError unless 2xx."""
         settings = destination.settings
         try:
@@ -97,9 +100,11 @@ class HttpSender:
             raise DeliveryRejected(f"event cannot be encoded for HTTP: {exc}", retryable=False) from exc
         webhook = destination.webhook
         signing = (lambda body, at: signed_headers(webhook, event, body, at)) if webhook is not None else None
-        await self._exchange(message, destination, signing)
+        await self._exchange(message, destination, signing, trace)
 
-    async def deliver_batch(self, events: Sequence[Event], destination: Destination) -> None:
+    async def deliver_batch(
+        self, events: Sequence[Event], destination: Destination, *, trace: TraceContext | None = None
+    ) -> None:
         """POST the events as one ``application/cloudevents-batch+json`` array; a 2xx confirms
         every one of them, anything else none (a DeliveryError as for one event)."""
         try:
@@ -112,17 +117,21 @@ class HttpSender:
             if webhook is not None
             else None
         )
-        await self._exchange(message, destination, signing)
+        await self._exchange(message, destination, signing, trace)
 
     async def _exchange(
         self,
         message: HTTPMessage,
         destination: Destination,
         signing: Callable[[bytes, int], dict[str, str]] | None,
+        trace: TraceContext | None = None,
     ) -> None:
         settings = destination.settings
         headers = {str(k): str(v) for k, v in (settings.get("headers") or {}).items()}
         headers.update(message.headers)
+        if trace is not None:  # the attempt's context replaces any configured one
+            headers = {k: v for k, v in headers.items() if k.lower() not in (TRACEPARENT, TRACESTATE)}
+            headers.update(trace.pairs())
         if self._gate is not None:
             await self._gate.admit(destination.sink, destination.timeout)
             headers["WebHook-Request-Origin"] = self._gate.origin

@@ -48,6 +48,7 @@ from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange, SubscriptionStore
 from cebroker.subscription import Subscription
+from cebroker.telemetry import NO_TRACING, Tracing
 from cebroker.tenant_policies import TenantPolicies, load_tenant_policies
 
 log = logging.getLogger("cebroker.pipeline")
@@ -86,10 +87,13 @@ class PipelineComponent:
         policy: NetworkPolicy | None = None,
         resolver: Resolver = system_resolver,
         policies: TenantPolicies | None = None,
+        tracing: Tracing = NO_TRACING,
+        metrics: PipelineMetrics | None = None,
     ) -> None:
         self._store = store
+        self.tracing = tracing
         self._clock = clock
-        self.metrics = PipelineMetrics()
+        self.metrics = metrics if metrics is not None else PipelineMetrics()
         # Never unrestricted by omission: the settings' policies unless they are passed.
         tenant_policies = policies if policies is not None else load_tenant_policies(settings.tenant_policies)
         self.matcher = Matcher(tenant_policies, observer=self.metrics)
@@ -119,6 +123,7 @@ class PipelineComponent:
             probe_max_delay=settings.probe_max_delay,
             replay_settled=self._replay_settled,
             output_check=check,
+            tracing=tracing,
         )
         self.archive = archive
         self.replayer: Replayer | None = None
@@ -131,6 +136,7 @@ class PipelineComponent:
                 clock=clock,
                 receive=self.matcher.receive_filter,
                 observer=self.metrics,
+                tracing=tracing,
             )
             self._pruner = Pruner(
                 archive,
@@ -152,6 +158,7 @@ class PipelineComponent:
             validator=validator,
             validation_mode=ValidationMode(settings.event_validation),
             tail=self.tail,
+            tracing=tracing,
         )
         deliveries = DeliveriesApi(store, self.log, circuits, self.dispatcher)
         #: ``POST /events``, which the app also serves through its fast lane.

@@ -25,12 +25,51 @@ log = logging.getLogger("cebroker")
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 
 
+def _handler(handlers: Mapping[type[BaseException], Handler], exc: Exception) -> Handler | None:
+    """The most specific of ``handlers`` along ``exc``'s class hierarchy."""
+    for cls in type(exc).__mro__:
+        handler = handlers.get(cls)
+        if handler is not None:
+            return handler
+    return None
+
+
+class Answering:
+    """ASGI: ``endpoint``, its exceptions answered by ``handlers`` (as Starlette's exception
+    middleware does, inside the middleware that observes the answer: request metrics and spans
+    see the status of the problem answer)."""
+
+    def __init__(self, endpoint: ASGIApp, handlers: Mapping[type[BaseException], Handler]) -> None:
+        self._endpoint = endpoint
+        self._handlers = dict(handlers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await self._endpoint(scope, receive, sending)
+        except Exception as exc:
+            handler = _handler(self._handlers, exc)
+            if started or handler is None:
+                raise
+            response = await handler(Request(scope, receive), exc)
+            await response(scope, receive, send)
+
+
 class Lane:
     """ASGI: ``method`` calls to ``path`` go to ``endpoint``, every other call to ``app``.
 
     Args:
         handlers: the app's exception handlers, by exception class; the most specific one
-            (along the exception's class hierarchy) answers an exception the endpoint raises.
+            (along the exception's class hierarchy) answers an exception that reaches the lane
+            (as Starlette's error middleware would).
+        route: what the router would have put in the call's ``scope["route"]`` (read by the
+            request metrics for the route template).
     """
 
     def __init__(
@@ -41,17 +80,21 @@ class Lane:
         path: str,
         endpoint: ASGIApp,
         handlers: Mapping[type[BaseException], Handler],
+        route: object = None,
     ) -> None:
         self.app = app
         self._method = method
         self._path = path
         self._endpoint = endpoint
         self._handlers = dict(handlers)
+        self._route = route
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != self._path or scope["method"] != self._method:
             await self.app(scope, receive, send)
             return
+        if self._route is not None:
+            scope["route"] = self._route
         started = broken = False
 
         async def guarded(message: Message) -> None:
@@ -68,15 +111,8 @@ class Lane:
         try:
             await self._endpoint(scope, receive, guarded)
         except Exception as exc:
-            handler = self._handler(exc)
+            handler = _handler(self._handlers, exc)
             if started or handler is None:
                 raise
             response = await handler(Request(scope, receive), exc)
             await response(scope, receive, guarded)
-
-    def _handler(self, exc: Exception) -> Handler | None:
-        for cls in type(exc).__mro__:
-            handler = self._handlers.get(cls)
-            if handler is not None:
-                return handler
-        return None

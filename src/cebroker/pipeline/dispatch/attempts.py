@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ceprotocols.errors import DeliveryError
+from ceprotocols.sender import Destination
+from opentelemetry import trace
 
 from cebroker.clock import Clock
 from cebroker.pipeline.dispatch.circuits import Circuits
@@ -22,9 +25,11 @@ from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.subscription import Subscription
+from cebroker.telemetry import NO_TRACING, Tracing
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -45,6 +50,15 @@ async def let_go(
         release(lane, item.row.id)
 
 
+def sender_error(exc: Exception, protocol: str) -> DeliveryError:
+    """What a sender raised, as a delivery error (call it in the ``except`` block): a sender bug
+    must not kill the lane, so anything else is logged with its traceback and is transient."""
+    if isinstance(exc, DeliveryError):
+        return exc
+    log.exception("sender for %s raised an unexpected error", protocol)
+    return DeliveryError(f"sender error: {exc!r}")
+
+
 class Attempts:
     """Delivers items of lanes through the senders and hands on each outcome."""
 
@@ -62,7 +76,9 @@ class Attempts:
         release: Release,
         schedule: Schedule,
         transformer: Transformer,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
+        self._tracing = tracing
         self._log = journal
         self._senders = senders
         self._transformer = transformer
@@ -105,18 +121,59 @@ class Attempts:
         event, destination = prepared
         if lane.limiter is not None:
             await lane.limiter.acquire()
+        if self._tracing.enabled:
+            await self._traced(lane, item, event, subscription, policy, destination)
+            return
         try:
             await self._senders.get(subscription.protocol).deliver(event, destination)
-        except DeliveryError as exc:
-            await self._failures.failed(lane, item, policy, exc)
-        except Exception as exc:  # a sender bug must not kill the lane; treat it as transient
-            log.exception("sender for %s raised an unexpected error", subscription.protocol)
-            await self._failures.failed(lane, item, policy, DeliveryError(f"sender error: {exc!r}"))
+        except Exception as exc:
+            await self._failures.failed(lane, item, policy, sender_error(exc, subscription.protocol))
         else:
-            delivered, latency = self._metrics.delivered(lane.id)
-            delivered.inc()
-            now = self._clock.now()
-            self._metrics.last_delivered[lane.id] = now
-            latency.observe(max(0.0, now - item.row.first_at))
-            self._completions.delivered(lane, item)
-            await self._circuits.answered(lane.id)
+            await self._delivered(lane, item)
+
+    async def _delivered(self, lane: Lane, item: Item) -> None:
+        delivered, latency = self._metrics.delivered(lane.id)
+        delivered.inc()
+        now = self._clock.now()
+        self._metrics.last_delivered[lane.id] = now
+        latency.observe(max(0.0, now - item.row.first_at))
+        self._completions.delivered(lane, item)
+        await self._circuits.answered(lane.id)
+
+    async def _traced(
+        self,
+        lane: Lane,
+        item: Item,
+        event: Mapping[str, Any],
+        subscription: Subscription,
+        policy: DeliveryPolicy,
+        destination: Destination,
+    ) -> None:
+        """:meth:`_attempt`'s send of ``event`` (the delivery, transformed) and its outcome in an
+        attempt span, whose context the sink gets."""
+        row = item.row
+        span, context = self._tracing.attempt(
+            stored=row.trace,
+            protocol=subscription.protocol,
+            sink=subscription.sink,
+            subscription=lane.id,
+            tenant=subscription.tenant,
+            attempt=row.attempts + 1,
+            event_id=str(item.event.get("id")),
+            circuit="closed" if self._circuits.closed(lane.id) else "half_open",
+            replay=row.replay,
+        )
+        with trace.use_span(span, end_on_exit=False):
+            try:
+                await self._senders.get(subscription.protocol).deliver(event, destination, trace=context)
+            except Exception as exc:
+                error = sender_error(exc, subscription.protocol)
+                outcome = "unrecorded"  # the outcome's write failed: the loader takes it again
+                try:
+                    outcome = await self._failures.failed(lane, item, policy, error)
+                finally:
+                    circuit = "closed" if self._circuits.closed(lane.id) else "open"
+                    Tracing.attempted(span, outcome, status=error.status, error=error, circuit=circuit)
+                return
+        Tracing.attempted(span, "delivered")
+        await self._delivered(lane, item)

@@ -18,12 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from ceprotocols.errors import DeliveryError, DeliveryRejected
-from ceprotocols.sender import BatchSender
+from ceprotocols.sender import BatchSender, Destination
+from ceprotocols.tracecontext import TraceContext
+from opentelemetry import trace
 
 from cebroker.clock import Clock
-from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, let_go
+from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, let_go, sender_error
 from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.completions import Completions, Release
 from cebroker.pipeline.dispatch.failures import Failures, Schedule
@@ -36,6 +39,7 @@ from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.subscription import Subscription
+from cebroker.telemetry import NO_TRACING, Tracing
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -57,7 +61,9 @@ class BatchAttempts:
         release: Release,
         schedule: Schedule,
         transformer: Transformer,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
+        self._tracing = tracing
         self._log = journal
         self._circuits = circuits
         self._transformer = transformer
@@ -120,28 +126,76 @@ class BatchAttempts:
         if lane.limiter is not None:  # the rate limit counts deliveries, batched or not
             for _ in held:
                 await lane.limiter.acquire()
-        sender = self._senders.get(subscription.protocol)
+        if self._tracing.enabled:
+            await self._traced(lane, held, events, subscription, policy, destination)
+            return
         try:
-            if not isinstance(sender, BatchSender):
-                raise DeliveryRejected(
-                    f"{subscription.protocol} deliveries cannot be batched", retryable=False
-                )
-            await sender.deliver_batch(events, destination)
-        except DeliveryError as exc:
-            await self._failed(lane, held, policy, exc)
-        except Exception as exc:  # a sender bug must not kill the lane; treat it as transient
-            log.exception("sender for %s raised an unexpected error", subscription.protocol)
-            await self._failed(lane, held, policy, DeliveryError(f"sender error: {exc!r}"))
+            await self._send(subscription, events, destination, None)
+        except Exception as exc:
+            await self._failed(lane, held, policy, sender_error(exc, subscription.protocol))
         else:
-            label = self._metrics.label(lane.id)
-            now = self._clock.now()
-            self._metrics.deliveries.labels(label, "delivered").inc(len(held))
-            self._metrics.last_delivered[lane.id] = now
-            latency = self._metrics.latency.labels(label)
-            for item in held:
-                latency.observe(max(0.0, now - item.row.first_at))
-                self._completions.delivered(lane, item)
-            await self._circuits.answered(lane.id)
+            await self._delivered(lane, held)
+
+    async def _send(
+        self,
+        subscription: Subscription,
+        events: list[Mapping[str, Any]],
+        destination: Destination,
+        context: TraceContext | None,
+    ) -> None:
+        sender = self._senders.get(subscription.protocol)
+        if not isinstance(sender, BatchSender):
+            raise DeliveryRejected(f"{subscription.protocol} deliveries cannot be batched", retryable=False)
+        await sender.deliver_batch(events, destination, trace=context)
+
+    async def _delivered(self, lane: Lane, held: list[Item]) -> None:
+        label = self._metrics.label(lane.id)
+        now = self._clock.now()
+        self._metrics.deliveries.labels(label, "delivered").inc(len(held))
+        self._metrics.last_delivered[lane.id] = now
+        latency = self._metrics.latency.labels(label)
+        for item in held:
+            latency.observe(max(0.0, now - item.row.first_at))
+            self._completions.delivered(lane, item)
+        await self._circuits.answered(lane.id)
+
+    async def _traced(
+        self,
+        lane: Lane,
+        held: list[Item],
+        events: list[Mapping[str, Any]],
+        subscription: Subscription,
+        policy: DeliveryPolicy,
+        destination: Destination,
+    ) -> None:
+        """:meth:`_attempt`'s send of ``events`` (``held``, transformed) and its outcomes in one
+        attempt span for the batch."""
+        head = held[0].row
+        span, context = self._tracing.attempt(
+            stored=head.trace,
+            protocol=subscription.protocol,
+            sink=subscription.sink,
+            subscription=lane.id,
+            tenant=subscription.tenant,
+            attempt=head.attempts + 1,
+            event_id=None,
+            circuit="closed" if self._circuits.closed(lane.id) else "half_open",
+            replay=head.replay,
+            others=[item.row.trace for item in held[1:]],
+        )
+        with trace.use_span(span, end_on_exit=False):
+            try:
+                await self._send(subscription, events, destination, context)
+            except Exception as exc:
+                error = sender_error(exc, subscription.protocol)
+                try:
+                    await self._failed(lane, held, policy, error)
+                finally:
+                    circuit = "closed" if self._circuits.closed(lane.id) else "open"
+                    Tracing.attempted(span, "failed", status=error.status, error=error, circuit=circuit)
+                return
+        Tracing.attempted(span, "delivered")
+        await self._delivered(lane, held)
 
     async def _failed(
         self, lane: Lane, items: list[Item], policy: DeliveryPolicy, error: DeliveryError

@@ -25,6 +25,7 @@ from cebroker.pipeline.gcpause import PAUSE
 from cebroker.pipeline.ingest import Pipeline, release
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.principal import Principal
+from cebroker.telemetry.tracing import transport_context
 from cebroker.tenant_policies import TenantPolicies
 from cebroker.web.access import principal_of
 from cebroker.web.body import PARSE_OFF_LOOP, json_problem, parse_json, parse_json_body, read_limited
@@ -81,10 +82,17 @@ class EventsApi:
                 self._metrics.events_rejected.labels(type(exc).__name__.lower()).inc()
                 raise
             principal = principal_of(request)
-            # de-duplicated per publishing tenant: one tenant cannot suppress another's events
+            # De-duplicated per publishing tenant: one tenant cannot suppress another's events.
+            # Counts its own refusals. The request's trace context is read only when tracing.
+            transport = transport_context(request.headers) if self._pipeline.traced else None
             result = await self._pipeline.accept(
-                events, batch=batch, permit=self._permit(principal), tenant=principal.tenant
-            )  # counts its own refusals
+                events,
+                batch=batch,
+                permit=self._permit(principal),
+                tenant=principal.tenant,
+                transport=transport,
+                protocol="http",
+            )
             await release(events)
         finally:
             if paused:  # a large batch held off full garbage collections (see pipeline.gcpause)
