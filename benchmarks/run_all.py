@@ -121,7 +121,7 @@ def run(bench: Bench, *, quick: bool, quiet: bool) -> str:
     after = _load()
     if not quiet:
         print(done.stdout, end="", flush=True)
-    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    lines = [" ".join(line.split()) for line in done.stdout.splitlines() if line.strip()]
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-1:] or ["(no output)"]
         lines.append(f"**failed** (exit {done.returncode}): {tail[0]}")
