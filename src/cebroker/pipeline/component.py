@@ -161,16 +161,18 @@ class PipelineComponent:
             tracing=tracing,
         )
         deliveries = DeliveriesApi(store, self.log, circuits, self.dispatcher)
+        #: ``POST /events``, which the app also serves through its fast lane.
+        self.events = EventsApi(
+            self.pipeline,
+            self.metrics,
+            max_event_size=settings.max_event_size,
+            max_batch_size=settings.max_batch_size,
+            policies=tenant_policies,
+        )
         self._apis: list[
             EventsApi | MetricsApi | DeliveriesApi | TailApi | ExplainApi | OverviewApi | ReplaysApi
         ] = [
-            EventsApi(
-                self.pipeline,
-                self.metrics,
-                max_event_size=settings.max_event_size,
-                max_batch_size=settings.max_batch_size,
-                policies=tenant_policies,
-            ),
+            self.events,
             MetricsApi(self.metrics),
             deliveries,
             TailApi(self.tail, self._store.get),
