@@ -172,7 +172,8 @@ class PipelineComponent:
         deliveries = DeliveriesApi(
             store, self.log, circuits, self.dispatcher, locks=pull.locks if pull is not None else None
         )
-        events = EventsApi(
+        #: ``POST /events``, which the app also serves through its fast lane.
+        self.events = EventsApi(
             self.pipeline,
             self.metrics,
             max_event_size=settings.max_event_size,
@@ -190,7 +191,7 @@ class PipelineComponent:
             | PullApi
             | EventGridApi
         ] = [
-            events,
+            self.events,
             MetricsApi(self.metrics),
             deliveries,
             TailApi(self.tail, self._store.get),
@@ -198,7 +199,7 @@ class PipelineComponent:
         ]
         if self.puller is not None:
             self._apis.append(PullApi(store, self.puller))
-            self._apis.append(EventGridApi(events, store, self.puller))
+            self._apis.append(EventGridApi(self.events, store, self.puller))
         if archive is not None and self.replayer is not None:
             self._apis.append(
                 ReplaysApi(
