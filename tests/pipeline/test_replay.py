@@ -324,3 +324,37 @@ def test_a_replay_is_queued_once_whichever_instance_steps_it(
     one.settled()
     two.settled()
     assert sorted(replayed(sink.at("/twice"))) == sorted(f"e-{n}" for n in range(100))
+
+
+def test_a_pull_subscription_receives_its_replay(start_broker: Callable[..., Broker]) -> None:
+    """A replay of a PULL subscription queues deliveries its consumers receive (marked) and settle."""
+    broker = start_broker()
+    created = broker.http.post("/subscriptions", json={"protocol": "PULL", **ONLY_TESTS})
+    sub = created.json()
+    since = time.time()
+    until = send(broker, [event(n) for n in range(3)])
+    first = broker.http.post(f"/subscriptions/{sub['id']}/receive", params={"max": 10}).json()["events"]
+    tokens = [e["locktoken"] for e in first]
+    assert (
+        broker.http.post(f"/subscriptions/{sub['id']}/acknowledge", json={"locktokens": tokens}).status_code
+        == 200
+    )
+    started = replay(broker, sub, **{"from": rfc3339(since - 0.001), "to": rfc3339(until)})
+    assert started.status_code == 202, started.text
+    again: list[dict[str, Any]] = []
+
+    def received_all() -> bool:
+        answer = broker.http.post(f"/subscriptions/{sub['id']}/receive", params={"max": 10, "wait": 1})
+        again.extend(answer.json()["events"])
+        return len(again) >= 3
+
+    wait_until(received_all, 15, "the replayed events")
+    assert sorted(e["event"]["id"] for e in again) == ["e-0", "e-1", "e-2"]
+    assert {e["event"]["replayid"] for e in again} == {started.json()["replay"]}
+    tokens = [e["locktoken"] for e in again]
+    assert (
+        broker.http.post(f"/subscriptions/{sub['id']}/acknowledge", json={"locktokens": tokens}).status_code
+        == 200
+    )
+    state = done(broker, sub, started.json()["replay"])
+    assert (state["delivered"], state["pending"]) == (3, 0)

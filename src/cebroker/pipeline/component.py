@@ -120,7 +120,11 @@ class PipelineComponent:
         check = output_check(validator, ValidationMode(settings.event_validation))
         # Pull delivery: PULL subscriptions' consumers receive from the log; the dispatcher
         # never pushes those deliveries, it wakes the receives waiting for them.
-        self.puller = Puller(pull, self.metrics, check=check) if pull is not None else None
+        self.puller = (
+            Puller(pull, self.metrics, check=check, settled=self._replay_settled)
+            if pull is not None
+            else None
+        )
         self.dispatcher = Dispatcher(
             self.log,
             self.matcher,

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from ceprotocols.sender import Destination
 
+from cebroker.pipeline.dispatch.lane import REPLAY_ATTRIBUTE
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.transform import Dropped, Failed, OutputCheck, Transforms, transform
 from cebroker.storage.pull import Locked, LockStats, PullLog, TokenResult
@@ -75,7 +76,16 @@ def _setting(subscription: Subscription, name: str, default: int) -> int:
 class Puller:
     """Receive (with a long poll) and settle a PULL subscription's deliveries."""
 
-    def __init__(self, log: PullLog, metrics: PipelineMetrics, *, check: OutputCheck | None = None) -> None:
+    def __init__(
+        self,
+        log: PullLog,
+        metrics: PipelineMetrics,
+        *,
+        check: OutputCheck | None = None,
+        settled: Callable[[], None] = lambda: None,
+    ) -> None:
+        # ``settled``: deliveries left the log (a replay waiting for room may queue more).
+        self._settled = settled
         self._log = log
         self._metrics = metrics
         self._check = check
@@ -130,12 +140,15 @@ class Puller:
             await self._log.acknowledge(subscription.id, dropped)
         for reason, tokens in failed.items():
             await self._log.reject(subscription.id, tokens, reason)
+        if dropped or failed:
+            self._settled()
         return out
 
     async def acknowledge(self, subscription: Subscription, tokens: Sequence[str]) -> list[TokenResult]:
         """Complete the locked deliveries."""
         results = await self._log.acknowledge(subscription.id, tokens)
         self._metrics.pull_settled.labels("acknowledged").inc(_ok(results, self._metrics))
+        self._settled()
         return results
 
     async def release(
@@ -155,6 +168,7 @@ class Puller:
         """Dead-letter the deliveries with ``reason``."""
         results = await self._log.reject(subscription.id, tokens, reason)
         self._metrics.pull_settled.labels("rejected").inc(_ok(results, self._metrics))
+        self._settled()
         return results
 
     async def renew(self, subscription: Subscription, tokens: Sequence[str]) -> list[TokenResult]:
@@ -178,4 +192,8 @@ def _ok(results: Sequence[TokenResult], metrics: PipelineMetrics) -> int:
 
 
 def _received(item: Locked) -> Received:
-    return Received(item.token, item.count, item.locked_until, orjson.loads(item.body))
+    """The locked delivery as handed out; a replayed one marked with its replay, as on push."""
+    event = orjson.loads(item.body)
+    if item.replay is not None:
+        event[REPLAY_ATTRIBUTE] = item.replay
+    return Received(item.token, item.count, item.locked_until, event)

@@ -50,6 +50,8 @@ class Locked:
     locked_until: float
     #: When the event was accepted.
     first_at: float
+    #: The replay that queued this delivery (:mod:`cebroker.storage.archive`), None if live.
+    replay: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

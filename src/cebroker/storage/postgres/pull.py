@@ -37,7 +37,7 @@ LOCK_PREFIX = "lock:"
 
 #: Due rows of a subscription, free or with an ended lock, locked for this transaction.
 PICK = (
-    "SELECT d.id, d.attempts, d.first_at, e.body FROM pipeline_deliveries d"
+    "SELECT d.id, d.attempts, d.first_at, e.body, d.replay FROM pipeline_deliveries d"
     " JOIN pipeline_events e ON e.seq = d.event_seq"
     " WHERE d.subscription = %s AND d.next_at <= %s AND (d.owner IS NULL OR d.owner LIKE 'lock:%%')"
     " ORDER BY d.next_at, d.id LIMIT %s FOR UPDATE OF d SKIP LOCKED"
@@ -89,18 +89,20 @@ class PostgresPullLog:
                 over = [r for r in rows if int(r[1]) >= max_deliveries]
                 ids: list[int] = []
                 owners: list[str] = []
-                for delivery, attempts, first_at, body in rows:
+                for delivery, attempts, first_at, body, replay in rows:
                     if int(attempts) >= max_deliveries:
                         continue
                     token = new_token(int(delivery))
                     ids.append(int(delivery))
                     owners.append(_owner(token, now))
                     out.append(
-                        Locked(token, int(delivery), body, int(attempts) + 1, now + lock, float(first_at))
+                        Locked(
+                            token, int(delivery), body, int(attempts) + 1, now + lock, float(first_at), replay
+                        )
                     )
                 if ids:
                     await conn.execute(TAKE.encode(), (now + lock, ids, owners))
-                for delivery, attempts, first_at, body in over:
+                for delivery, attempts, first_at, body, _ in over:
                     await self._dead_letter(
                         conn, subscription, int(delivery), body, int(attempts), first_at, MAX_REACHED, now
                     )

@@ -56,24 +56,24 @@ class SqlitePullLog:
             out: list[Locked] = []
             for _ in range(8):  # each pass may dead-letter rows instead of handing them out
                 rows = conn.execute(
-                    "SELECT d.id, d.attempts, d.first_at, e.body FROM pipeline_deliveries d "
+                    "SELECT d.id, d.attempts, d.first_at, e.body, d.replay FROM pipeline_deliveries d "
                     "JOIN pipeline_events e ON e.seq = d.event_seq "
                     "WHERE d.subscription = ? AND d.next_at <= ? ORDER BY d.next_at, d.id LIMIT ?",
                     (subscription, now, limit - len(out)),
                 ).fetchall()
                 over = [r for r in rows if r[1] >= max_deliveries]
                 taken: list[tuple[float, int]] = []
-                for delivery, attempts, first_at, body in rows:
+                for delivery, attempts, first_at, body, replay in rows:
                     if attempts >= max_deliveries:
                         continue
                     token = new_token(delivery)
                     self._locks[delivery] = _Lock(token, now, now + lock)
-                    out.append(Locked(token, delivery, body, attempts + 1, now + lock, first_at))
+                    out.append(Locked(token, delivery, body, attempts + 1, now + lock, first_at, replay))
                     taken.append((now + lock, delivery))
                 conn.executemany(
                     "UPDATE pipeline_deliveries SET attempts = attempts + 1, next_at = ? WHERE id = ?", taken
                 )
-                for delivery, attempts, first_at, body in over:
+                for delivery, attempts, first_at, body, _ in over:
                     self._locks.pop(delivery, None)
                     self._dead_letter(
                         conn, subscription, delivery, body, attempts, first_at, MAX_REACHED, now
