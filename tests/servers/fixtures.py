@@ -2,8 +2,10 @@
 
 ``mosquitto``, ``nats_server``, ``rabbitmq``, ``tansu`` and ``postgres`` are session-scoped and
 shared: tests must use their own topic/subject/queue names (``postgres_url`` gives each test its
-own database) and must not stop them. Tests that stop or
-restart a server (resilience) ask ``server_factory`` for a private one, torn down afterwards.
+own empty database; ``migrated_postgres_url``, in :mod:`support.fixtures`, one with the broker's
+schema) and must not stop them. Tests that stop or restart a server (resilience) ask
+``server_factory`` for a private one, torn down afterwards. With pytest-xdist each worker is a
+session of its own, with its own servers.
 """
 
 from __future__ import annotations

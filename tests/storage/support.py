@@ -25,9 +25,9 @@ def sqlite_storage(request: pytest.FixtureRequest, tmp: Path, **options: Any) ->
 
 
 def postgres_storage(request: pytest.FixtureRequest, tmp: Path, **options: Any) -> Storage:
-    """The PostgreSQL backend on the test's own database (the ``postgres_url`` fixture: the same
-    database for every call within one test)."""
-    return PostgresStorage(str(request.getfixturevalue("postgres_url")), StorageOptions(**options))
+    """The PostgreSQL backend on the test's own database, the broker's schema already in it (the
+    ``migrated_postgres_url`` fixture: the same database for every call within one test)."""
+    return PostgresStorage(str(request.getfixturevalue("migrated_postgres_url")), StorageOptions(**options))
 
 
 #: Every backend the contract suites run against: a factory of ``(request, scratch dir, options)``.

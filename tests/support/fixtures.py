@@ -1,5 +1,6 @@
 """Fixtures of the support helpers for the whole suite (registered by ``tests/conftest.py``):
-a recording sink, brokers served in threads, and ``cebroker serve`` processes."""
+a recording sink, brokers served in threads, ``cebroker serve`` processes, and PostgreSQL
+databases the broker's schema is already in."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from servers.postgres import PostgresServer
 
+from cebroker.storage.postgres import PostgresStorage
 from support.broker import Broker, BrokerProcesses, Brokers
 from support.sinks import Sink, served_sink
 
@@ -41,3 +44,20 @@ def broker_processes(tmp_path: Path) -> Iterator[BrokerProcesses]:
     children = BrokerProcesses(tmp_path)
     yield children
     children.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres: PostgresServer) -> str:
+    """A template database on the shared PostgreSQL with the broker's whole schema, made once per
+    session (per worker, with pytest-xdist) by the broker's own ``prepare`` (the entry point
+    every instance runs at start), whatever the migrations are and however they are written."""
+    return postgres.create_template(lambda url: PostgresStorage(url).prepare())
+
+
+@pytest.fixture
+def migrated_postgres_url(postgres: PostgresServer, postgres_template: str) -> str:
+    """The URL of a new database on the shared PostgreSQL, for this test alone, with the broker's
+    schema already in it: a copy of :func:`postgres_template`, so a test that only needs a
+    working database does not create the schema again. ``postgres_url`` gives an empty one, for
+    the tests of migrations and of instances racing to prepare a fresh database."""
+    return postgres.create_database(template=postgres_template)
