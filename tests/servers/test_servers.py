@@ -76,6 +76,7 @@ async def test_nats_token_auth(server_factory: Callable[..., NatsServer]) -> Non
     await asyncio.sleep(0)
 
 
+@pytest.mark.postgres
 def test_postgres_restarts_and_gives_each_test_its_own_database(
     server_factory: Callable[..., PostgresServer],
 ) -> None:
@@ -92,6 +93,7 @@ def test_postgres_restarts_and_gives_each_test_its_own_database(
     assert server.psql("SELECT 1 FROM t", database=second.rsplit("/", 1)[1], check=False).returncode != 0
 
 
+@pytest.mark.postgres
 def test_postgres_copies_of_a_template_hold_what_it_was_filled_with_each_on_its_own(
     server_factory: Callable[..., PostgresServer],
 ) -> None:

@@ -33,6 +33,12 @@ def postgres_storage(request: pytest.FixtureRequest, tmp: Path, **options: Any) 
 #: Every backend the contract suites run against: a factory of ``(request, scratch dir, options)``.
 STORAGES: dict[str, Callable[..., Storage]] = {"sqlite": sqlite_storage, "postgres": postgres_storage}
 
+#: The markers of the backends that need a real server (for the lanes: ``-m "not postgres"``).
+_MARKS = {"postgres": pytest.mark.postgres}
+
+#: The backends' names as pytest parameters, each with its server's marker.
+BACKEND_PARAMS = [pytest.param(name, marks=_MARKS.get(name, ())) for name in sorted(STORAGES)]
+
 
 @contextlib.asynccontextmanager
 async def opened(storage: Storage) -> AsyncIterator[Storage]:

@@ -12,6 +12,7 @@ from servers.postgres import PostgresServer
 
 from cebroker.storage.postgres import PostgresStorage
 from support.broker import Broker, BrokerProcesses, Brokers
+from support.lanes import require_marker
 from support.sinks import Sink, served_sink
 
 
@@ -55,9 +56,12 @@ def postgres_template(postgres: PostgresServer) -> str:
 
 
 @pytest.fixture
-def migrated_postgres_url(postgres: PostgresServer, postgres_template: str) -> str:
+def migrated_postgres_url(
+    request: pytest.FixtureRequest, postgres: PostgresServer, postgres_template: str
+) -> str:
     """The URL of a new database on the shared PostgreSQL, for this test alone, with the broker's
     schema already in it: a copy of :func:`postgres_template`, so a test that only needs a
     working database does not create the schema again. ``postgres_url`` gives an empty one, for
     the tests of migrations and of instances racing to prepare a fresh database."""
+    require_marker(request, "postgres")
     return postgres.create_database(template=postgres_template)
