@@ -1,6 +1,6 @@
 """Fixtures of the support helpers for the whole suite (registered by ``tests/conftest.py``):
-a recording sink, brokers served in threads, ``cebroker serve`` processes, and PostgreSQL
-databases the broker's schema is already in."""
+a recording sink, an in-memory sender, brokers served in threads, ``cebroker serve`` processes,
+and PostgreSQL databases the broker's schema is already in."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from servers.postgres import PostgresServer
 from cebroker.storage.postgres import PostgresStorage
 from support.broker import Broker, BrokerProcesses, Brokers
 from support.lanes import require_marker
+from support.memory import MemorySender
 from support.sinks import Sink, served_sink
 
 
@@ -37,6 +38,19 @@ def make_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
 def broker(make_broker: Callable[..., Broker]) -> Broker:
     """A broker with default settings (no webhook handshake)."""
     return make_broker()
+
+
+@pytest.fixture
+def memory() -> MemorySender:
+    """An in-memory sender: what a broker given ``memory.senders`` delivers to its HTTP
+    subscriptions (sinks ``f"{memory.url}/path"``), kept per path (see :mod:`support.memory`)."""
+    return MemorySender()
+
+
+@pytest.fixture
+def memory_broker(make_broker: Callable[..., Broker], memory: MemorySender) -> Broker:
+    """A broker with default settings that delivers into ``memory`` instead of over HTTP."""
+    return make_broker(senders=memory.senders)
 
 
 @pytest.fixture

@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from ceprotocols.egress import NetworkPolicy, Resolver, system_resolver
+from ceprotocols.registry import SenderFactory
 from starlette.routing import BaseRoute
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
@@ -66,7 +67,8 @@ class PipelineComponent:
     ``resolver`` bound where the senders connect (default: the settings' policy,
     :func:`cebroker.network.sink_policy`, with the system's resolver). ``archive`` is the
     storage's event archive; without it (a pipeline run alone) there are no replays and no
-    pruning.
+    pruning. ``senders`` replaces the built-in senders of the protocols it names (see
+    :class:`SenderPool`).
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class PipelineComponent:
         policy: NetworkPolicy | None = None,
         resolver: Resolver = system_resolver,
         policies: TenantPolicies | None = None,
+        senders: Mapping[str, SenderFactory] | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -100,6 +103,7 @@ class PipelineComponent:
             # Never unrestricted: the settings' own policy unless the composition root passes it.
             policy=policy if policy is not None else sink_policy(settings),
             resolver=resolver,
+            factories=senders,
         )
         self.dispatcher = Dispatcher(
             self.log,
