@@ -107,6 +107,7 @@ def p99(values: list[float]) -> float:
     return statistics.quantiles(values, n=100)[98]
 
 
+@pytest.mark.alone
 def test_hanging_sinks_at_the_highest_concurrency_leave_a_healthy_sink_its_latency(
     broker: Broker, sink: Sink, hanging: HangingSinks
 ) -> None:
