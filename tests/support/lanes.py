@@ -15,9 +15,9 @@ parameter, and the database fixtures refuse a test that does not (:func:`require
 
 Under pytest-xdist (``-n N --dist loadgroup``) every worker is a session of its own and starts
 the session-scoped servers its tests ask for. The tests of a server that is slow to start
-(:data:`GROUPS`: Spark's session, RabbitMQ, the console's browser) are put in one
-``xdist_group``, so one worker starts it once and runs them all; every other test goes to
-whichever worker is free.
+(:data:`GROUPS`: Spark's session, RabbitMQ, the console's browser, a container image) are put
+in one ``xdist_group``, so one worker starts (or builds) it once and runs them all; every other
+test goes to whichever worker is free.
 
 A test marked ``alone`` measures time or throughput against a bound (a latency, a start-up
 time, how fast a writer fills a file): under pytest-xdist it runs while no other test runs, as
@@ -38,7 +38,7 @@ import pytest
 FIXTURE_MARKERS = {"postgres": "postgres", "spark": "spark", "browser": "browser"}
 
 #: xdist group -> the markers whose tests it holds (the first that applies wins).
-GROUPS = {"spark": ("spark",), "rabbitmq": ("amqp",), "browser": ("browser",)}
+GROUPS = {"spark": ("spark",), "rabbitmq": ("amqp",), "browser": ("browser",), "container": ("container",)}
 
 #: Fixture name -> the marker that says a test needs it (for the groups: RabbitMQ's tests are
 #: marked ``amqp``; a test that takes the ``rabbitmq`` fixture directly is given the marker).
