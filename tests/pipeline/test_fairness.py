@@ -157,6 +157,7 @@ def test_a_concurrency_above_the_bound_is_refused_and_changes_nothing(broker: Br
     assert broker.http.get(f"/subscriptions/{sub['id']}").json() == sub
 
 
+@pytest.mark.alone
 def test_a_hanging_sink_times_out_opens_its_circuit_and_then_holds_one_connection(
     broker: Broker, hanging: HangingSinks
 ) -> None:

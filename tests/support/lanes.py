@@ -27,6 +27,7 @@ workers wait for it; it waits for the tests they are running to end.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fcntl
 from collections.abc import Iterator
@@ -49,6 +50,7 @@ SERVER_MARKERS = {"rabbitmq": "amqp"}
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test with the markers of the heavy fixtures it uses, and, under pytest-xdist,
     with the group of the slow-to-start server it needs."""
+    _unique_ids(items)
     grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
@@ -60,7 +62,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for group, markers in GROUPS.items():
             if any(item.get_closest_marker(marker) is not None for marker in markers):
                 item.add_marker(pytest.mark.xdist_group(group))
+                if config.getvalue("loadgroup"):
+                    _set_id(item, f"{item.nodeid}@{group}")
                 break
+
+
+def _set_id(item: pytest.Item, nodeid: str) -> None:
+    """Change a test's id at collection. ``--dist loadgroup`` schedules by the ``@group`` suffix
+    of the ids; pytest-xdist 3.8 adds it to ``_nodeid``, which pytest 9 no longer reads (the id
+    is a ``NodeId`` in ``_id``), so without this every test of a group would go its own way."""
+    item._id = item._id.parse(nodeid)
+
+
+def _unique_ids(items: list[pytest.Item]) -> None:
+    """Give every test an id of its own. pytest-xdist tells its workers which tests to run by
+    id, so tests that share one would all run as the first of them: schemathesis gives each API
+    operation's test the function's id (``test_x``) and the operation only in its name
+    (``test_x[GET /subscriptions]``), so such a test takes its parent's id and its name. Ids
+    still shared after that stop the run rather than let tests go missing."""
+    counts = collections.Counter(item.nodeid for item in items)
+    for item in items:
+        named = item.nodeid.rsplit("::", 1)[-1] == item.name
+        if counts[item.nodeid] > 1 and item.parent is not None and not named:
+            _set_id(item, f"{item.parent.nodeid}::{item.name}")
+    shared = sorted(nodeid for nodeid, n in collections.Counter(i.nodeid for i in items).items() if n > 1)
+    if shared:
+        raise pytest.UsageError(f"tests share an id, so a parallel run would skip some: {shared[:5]}")
 
 
 def require_marker(request: pytest.FixtureRequest, marker: str) -> None:
