@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ceprotocols.egress import Resolver, system_resolver
 from ceprotocols.receiver import Limits
+from ceprotocols.registry import SenderFactory
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -203,6 +204,7 @@ def build_components(
     clock: Clock = SYSTEM_CLOCK,
     resolver: Resolver = system_resolver,
     sealer: Sealer | None = None,
+    senders: Mapping[str, SenderFactory] | None = None,
 ) -> list[Component]:
     """Create every part of the broker, wired to each other, in start order.
 
@@ -212,6 +214,10 @@ def build_components(
     network policy (tests inject one that maps names to any address). The pipeline schedules
     deliveries and retries on ``clock``; a storage made here stamps times with it too (a storage
     passed in must use the same clock).
+
+    ``senders`` maps protocol names to sender factories that take the place of the built-in
+    ones (the test suite's in-memory sender); no setting reaches it, so a broker run by the
+    command line always delivers with the real senders.
     """
     storage = storage if storage is not None else storage_from_settings(settings, clock=clock)
     # One network policy for both checks of every destination: at subscription time (the API)
@@ -255,6 +261,7 @@ def build_components(
         pull=storage.pull,
         tracing=telemetry.tracing,
         metrics=metrics,
+        senders=senders,
     )
     components.append(pipeline)
     # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it. (With no
