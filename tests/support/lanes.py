@@ -62,7 +62,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for group, markers in GROUPS.items():
             if any(item.get_closest_marker(marker) is not None for marker in markers):
                 item.add_marker(pytest.mark.xdist_group(group))
-                if config.getvalue("loadgroup"):
+                if config.getoption("loadgroup", default=False):  # set in workers only
                     _set_id(item, f"{item.nodeid}@{group}")
                 break
 
