@@ -180,6 +180,14 @@ class Settings:
     max_backlog: int = setting(
         1_000_000, Integer(minimum=1), "pending deliveries above which ingress answers 503 with Retry-After"
     )
+    #: Replies (``config.reply: publish``, docs/replies.md): a reply whose chain of replies
+    #: would grow past this many hops (``cebrokerhops``) is not published, and the delivery that
+    #: produced it is dead-lettered with that reason.
+    reply_max_hops: int = setting(
+        8,
+        Integer(minimum=1, maximum=1000),
+        "longest chain of sink replies before a delivery is dead-lettered",
+    )
     #: A subscription's ``config.probemaxdelay`` overrides it.
     probe_max_delay: float = setting(
         10.0,

@@ -22,10 +22,11 @@ from ceprotocols.egress import NetworkPolicy, Resolver, system_resolver
 from starlette.routing import BaseRoute
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
-from cebroker.contracts import EventValidator, ValidationMode
+from cebroker.contracts import EventValidator, IngestResult, ValidationMode
 from cebroker.network import sink_policy
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.dispatch.replies import Replies
 from cebroker.pipeline.ingest import Pipeline
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
@@ -109,6 +110,11 @@ class PipelineComponent:
         )
         # Transformed events are checked against the registry as ingested ones are.
         check = output_check(validator, ValidationMode(settings.event_validation))
+        self._policies = tenant_policies
+        #: Sink replies enter through the same ingest as any publish, as the subscription's tenant.
+        self.replies = Replies(
+            self._publish_reply, max_hops=settings.reply_max_hops, limit=settings.max_event_size
+        )
         self.dispatcher = Dispatcher(
             self.log,
             self.matcher,
@@ -119,6 +125,7 @@ class PipelineComponent:
             probe_max_delay=settings.probe_max_delay,
             replay_settled=self._replay_settled,
             output_check=check,
+            replies=self.replies,
         )
         self.archive = archive
         self.replayer: Replayer | None = None
@@ -167,7 +174,9 @@ class PipelineComponent:
             MetricsApi(self.metrics),
             deliveries,
             TailApi(self.tail, self._store.get),
-            OverviewApi(self.metrics, self.log, circuits, self.matcher, self.dispatcher, archive),
+            OverviewApi(
+                self.metrics, self.log, circuits, self.matcher, self.dispatcher, archive, self.replies
+            ),
         ]
         if archive is not None and self.replayer is not None:
             self._apis.append(
@@ -203,6 +212,18 @@ class PipelineComponent:
         self._shutdown_grace = settings.shutdown_grace
         #: When the grace ends (monotonic seconds), once told to stop; None until then.
         self._grace_ends: float | None = None
+
+    async def _publish_reply(self, events: Sequence[dict[str, Any]], tenant: str | None) -> IngestResult:
+        """Publish a sink's reply as ``tenant`` would (its publish policy applies; none: an
+        admin's subscription, unrestricted)."""
+        policies = self._policies
+        permit = None
+        if tenant is not None and tenant in policies.tenants:
+
+            def permit(event: dict[str, Any]) -> bool:
+                return policies.may_publish(tenant, event)
+
+        return await self.pipeline.accept(list(events), batch=len(events) > 1, permit=permit)
 
     def routes(self) -> Sequence[BaseRoute]:
         """Every route of the pipeline."""
@@ -253,6 +274,7 @@ class PipelineComponent:
         self.matcher.apply(change)
         if change.kind is ChangeKind.DELETED:
             self.tail.end(change.subscription.id)
+            self.replies.forget(change.subscription.id)
             self._keep(self.dispatcher.forget(change.subscription.id))
         elif change.kind is ChangeKind.UPDATED:
             self.dispatcher.replaced(change.subscription)

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from ceprotocols.errors import DeliveryError
+from ceprotocols.sender import ReplyingSender
 
 from cebroker.clock import Clock
 from cebroker.pipeline.dispatch.circuits import Circuits
@@ -20,6 +21,8 @@ from cebroker.pipeline.dispatch.completions import Completions, Release
 from cebroker.pipeline.dispatch.failures import Failures, Schedule
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.dispatch.replies import HopLimit, Replies, wants_replies
+from cebroker.pipeline.dispatch.retry import GiveUp
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.senders import SenderPool
@@ -62,7 +65,9 @@ class Attempts:
         release: Release,
         schedule: Schedule,
         transformer: Transformer,
+        replies: Replies | None = None,
     ) -> None:
+        self._replies = replies
         self._log = journal
         self._senders = senders
         self._transformer = transformer
@@ -105,8 +110,25 @@ class Attempts:
         event, destination = prepared
         if lane.limiter is not None:
             await lane.limiter.acquire()
+        sender = self._senders.get(subscription.protocol)
+        replies = self._replies
         try:
-            await self._senders.get(subscription.protocol).deliver(event, destination)
+            if replies is not None and wants_replies(subscription) and isinstance(sender, ReplyingSender):
+                reply = await sender.deliver_replying(event, destination, limit=replies.limit)
+                await self._circuits.answered(lane.id)  # the sink answered, whatever the reply
+                try:
+                    # Committed before the delivery completes (a crash in between retries it).
+                    await replies.publish(subscription, [item.event], reply)
+                except HopLimit as exc:
+                    await self._failures.give_up(
+                        lane, item, policy, GiveUp(item.row.attempts + 1, str(exc), None, None)
+                    )
+                    return
+                except DeliveryError as exc:  # not the sink's fault: no count toward its circuit
+                    await self._failures.failed(lane, item, policy, exc, circuit_open=False)
+                    return
+            else:
+                await sender.deliver(event, destination)
         except DeliveryError as exc:
             await self._failures.failed(lane, item, policy, exc)
         except Exception as exc:  # a sender bug must not kill the lane; treat it as transient

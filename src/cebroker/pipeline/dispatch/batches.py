@@ -20,7 +20,7 @@ import logging
 from collections.abc import Mapping
 
 from ceprotocols.errors import DeliveryError, DeliveryRejected
-from ceprotocols.sender import BatchSender
+from ceprotocols.sender import BatchSender, ReplyingSender
 
 from cebroker.clock import Clock
 from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, let_go
@@ -29,7 +29,8 @@ from cebroker.pipeline.dispatch.completions import Completions, Release
 from cebroker.pipeline.dispatch.failures import Failures, Schedule
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
-from cebroker.pipeline.dispatch.retry import Retry, decide
+from cebroker.pipeline.dispatch.replies import HopLimit, Replies, wants_replies
+from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
@@ -57,7 +58,9 @@ class BatchAttempts:
         release: Release,
         schedule: Schedule,
         transformer: Transformer,
+        replies: Replies | None = None,
     ) -> None:
+        self._replies = replies
         self._log = journal
         self._circuits = circuits
         self._transformer = transformer
@@ -126,7 +129,24 @@ class BatchAttempts:
                 raise DeliveryRejected(
                     f"{subscription.protocol} deliveries cannot be batched", retryable=False
                 )
-            await sender.deliver_batch(events, destination)
+            replies = self._replies
+            if replies is not None and wants_replies(subscription) and isinstance(sender, ReplyingSender):
+                reply = await sender.deliver_batch_replying(events, destination, limit=replies.limit)
+                await self._circuits.answered(lane.id)  # the sink answered, whatever the reply
+                try:
+                    # Committed before the deliveries complete (a crash in between retries them).
+                    await replies.publish(subscription, [item.event for item in held], reply)
+                except HopLimit as exc:
+                    for item in held:
+                        outcome = GiveUp(item.row.attempts + 1, str(exc), None, None)
+                        await self._failures.give_up(lane, item, policy, outcome)
+                    return
+                except DeliveryError as exc:  # not the sink's fault: no count toward its circuit
+                    for item in held:
+                        await self._failures.failed(lane, item, policy, exc, circuit_open=False)
+                    return
+            else:
+                await sender.deliver_batch(events, destination)
         except DeliveryError as exc:
             await self._failed(lane, held, policy, exc)
         except Exception as exc:  # a sender bug must not kill the lane; treat it as transient

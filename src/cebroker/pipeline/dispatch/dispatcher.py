@@ -34,6 +34,7 @@ from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.loader import Loader
 from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.dispatch.replies import Replies
 from cebroker.pipeline.dispatch.tasks import Tasks
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.matcher import Matcher
@@ -74,7 +75,10 @@ class Dispatcher:
         probe_max_delay: float = 10.0,
         replay_settled: Callable[[], None] = lambda: None,
         output_check: OutputCheck | None = None,
+        replies: Replies | None = None,
     ) -> None:
+        #: Sink replies of subscriptions with ``config.reply: publish`` (None: never published).
+        self.replies = replies
         self._log = journal
         self._clock = clock
         self._subscriptions = matcher.subscriptions
@@ -131,6 +135,7 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
             transformer=transformer,
+            replies=replies,
         )
         self._batches = BatchAttempts(
             journal=journal,
@@ -144,6 +149,7 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
             transformer=transformer,
+            replies=replies,
         )
         self._loader = Loader(
             journal,
