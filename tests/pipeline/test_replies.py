@@ -2,16 +2,20 @@
 binary and structured answers published and delivered to a second subscription, a reply answered
 twice counted once, a reply refused by the tenant's publish policy counted on the status, a loop
 of two subscriptions stopped at the hop limit with a dead letter, and a bad ``config.reply``
-refused when the subscription is saved."""
+refused when the subscription is saved; and a broker process SIGKILLed right after the sink
+answered loses no reply and publishes it once."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from support.broker import Broker
+import httpx
+import pytest
+from support.broker import Broker, BrokerProcesses
 from support.events import event
 from support.sinks import Received, Reply, Sink
 from support.waiting import wait_for
@@ -190,3 +194,46 @@ def test_a_bad_reply_mode_is_refused(broker: Broker, sink: Sink) -> None:
     )
     assert response.status_code == 400
     assert response.json()["errors"][0]["pointer"] == "/config/reply"
+
+
+@pytest.mark.slow
+def test_sigkill_right_after_the_sink_answers_loses_no_reply(
+    tmp_path: Path, sink: Sink, broker_processes: BrokerProcesses
+) -> None:
+    """The sink answers with a reply and the broker process is SIGKILLed at once: after a
+    restart on the same database the reply has been published exactly once (the delivery is
+    retried if it had not completed, and its reply de-duplicated)."""
+    first = (
+        broker_processes(tmp_path / "broker.db", "broker.log", "--webhook-validation", "off").start().ready()
+    )
+    killed = threading.Event()
+
+    def answer(got: Received) -> Reply | None:
+        if got.path == "/svc" and not killed.is_set():
+            killed.set()
+            threading.Timer(0.02, first.kill).start()  # once the answer is on its way
+        return None
+
+    sink.responder = answer
+    sink.default["/svc"] = binary_reply("r-crash")
+    for body in (
+        {"protocol": "HTTP", "sink": f"{sink.url}/svc", "types": ["com.example.test"], "config": REPLY},
+        {"protocol": "HTTP", "sink": f"{sink.url}/replies", "types": ["com.example.reply"]},
+    ):
+        assert httpx.post(f"{first.url}/subscriptions", json=body).status_code == 201
+    sent = httpx.post(
+        f"{first.url}/events", json=event(8), headers={"content-type": "application/cloudevents+json"}
+    )
+    assert sent.status_code == 202
+    wait_for(lambda: first.running, lambda running: not running, 15.0, "the broker killed")
+    first.start().ready()
+    sink.wait("/replies", 1, timeout=30.0)
+    wait_for(
+        lambda: httpx.get(f"{first.url}/status").json()["backlog"],
+        lambda pending: pending == 0,
+        30.0,
+        "no pending delivery",
+    )
+    assert sink.ids("/replies") == ["r-crash"]
+    assert len(sink.at("/svc")) >= 1
+    first.terminate()
