@@ -240,6 +240,7 @@ def build_components(
         policy=policy,
         resolver=resolver,
         policies=load_tenant_policies(settings.tenant_policies),
+        replies=storage.replies,
     )
     components.append(pipeline)
     # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it. (With no

@@ -188,6 +188,13 @@ class Settings:
         Integer(minimum=1, maximum=1000),
         "longest chain of sink replies before a delivery is dead-lettered",
     )
+    #: Request-reply (``POST /events`` with ``Prefer: wait``): a longer wait asked for is cut
+    #: to this (``Preference-Applied`` says the wait applied).
+    reply_max_wait: float = setting(
+        30.0,
+        Duration(positive=True),
+        "longest wait of POST /events with Prefer: wait for a reply",
+    )
     #: A subscription's ``config.probemaxdelay`` overrides it.
     probe_max_delay: float = setting(
         10.0,

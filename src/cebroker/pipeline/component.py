@@ -33,6 +33,7 @@ from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.replays.pruner import Pruner
 from cebroker.pipeline.replays.replayer import Replayer
 from cebroker.pipeline.replays.starts import begin, start_of
+from cebroker.pipeline.requestreply import ReplyWaiters
 from cebroker.pipeline.routes.deliveries import DeliveriesApi
 from cebroker.pipeline.routes.events import EventsApi
 from cebroker.pipeline.routes.explain import ExplainApi, Realize
@@ -47,6 +48,7 @@ from cebroker.settings import Settings
 from cebroker.storage.archive import EventArchive
 from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.replies import LocalReplyChannel, ReplyChannel
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange, SubscriptionStore
 from cebroker.subscription import Subscription
 from cebroker.tenant_policies import TenantPolicies, load_tenant_policies
@@ -87,6 +89,7 @@ class PipelineComponent:
         policy: NetworkPolicy | None = None,
         resolver: Resolver = system_resolver,
         policies: TenantPolicies | None = None,
+        replies: ReplyChannel | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -149,6 +152,8 @@ class PipelineComponent:
                 pruned=self.metrics.archive_pruned,
             )
         self.tail = TailHub()
+        # Requests waiting for replies hear of them on the storage's channel (every instance's).
+        self.waiters = ReplyWaiters(replies or LocalReplyChannel(), max_wait=settings.reply_max_wait)
         self.pipeline = Pipeline(
             self.log,
             store,
@@ -159,6 +164,7 @@ class PipelineComponent:
             validator=validator,
             validation_mode=ValidationMode(settings.event_validation),
             tail=self.tail,
+            waiters=self.waiters,
         )
         deliveries = DeliveriesApi(store, self.log, circuits, self.dispatcher)
         self._apis: list[
@@ -170,6 +176,7 @@ class PipelineComponent:
                 max_event_size=settings.max_event_size,
                 max_batch_size=settings.max_batch_size,
                 policies=tenant_policies,
+                waiters=self.waiters,
             ),
             MetricsApi(self.metrics),
             deliveries,

@@ -10,9 +10,11 @@ from typing import Any
 from cebroker.contracts import Event, EventValidator, IngestResult, ValidationMode
 from cebroker.errors import FieldProblem, Forbidden, Overloaded, ValidationError
 from cebroker.pipeline.dispatch import Dispatcher
+from cebroker.pipeline.dispatch.replies import IN_REPLY_TO
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.ordering import partition_key
+from cebroker.pipeline.requestreply import ReplyWaiters
 from cebroker.pipeline.tail import TailHub
 from cebroker.pipeline.validation import event_problems, normalize
 from cebroker.storage.deliveries import Appended, DeliveryLog, Incoming
@@ -61,7 +63,10 @@ class Pipeline:
         validator: EventValidator | None = None,
         validation_mode: ValidationMode = ValidationMode.OFF,
         tail: TailHub | None = None,
+        waiters: ReplyWaiters | None = None,
     ) -> None:
+        #: Requests waiting for replies; every committed reply is announced to them.
+        self.waiters = waiters
         self._log = journal
         self._store = store
         self._matcher = matcher
@@ -131,6 +136,7 @@ class Pipeline:
             return IngestResult(accepted=0, duplicates=0)
         written = await self._append(clean)
         duplicates = matches = 0
+        replies: list[dict[str, Any]] = []
         for start in range(0, len(clean), SLICE):
             if start:
                 await asyncio.sleep(0)
@@ -138,6 +144,10 @@ class Pipeline:
             self._dispatcher.accept(events, done)
             if self.tail is not None and self.tail.active:
                 self.tail.publish(events, done)
+            if self.waiters is not None:
+                replies.extend(
+                    e for e, w in zip(events, done, strict=True) if w is not None and IN_REPLY_TO in e
+                )
             duplicates += sum(1 for w in done if w is None)
             matches += sum(len(w.deliveries) for w in done if w is not None)
         self._accepted.inc(len(clean) - duplicates)
@@ -145,6 +155,8 @@ class Pipeline:
             self._duplicates.inc(duplicates)
         self._metrics.matches.inc(matches)
         accepted = len(clean)
+        if replies and self.waiters is not None:
+            await self.waiters.announce(replies)
         await release(written, clean)
         return IngestResult(accepted=accepted, duplicates=duplicates)
 

@@ -11,6 +11,7 @@ from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.health import StorageHealth
 from cebroker.storage.registry import RegistryStore
+from cebroker.storage.replies import ReplyChannel
 from cebroker.storage.subscriptions import SubscriptionStore
 
 
@@ -74,6 +75,11 @@ class Storage(Protocol):
     @property
     def registry(self) -> RegistryStore:
         """The registry store."""
+        ...
+
+    @property
+    def replies(self) -> ReplyChannel:
+        """Where committed replies are announced to every instance (request-reply)."""
         ...
 
     @property
