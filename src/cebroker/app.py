@@ -225,7 +225,10 @@ def build_components(
     # The registry checks incoming events for the pipeline (its validator) and announces its
     # own changes through the pipeline (its ingestor): the two are wired to each other.
     registry = RegistryComponent(
-        storage.registry, settings.public_url, document_schema=settings.registry_document_schema
+        storage.registry,
+        settings.public_url,
+        document_schema=settings.registry_document_schema,
+        check_events=settings.event_validation != "off",
     )
     # The event pipeline follows the store's change feed, so it starts after the storage is open.
     pipeline = PipelineComponent(

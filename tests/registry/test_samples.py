@@ -14,12 +14,14 @@ from ceprotocols import SENDERS
 from starlette.testclient import TestClient
 from support.shared import XREGISTRY_SAMPLES
 
+from cebroker.registry.versions import VALIDATION_ATTRS
 from registry.support import SCENARIOS, make_client, new_registry
 
 SAMPLE_FILES = XREGISTRY_SAMPLES.files("cloudevents/samples/scenarios/*.xreg.json")
 #: attributes the server adds or computes; everything else must come back unchanged
 SERVER_ADDED = frozenset(
     {"self", "xid", "epoch", "createdat", "modifiedat", "isdefault", "ancestorid", "contenttype", "versionid"}
+    | set(VALIDATION_ATTRS)
 )
 GROUP_CHILDREN = {"endpoints": "messages", "messagegroups": "messages", "schemagroups": "schemas"}
 

@@ -173,7 +173,15 @@ def test_schema_in_a_non_json_format_is_not_read_as_json_schema(broker: Broker) 
     """An Avro schema may hold a member called $ref: it is not a JSON Schema reference."""
     r = broker.http.put(
         "/schemagroups/avro/schemas/s$details",
-        json={"format": "Avro/1.9", "schema": {"type": "record", "$ref": "file:///etc/passwd"}},
+        json={
+            "format": "Avro/1.9",
+            "schema": {
+                "type": "record",
+                "name": "R",
+                "fields": [{"name": "a", "type": "int"}],
+                "$ref": "file:///etc/passwd",
+            },
+        },
     )
     assert r.status_code == 201, r.text
 

@@ -21,8 +21,10 @@ from starlette.routing import BaseRoute
 
 from cebroker.contracts import Ingestor
 from cebroker.errors import BrokerError
+from cebroker.registry import jsonout
 from cebroker.registry.advertise import Advertiser
 from cebroker.registry.changes import ChangeLog, build_events
+from cebroker.registry.datachecks import CompiledSchemas
 from cebroker.registry.documents import DocumentSchema
 from cebroker.registry.entities import now_rfc3339
 from cebroker.registry.paths import Target
@@ -51,6 +53,7 @@ class RegistryComponent:
         ingestor: Ingestor | None = None,
         document_schema: Path | None = None,
         advertiser: Advertiser | None = None,
+        check_events: bool = True,
     ) -> None:
         self.base = base_url.rstrip("/")
         self.store = store
@@ -58,6 +61,12 @@ class RegistryComponent:
         self.core.hooks.append(advertiser or Advertiser(self.base))
         self.ingestor = ingestor
         self.validator = RegistryValidator()
+        #: data schemas in other formats, compiled once per document (shared with the checks
+        #: of writes, whose Protobuf compilations it reuses)
+        self.compiled = CompiledSchemas(self.core.checks.formats)
+        #: compile data schemas when the index is built (off the event loop), as events will
+        #: be checked against them (``--event-validation`` warn or enforce)
+        self.check_events = check_events
         self._routes = RegistryRoutes(self)
         #: change events that could not be ingested (logged), for operators and tests
         self.emit_failures = 0
@@ -82,7 +91,11 @@ class RegistryComponent:
         self._unwatch = self.store.watch(self._stale.set)
         self._follower = asyncio.create_task(self._follow(), name="cebroker-registry-follow")
         result = await self.store.write(lambda rows: self.core.write(rows, lambda w: None))
-        self.validator.index = await self.store.read(lambda rows: DefinitionIndex.build(rows, self.base))
+        self.validator.index = await self.store.read(
+            lambda rows: DefinitionIndex.build(
+                rows, self.base, compiled=self.compiled, warm=self.check_events
+            )
+        )
         await self._after_commit(result.changes, reindexed=True)
 
     async def stop(self) -> None:
@@ -109,13 +122,27 @@ class RegistryComponent:
                 self._stale.set()
 
     async def _rebuilt(self, previous: DefinitionIndex | None) -> DefinitionIndex:
-        return await self.store.read(lambda rows: DefinitionIndex.build(rows, self.base, previous))
+        return await self.store.read(
+            lambda rows: DefinitionIndex.build(
+                rows, self.base, previous, self.compiled, warm=self.check_events
+            )
+        )
 
     # ---- the Backend the routes use -----------------------------------------------------
 
     async def read(self, target: Target, opts: ReadOptions) -> Any:
         """Render ``target``."""
         return await self.store.read(lambda rows: self.core.read(rows, target, opts))
+
+    async def read_pieces(
+        self, target: Target, opts: ReadOptions, shape: Callable[[Any], Any]
+    ) -> list[bytes]:
+        """Render ``target``, pass it through ``shape`` and encode it as JSON pieces, all on the
+        storage's thread within one read (for answers as large as the registry: see
+        :mod:`cebroker.registry.jsonout`)."""
+        return await self.store.read(
+            lambda rows: list(jsonout.pieces(shape(self.core.read(rows, target, opts))))
+        )
 
     async def raw(self, target: Target) -> RawDocument:
         """A document for a GET without ``$details``."""
@@ -135,10 +162,16 @@ class RegistryComponent:
         await asyncio.to_thread(self.core.check_body, document)
 
     async def write(
-        self, op: Callable[[Writer], WriteResult], ignore: frozenset[str] = frozenset()
+        self,
+        op: Callable[[Writer], WriteResult],
+        ignore: frozenset[str] = frozenset(),
+        *,
+        dry_run: bool = False,
     ) -> WriteResult:
-        """Run one write transaction, then refresh the validator and emit the change events."""
-        result = await self.store.write(lambda rows: self.core.write(rows, op, ignore))
+        """Run one write transaction, then refresh the validator and emit the change events.
+        With ``dry_run`` the transaction is rolled back after the checks (raises
+        :class:`~cebroker.registry.service.DryRun` when they pass)."""
+        result = await self.store.write(lambda rows: self.core.write(rows, op, ignore, dry_run=dry_run))
         await self._after_commit(result.changes)
         return result
 
@@ -152,7 +185,9 @@ class RegistryComponent:
         ):
             previous = self.validator.index
             self.validator.index = await self.store.read(
-                lambda rows: DefinitionIndex.build(rows, self.base, previous)
+                lambda rows: DefinitionIndex.build(
+                    rows, self.base, previous, self.compiled, warm=self.check_events
+                )
             )
         await self.emit(changes)
 

@@ -25,6 +25,7 @@ _ERRORS: dict[str, tuple[int, str, bool]] = {
     "bad_filter": (400, "An error was found in the filter expression: <filter>", False),
     "bad_flag": (400, "The specified flag (<flag>) is not allowed in this context: <subject>", False),
     "bad_inline": (400, "An error was found in the inline value: <inline>", False),
+    "bad_sort": (400, "An error was found in the sort value: <sort>", False),
     "bad_request": (400, "The request cannot be processed as provided: <error_detail>", False),
     "details_required": (405, "$details suffix is needed when using PATCH for: <subject>", True),
     "extra_xregistry_header": (
@@ -32,6 +33,13 @@ _ERRORS: dict[str, tuple[int, str, bool]] = {
         'xRegistry HTTP header "<name>" is not allowed on this request: <subject>',
         True,
     ),
+    "compatibility_violation": (
+        409,
+        "The request would cause one or more Versions of this Resource to violate its compatibility "
+        "rules (<compatibility>): <subject>",
+        False,
+    ),
+    "format_violation": (400, "The document is not valid for its format (<format>): <subject>", False),
     "groups_only": (400, 'Attribute "<name>" is invalid. Only Group types are allowed: <subject>', False),
     "header_error": (400, 'There was an error processing HTTP header "<name>": <error_detail>', True),
     "invalid_attribute": (400, 'The attribute "<name>" is not valid: <error_detail>', False),

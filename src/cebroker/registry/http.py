@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
 from ceprotocols.errors import BindingError
 from ceprotocols.headers import percent_decode
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from cebroker.errors import ValidationError
+from cebroker.registry import jsonout
 from cebroker.registry.errors import XRegistryError
 from cebroker.registry.model import SPEC_VERSION
 from cebroker.registry.paths import Target, inlinable
@@ -36,6 +38,24 @@ def json_response(body: Any, status: int, headers: Mapping[str, str]) -> Respons
     """A JSON response in the registry's media type. (Input never holds an unpaired surrogate;
     should a stored string hold one, it is written as its ``\\uXXXX`` escape, not a 500.)"""
     data = json.dumps(body, ensure_ascii=False, indent=2).encode("utf-8", "backslashreplace")
+    return Response(data, status_code=status, media_type=JSON_MEDIA, headers=dict(headers))
+
+
+def pieces_response(pieces: list[bytes], status: int, headers: Mapping[str, str]) -> Response:
+    """A JSON answer already encoded in pieces (:func:`cebroker.registry.jsonout.pieces`),
+    sent one piece after the other."""
+
+    async def send() -> AsyncIterator[bytes]:
+        for piece in pieces:
+            yield piece
+
+    return StreamingResponse(send(), status_code=status, media_type=JSON_MEDIA, headers=dict(headers))
+
+
+async def json_answer(body: Any, status: int, headers: Mapping[str, str]) -> Response:
+    """A JSON response in the registry's media type, encoded off the event loop (see
+    :func:`encode_json`): the answers of reads and writes, whose size the registry decides."""
+    data = await asyncio.to_thread(jsonout.encode_json, body)
     return Response(data, status_code=status, media_type=JSON_MEDIA, headers=dict(headers))
 
 

@@ -13,7 +13,10 @@ from typing import Any
 
 from cebroker.registry.entities import check_common, check_epoch, computed_keys, merge_attrs, strip_computed
 from cebroker.registry.errors import XRegistryError
+from cebroker.registry.formats.compatibility import POLICIES
 from cebroker.registry.model import ResourceType
+from cebroker.registry.paths import xid_to_target
+from cebroker.registry.schemachecks import policy_problem
 from cebroker.registry.versions import VersionWriter
 from cebroker.storage.registry import Row
 
@@ -59,12 +62,44 @@ class MetaWriter(VersionWriter):
             self._explicit_default.add(res.xid)
         if sticky is not None:
             attrs["defaultversionsticky"] = sticky
-        if attrs.get("compatibility", "none") != "none":
+        self._write_xref(res, rtype, attrs, subject)
+        if policy_problem(attrs, subject) is not None:
             raise XRegistryError(
-                "invalid_attribute", subject, name="compatibility", error_detail="only 'none' is supported"
+                "invalid_attribute",
+                subject,
+                name="compatibility",
+                error_detail=f"one of {', '.join(POLICIES)}",
             )
         check_common(attrs, subject)
         self._put_updated(res, attrs)
+
+    def _write_xref(self, res: Row, rtype: ResourceType, attrs: dict[str, Any], subject: str) -> None:
+        """``meta.xref``: the xid of another resource of the same type, whose versions this one
+        shows instead of its own (which are deleted); removing it gives the resource a new
+        version ``1`` (a resource without an xref has at least one version)."""
+        xref = attrs.get("xref")
+        before = res.attrs.get("xref")
+        if xref is None:
+            attrs.pop("xref", None)
+            if isinstance(before, str) and not self.versions_of(res):
+                res.attrs = attrs
+                self.upsert_version(res, rtype, "1", {}, patch=False)
+                attrs = res.attrs
+            return
+        target = xid_to_target(xref) if isinstance(xref, str) else None
+        if target is None or target.level != "resource" or target.rtype is not rtype:
+            raise XRegistryError(
+                "invalid_attribute", subject, name="xref", error_detail=f"the xid of another {rtype.singular}"
+            )
+        if xref == res.xid:
+            raise XRegistryError("invalid_attribute", subject, name="xref", error_detail="it names itself")
+        if self.rows.get(xref) is None:
+            raise XRegistryError("unknown_id", subject, singular=rtype.singular, id=xref)
+        for version in self.versions_of(res):
+            self.rows.delete_subtree(version.xid)
+            self.changes.record(version.xid, "version", "deleted")
+        for key in ("defaultversionid", "defaultversionsticky"):
+            attrs.pop(key, None)
 
     def set_default(self, res: Row, written: str | None, value: str) -> None:
         """``?setdefaultversionid=<vid>|request|null``."""
@@ -86,6 +121,9 @@ class MetaWriter(VersionWriter):
     def finalize(self, res: Row, rtype: ResourceType) -> None:
         """After a resource's writes: prune to ``maxversions``, settle the default version."""
         self.refresh(res)
+        if isinstance(res.attrs.get("xref"), str):
+            self.touched_resources.add(res.xid)  # no versions of its own: its target's
+            return
         versions = self.versions_of(res)
         if not versions:
             self.changes.record(res.xid, "resource", "deleted")

@@ -70,7 +70,23 @@ _READ_PARAMS = [
         ("filter", "Filter expressions: `attr`, `attr=value` (with `*`), `!=`, `<`, `>`; comma is AND."),
         ("doc", "Document view: `self` and inlined collections as relative references."),
         ("collections", "Only the child collections (on the root, `/export` and groups)."),
+        ("sort", "On a collection: `<attr>[=asc|desc]`, the order of its entities."),
+        (
+            "limit",
+            "On a collection: at most this many entities (`Link: <url>;rel=next;count=N`: the next page).",
+        ),
+        ("offset", "The server's cursor in the URL of a next page (follow the link rather than set it)."),
     )
+]
+_WRITE_PARAMS = [
+    {
+        "name": "check",
+        "in": "query",
+        "required": False,
+        "description": "Dry run: every check of the write (formats, compatibility), nothing stored.",
+        "schema": {"type": "string"},
+        "allowEmptyValue": True,
+    }
 ]
 
 
@@ -97,6 +113,10 @@ def _operation(method: str, level: str, path: str, document: bool) -> dict[str, 
             "content": _DOCUMENT,
         }
         responses["204"] = {"description": "Written (a document resource, without a body)."}
+        responses["409"] = _problem(
+            "A schema version breaks its compatibility policy (`compatibility_violation`); `errors` "
+            "names each breaking change, with its pointer in the new and in the earlier document."
+        )
     operation: dict[str, Any] = {
         "operationId": f"registry{method.title()}{''.join(p.strip('{}').title() for p in path.split('/'))}",
         "summary": f"{method} {what}",
@@ -106,6 +126,7 @@ def _operation(method: str, level: str, path: str, document: bool) -> dict[str, 
     if read:
         operation["parameters"] = _READ_PARAMS
     elif method != "DELETE":
+        operation["parameters"] = _WRITE_PARAMS
         # A document resource takes its document as the body, whatever JSON it is.
         body = {} if document and level in ("resource", "version") else _ref("RegistryEntity")
         operation["requestBody"] = {

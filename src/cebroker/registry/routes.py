@@ -16,12 +16,14 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from cebroker.registry import http
+from cebroker.registry.capabilities import capabilities_document
 from cebroker.registry.dispatch import ALLOWED, not_supported, write_op
 from cebroker.registry.errors import XRegistryError, render_error
 from cebroker.registry.model import GROUP_TYPES, model_document
+from cebroker.registry.paging import next_link, page, parse_paging
 from cebroker.registry.paths import Target, parse_path
 from cebroker.registry.query import Inline
-from cebroker.registry.service import RawDocument, ReadOptions, WriteResult, capabilities_document
+from cebroker.registry.service import DryRun, RawDocument, ReadOptions, WriteResult
 from cebroker.registry.versions import DocInput, is_json_type
 from cebroker.storage.errors import StorageUnavailable
 
@@ -41,8 +43,15 @@ class Backend(Protocol):
         """A document for a GET without ``$details``."""
         ...
 
-    async def write(self, op: Any, ignore: frozenset[str]) -> WriteResult:
-        """Run one write transaction and announce its changes."""
+    async def read_pieces(
+        self, target: Target, opts: ReadOptions, shape: Callable[[Any], Any]
+    ) -> list[bytes]:
+        """Render ``target`` through ``shape`` and encode it, in one read off the event loop."""
+        ...
+
+    async def write(self, op: Any, ignore: frozenset[str], *, dry_run: bool = False) -> WriteResult:
+        """Run one write transaction and announce its changes (``dry_run``: check, keep nothing,
+        raise :class:`DryRun` when the checks pass)."""
         ...
 
     async def find_by_uri(self, uri: str, plural: str) -> Target:
@@ -137,11 +146,14 @@ class RegistryRoutes:
         except _Options as opt:
             return opt.response(self.link)
         http.check_specversion(request, "/export")
-        opts = ReadOptions(inline=Inline([("*",), ("capabilities",), ("modelsource",)]), doc=True)
-        body = await self.backend.read(Target("registry"), opts)
-        if "collections" in request.query_params:
-            body = _collections_only(body, Target("registry"))
-        return http.json_response(body, 200, self.link)
+        opts = ReadOptions(inline=Inline([("*",), ("capabilities",), ("modelsource",)]), doc=True, defer=True)
+        collections = "collections" in request.query_params
+        pieces = await self.backend.read_pieces(
+            Target("registry"),
+            opts,
+            lambda body: _collections_only(body, Target("registry")) if collections else body,
+        )
+        return http.pieces_response(pieces, 200, self.link)
 
     async def schema_by_uri(self, request: Request) -> Response:
         """Schema Registry API: a schema version by its URI, as the raw document."""
@@ -153,7 +165,7 @@ class RegistryRoutes:
         """Message Catalog API: a message definition by its URI, complete: the older API has no
         ``basemessage``, so the chain is merged in."""
         target = await self._by_uri(request, "/messagedefinition", "messages")
-        return http.json_response(await self.backend.materialized(target), 200, self.link)
+        return await http.json_answer(await self.backend.materialized(target), 200, self.link)
 
     async def _by_uri(self, request: Request, subject: str, plural: str) -> Target:
         self._read_only(request, subject)
@@ -187,10 +199,25 @@ class RegistryRoutes:
                 raise XRegistryError("bad_flag", target.xid, flag="collections")
             if not opts.inline.paths:
                 opts = ReadOptions(inline=Inline([("*",)]), doc=opts.doc, branches=opts.branches)
+        paging = parse_paging(request.query_params, target.xid)
+        if paging.active and target.level not in ("groups", "resources", "versions"):
+            raise XRegistryError("bad_flag", target.xid, flag="sort" if paging.sort else "limit")
+        if target.level == "registry":  # possibly the whole registry (see jsonout)
+            opts = ReadOptions(inline=opts.inline, doc=opts.doc, branches=opts.branches, defer=True)
+            pieces = await self.backend.read_pieces(
+                target, opts, lambda body: _collections_only(body, target) if collections else body
+            )
+            return http.pieces_response(pieces, 200, self.link)
         body = await self.backend.read(target, opts)
         if collections:
             body = _collections_only(body, target)
-        return http.json_response(body, 200, self.link)
+        headers = dict(self.link)
+        if paging.active:
+            body, total, more = page(body, paging)
+            if more:
+                url = str(request.url).split("?", 1)[0]
+                headers["Link"] += ", " + next_link(url, request.query_params, paging, total)
+        return await http.json_answer(body, 200, headers)
 
     @staticmethod
     def _is_document(target: Target) -> bool:
@@ -230,6 +257,15 @@ class RegistryRoutes:
             setdefault=request.query_params.get("setdefaultversionid"),
             epoch=epoch,
         )
+        if "check" in request.query_params:
+            # A dry run: every check of the write, nothing kept, no change event.
+            try:
+                await self.backend.write(op, ignore, dry_run=True)
+            except DryRun as passed:
+                if passed.status == 204:  # a delete: nothing to show
+                    return Response(status_code=204, headers=self.link)
+                return await http.json_answer(passed.body, passed.status, self.link)
+            raise AssertionError("a dry run always ends in DryRun or a refusal")  # pragma: no cover
         result = await self.backend.write(op, ignore)
         return await self._write_response(target, opts, result, raw_doc)
 
@@ -246,12 +282,12 @@ class RegistryRoutes:
                 plural: {i: await self.backend.read(self._child(target, plural, i), opts) for i in ids}
                 for plural, ids in result.body_override.items()
             }
-            return http.json_response(body, 200, headers)
+            return await http.json_answer(body, 200, headers)
         if target.level in ("groups", "resources", "versions"):
             out = {}
             for xid in result.xids:
                 out[xid.rsplit("/", 1)[1]] = await self.backend.read(parse_path(xid), opts)
-            return http.json_response(out, 200, headers)
+            return await http.json_answer(out, 200, headers)
         shown = parse_path(result.xids[0]) if result.xids else target
         if target.details or (target.level == "resource" and shown.level != "version"):
             shown = Target(
@@ -265,7 +301,7 @@ class RegistryRoutes:
             doc = await self.backend.raw(shown)
             return http.document_response(doc, result.status, headers, shown.rid or "")
         body = await self.backend.read(shown, opts)
-        return http.json_response(body, result.status, headers)
+        return await http.json_answer(body, result.status, headers)
 
     @staticmethod
     def _child(target: Target, plural: str, eid: str) -> Target:

@@ -18,6 +18,7 @@ from ceprotocols import jsontext
 from cebroker.errors import FieldProblem
 from cebroker.registry import schemarefs
 from cebroker.registry.basemessage import resolve
+from cebroker.registry.capabilities import capabilities_document
 from cebroker.registry.changes import ChangeLog
 from cebroker.registry.documents import (
     DocumentSchema,
@@ -28,38 +29,14 @@ from cebroker.registry.documents import (
 )
 from cebroker.registry.entities import now_rfc3339
 from cebroker.registry.errors import XRegistryError
-from cebroker.registry.model import MESSAGES, SCHEMAS, SPEC_VERSION, model_document
-from cebroker.registry.paths import Target
+from cebroker.registry.model import GROUP_TYPES, MESSAGES, SCHEMAS, model_document
+from cebroker.registry.paths import Target, parse_path
 from cebroker.registry.query import Branch, Inline
+from cebroker.registry.schemachecks import SchemaChecks, policy_problem
 from cebroker.registry.versions import is_json_type
 from cebroker.registry.views import Node, NodeKind, Tree, View
 from cebroker.registry.writes import Writer
 from cebroker.storage.registry import EntityClash, RegistryReader, RegistryRows, Row
-
-#: request flags this server implements (advertised in ``capabilities.flags``)
-FLAGS = ["doc", "epoch", "filter", "ignore", "inline", "setdefaultversionid", "specversion"]
-
-
-def capabilities_document() -> dict[str, Any]:
-    """What ``GET /capabilities`` returns: every supported feature, defaults included."""
-    return {
-        "apis": ["/capabilities", "/export", "/model", "/schema", "/messagedefinition"],
-        "available": {
-            "capabilities": {"mutable": False},
-            "entities": {"mutable": True},
-            "export": {"mutable": False},
-            "model": {"mutable": False},
-            "modelsource": {"mutable": False},
-        },
-        "compatibilities": {},
-        "flags": list(FLAGS),
-        "formats": [],
-        "ignores": ["defaultversionid", "defaultversionsticky", "epoch", "id", "readonly"],
-        "pagination": False,
-        "shortself": False,
-        "specversions": [SPEC_VERSION],
-        "versionmodes": ["manual"],
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +46,8 @@ class ReadOptions:
     inline: Inline = field(default_factory=lambda: Inline([]))
     doc: bool = False
     branches: list[Branch] = field(default_factory=lambda: [()])
+    #: the registry's groups rendered only when the answer is written (see views.Deferred)
+    defer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +71,17 @@ class WriteResult:
     body_override: Any = None
 
 
+class DryRun(Exception):
+    """A write that passed every check under ``?check``: raised to roll its transaction back,
+    carrying what the answer shows (the status the write would have had, and the written
+    entity rendered inside the transaction)."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__("dry run")
+        self.status = status
+        self.body = body
+
+
 #: A hook run inside each write transaction after the request's own writes.
 WriteHook = Callable[[Writer], None]
 
@@ -112,20 +102,29 @@ class RegistryCore:
     """Reads and writes over the rows of one storage transaction; holds no state of its own
     beyond its configuration, so reads and writes may run on different threads."""
 
-    def __init__(self, base_url: str, document_schema: DocumentSchema | None = None) -> None:
+    def __init__(
+        self, base_url: str, document_schema: DocumentSchema | None = None, checks: SchemaChecks | None = None
+    ) -> None:
         self.base = base_url.rstrip("/")
         self.document_schema = document_schema
         self.hooks: list[WriteHook] = []
+        self.checks = checks or SchemaChecks()
 
     # ---- writes -------------------------------------------------------------------------
 
     def write(
-        self, rows: RegistryRows, op: Callable[[Writer], Any], ignore: frozenset[str] = frozenset()
+        self,
+        rows: RegistryRows,
+        op: Callable[[Writer], Any],
+        ignore: frozenset[str] = frozenset(),
+        *,
+        dry_run: bool = False,
     ) -> WriteResult:
         """Run ``op`` with the hooks and checks over the rows of one write transaction (which
         the caller rolls back if this raises); returns what ``op`` returned (when it is a
         :class:`WriteResult`) with the request's changes. ``lambda w: None`` creates the root
-        and runs the hooks (e.g. the broker's endpoints)."""
+        and runs the hooks (e.g. the broker's endpoints). With ``dry_run`` a write that passes
+        every check raises :class:`DryRun` instead of returning, so that nothing is kept."""
         now = now_rfc3339()
         writer = Writer(rows, now, ignore)
         try:
@@ -139,7 +138,20 @@ class RegistryCore:
         if not isinstance(result, WriteResult):
             result = WriteResult(200, [], writer.changes)
         result.changes = writer.changes
+        if dry_run:
+            raise DryRun(result.status, self._dry_run_body(rows, result))
         return result
+
+    def _dry_run_body(self, rows: RegistryRows, result: WriteResult) -> Any:
+        """The metadata of the entities the write would have left (``$details`` form)."""
+        shown = {}
+        for xid in result.xids:
+            target = parse_path(xid)
+            target = Target(
+                target.level, target.gtype, target.gid, target.rtype, target.rid, target.vid, True
+            )
+            shown[xid] = self.read(rows, target, ReadOptions())
+        return next(iter(shown.values())) if len(shown) == 1 else shown
 
     def check_body(self, document: Mapping[str, Any]) -> None:
         """Validate a request body in document form against the configured document schema."""
@@ -163,6 +175,8 @@ class RegistryCore:
                 problems += check_endpoint(row.attrs, xid)
             elif row is not None:
                 problems += check_group(row.attrs, xid)
+                if row.coll == "schemagroups" and (bad := policy_problem(row.attrs, xid)) is not None:
+                    problems.append(bad)
         for xid in sorted(writer.touched_resources):
             res = rows.get(xid)
             if res is None:
@@ -181,12 +195,17 @@ class RegistryCore:
                 if row.kind == "version":
                     problems += self._reference_problems(rows, row)
         if problems:
-            raise XRegistryError(
-                "bad_request",
-                problems[0].pointer,
-                error_detail="; ".join(f"{p.pointer}: {p.message}" for p in problems),
-                problems=problems,
-            )
+            self._refuse(problems)
+        self.checks.check_written(writer.rows, writer.touched_versions)
+
+    @staticmethod
+    def _refuse(problems: list[FieldProblem]) -> None:
+        raise XRegistryError(
+            "bad_request",
+            problems[0].pointer,
+            error_detail="; ".join(f"{p.pointer}: {p.message}" for p in problems),
+            problems=problems,
+        )
 
     def _nesting_problems(self, row: Row) -> list[FieldProblem]:
         """The entity must fit the nesting limit where the registry document (``/export``)
@@ -268,8 +287,25 @@ class RegistryCore:
         scope = target.xid if target.level != "registry" else "/"
         if target.level in ("meta", "versions", "version"):
             scope = target.resource_xid
-        tree = Tree(rows.subtree(scope) + ([] if scope == "/" else self._ancestors(rows, scope)))
-        view = View(tree, self.base, inline=opts.inline, doc=opts.doc, root_extras=self.root_extra)
+        if opts.defer and target.level == "registry" and opts.branches == [()]:
+            # Unfiltered: the root and its groups now, each group's rows when it is rendered
+            # (see views.Deferred), all within this one read.
+            root = [r for r in [rows.get("/")] if r is not None]
+            groups = [g for plural in GROUP_TYPES for g in rows.children("/", plural)]
+            view = View(
+                Tree(root + groups),
+                self.base,
+                inline=opts.inline,
+                doc=opts.doc,
+                root_extras=self.root_extra,
+                defer=True,
+                subtree=lambda xid: Tree(_with_targets(rows, rows.subtree(xid))),
+            )
+            tree = view.tree
+        else:
+            found = rows.subtree(scope) + ([] if scope == "/" else self._ancestors(rows, scope))
+            tree = Tree(_with_targets(rows, found))
+            view = View(tree, self.base, inline=opts.inline, doc=opts.doc, root_extras=self.root_extra)
         level = target.level
         if level == "registry":
             reg = tree.rows.get("/")
@@ -323,8 +359,12 @@ class RegistryCore:
         res = rows.get(xid)
         if res is None:
             raise XRegistryError("not_found", target.xid)
-        tree = Tree([res, *rows.children(xid, "versions")])
-        version = tree.rows.get(target.xid) if target.level == "version" else tree.default_version(res)
+        tree = Tree(_with_targets(rows, [res, *rows.children(xid, "versions")]))
+        source = tree.rows.get(res.attrs["xref"]) if isinstance(res.attrs.get("xref"), str) else res
+        if target.level == "version":
+            version = tree.rows.get(target.xid)
+        else:
+            version = tree.default_version(source) if source is not None else None
         if version is None:
             raise XRegistryError("not_found", target.xid)
         view = View(tree, self.base, inline=Inline([]), doc=False)
@@ -375,3 +415,20 @@ class RegistryCore:
                 "not_found", target.xid, detail=f"{uri} names no {rtype_plural[:-1]} version"
             )
         return target
+
+
+def _with_targets(rows: RegistryReader, found: list[Row]) -> list[Row]:
+    """``found`` and, for each resource among them with an ``xref``, its target and the target's
+    versions (which the resource shows)."""
+    have = {r.xid for r in found}
+    extra: list[Row] = []
+    for row in found:
+        xref = row.attrs.get("xref") if row.kind == "resource" else None
+        if isinstance(xref, str) and xref not in have:
+            target = rows.get(xref)
+            if target is not None:
+                for each in [target, *rows.children(xref, "versions")]:
+                    if each.xid not in have:
+                        have.add(each.xid)
+                        extra.append(each)
+    return found + extra

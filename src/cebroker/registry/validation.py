@@ -28,6 +28,7 @@ import jsonschema_rs
 
 from cebroker.contracts import Event, EventValidator, Violation
 from cebroker.registry.basemessage import resolve
+from cebroker.registry.datachecks import CompiledSchemas, LazyChecker, check_data, data_format
 from cebroker.registry.schemarefs import document_json, registry_retriever
 from cebroker.registry.views import Tree
 from cebroker.storage.registry import RegistryReader
@@ -104,6 +105,9 @@ class Definition:
     base_uri: str = ""
     #: serves this registry's schemas to the validator, and nothing else
     retriever: Callable[[str], Any] = _never_retrieve
+    #: the data schema in another format (Avro, Protobuf, XSD; see datachecks), compiled on
+    #: first use
+    data_checker: LazyChecker | None = None
     _validator: Any = None
     _broken: bool = False
 
@@ -167,6 +171,9 @@ class Definition:
             out.append(Violation(f"/{attr}", f"must be {want!r}"))
 
     def _check_data(self, event: Event) -> list[Violation]:
+        checker = self.data_checker.get() if self.data_checker is not None else None
+        if checker is not None:
+            return check_data(checker, event)
         validator = self.data_validator()
         if validator is None or "data" not in event or validator.is_valid(event["data"]):
             return []
@@ -192,11 +199,19 @@ class DefinitionIndex:
 
     @classmethod
     def build(
-        cls, rows: RegistryReader, base_url: str, previous: DefinitionIndex | None = None
+        cls,
+        rows: RegistryReader,
+        base_url: str,
+        previous: DefinitionIndex | None = None,
+        compiled: CompiledSchemas | None = None,
+        *,
+        warm: bool = False,
     ) -> DefinitionIndex:
         """Read every message and schema (runs on the storage's thread, in one read). Definitions
         equal to one in ``previous`` are reused, with their compiled data schemas, while no
-        stored schema changed."""
+        stored schema changed; data schemas in other formats come from ``compiled`` (None: not
+        checked), compiled here when ``warm`` (this runs on the storage's thread: the first
+        event that needs one then does not compile it on the event loop)."""
         tree = Tree(rows.rows_of_kind("resource") + rows.rows_of_kind("version"))
         base = base_url.rstrip("/")
         schemas_key = hash(
@@ -220,7 +235,10 @@ class DefinitionIndex:
         message_rows = [r for r in tree.rows.values() if r.kind == "resource" and r.coll == "messages"]
         messages: dict[str, dict[str, Any]] = {}
         for res in message_rows:
-            default = tree.default_version(res)
+            # a message with an xref is its target's definition under its own id
+            xref = res.attrs.get("xref")
+            source = tree.rows.get(xref) if isinstance(xref, str) else res
+            default = tree.default_version(source) if source is not None else None
             if default is not None:
                 messages[res.xid] = default.attrs
             for v in tree.children(res.xid, "versions"):
@@ -247,18 +265,25 @@ class DefinitionIndex:
             if isinstance(envelope, str) and envelope.lower() != "cloudevents/1.0":
                 continue
             metadata = {k: v for k, v in (msg.get("envelopemetadata") or {}).items() if isinstance(v, dict)}
+            name, document, fragment = data_format(msg, tree, base)
+            checker = None
+            if name is not None and name.family != "jsonschema" and document is not None and compiled:
+                checker = LazyChecker(compiled, name, document, fragment, res.xid)
             schema = msg.get("dataschema")
             if schema is None and isinstance(msg.get("dataschemauri"), str):
                 schema = schema_at(msg["dataschemauri"])
-            if not _is_json_schema(msg.get("dataschemaformat"), schema):
+            if not _is_json_schema(msg.get("dataschemaformat"), schema) or (
+                name is not None and name.family != "jsonschema"
+            ):
                 schema = None
             draft7 = "draft-07" in str(msg.get("dataschemaformat", "")).lower()
             definition = reusable.get(res.xid)
-            if definition is None or (definition.metadata, definition.schema, definition.draft7) != (
-                metadata,
-                schema,
-                draft7,
-            ):
+            if definition is None or (
+                definition.metadata,
+                definition.schema,
+                definition.draft7,
+                definition.data_checker,
+            ) != (metadata, schema, draft7, checker):
                 definition = Definition(
                     res.xid,
                     metadata,
@@ -267,6 +292,7 @@ class DefinitionIndex:
                     draft7=draft7,
                     base_uri=base + res.xid,
                     retriever=retriever,
+                    data_checker=checker,
                 )
             keys = {res.eid}
             type_value = metadata.get("type", {}).get("value")
@@ -274,6 +300,11 @@ class DefinitionIndex:
                 keys.add(type_value)
             for key in keys:
                 by_type.setdefault(key, []).append(definition)
+        if warm:
+            for definitions in by_type.values():
+                for definition in definitions:
+                    if definition.data_checker is not None:
+                        definition.data_checker.get()
         return cls(by_type, schemas_key)
 
 

@@ -33,6 +33,13 @@ from cebroker.registry.paths import check_id
 from cebroker.storage.registry import RegistryRows, Row
 
 JSON_TYPES = ("application/json", "text/json")
+#: attributes the server computes on a schema version from its checks (ignored on input)
+VALIDATION_ATTRS = (
+    "formatvalidated",
+    "formatvalidatedreason",
+    "compatibilityvalidated",
+    "compatibilityvalidatedreason",
+)
 
 
 def is_json_type(contenttype: str | None) -> bool:
@@ -150,10 +157,19 @@ class VersionWriter:
     ) -> tuple[Row, bool]:
         """PUT/PATCH one version of ``res``; returns (row, created)."""
         xid = f"{res.xid}/versions/{check_id(vid, f'{res.xid}/versions/{vid}')}"
+        if isinstance(res.attrs.get("xref"), str):
+            raise XRegistryError(
+                "bad_request",
+                xid,
+                error_detail=f"{res.xid} has an xref: its versions are those of {res.attrs['xref']}",
+            )
         if not self.ignores("id"):
             check_id_attr(body, "versionid", vid, "version", xid)
             check_id_attr(body, rtype.id_attr, res.eid, rtype.singular, xid)
-        attrs_in = strip_computed(body, computed_keys(()), keep=[rtype.id_attr, "versionid"])
+        # (the outcome of the document checks is the server's: computed again on every write)
+        attrs_in = strip_computed(
+            body, computed_keys(()), keep=[rtype.id_attr, "versionid", *VALIDATION_ATTRS]
+        )
         if rtype is MESSAGES:
             attrs_in = upgrade_message(attrs_in, xid)
         doc = self._doc_from_json(rtype, attrs_in, xid) or doc

@@ -10,8 +10,9 @@ only their own attributes (not their default version's).
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from cefilters.errors import pointer_token
@@ -64,8 +65,18 @@ class Tree:
         return row
 
 
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """An inlined collection of the registry's groups, each rendered only when the answer is
+    written out (:func:`cebroker.registry.http.json_stream`): a large registry is never held
+    rendered whole, and its rendering is spread over the writing of the answer."""
+
+    entries: Sequence[tuple[str, Callable[[], dict[str, Any]]]]
+
+
 class View:
-    """Renders nodes for one request."""
+    """Renders nodes for one request; with ``defer`` the group collections of the registry
+    come out as :class:`Deferred`."""
 
     def __init__(
         self,
@@ -75,12 +86,17 @@ class View:
         inline: Inline,
         doc: bool,
         root_extras: Callable[[str], Any] | None = None,
+        defer: bool = False,
+        subtree: Callable[[str], Tree] | None = None,
     ) -> None:
         self.tree = tree
         self.base = base
         self.inline = inline
         self.doc = doc
         self.root_extras = root_extras
+        self.defer = defer
+        #: reads one group's rows when a deferred group is rendered (None: they are in ``tree``)
+        self.subtree = subtree
 
     # ---- nodes and their children -------------------------------------------------------
 
@@ -99,11 +115,25 @@ class View:
                 for p, rt in node.gtype.resources.items()
             ]
         if node.kind == "resource":
-            versions = [
-                Node(r, "version", node.gtype, node.rtype) for r in self.tree.children(xid, "versions")
-            ]
+            # A resource with an xref has no versions of its own: it shows its target's (in the
+            # document view nothing: the xref is what an export carries).
+            source = self.versions_of(node.row)
+            kids = [] if source is None else self.tree.children(source.xid, "versions")
+            versions = [Node(r, "version", node.gtype, node.rtype) for r in kids]
             return [("meta", [Node(node.row, "meta", node.gtype, node.rtype)]), ("versions", versions)]
         return []
+
+    def versions_of(self, res: Row) -> Row | None:
+        """The resource whose versions ``res`` shows: itself, or the target of its ``xref``
+        (None in the document view, or when the target is not there)."""
+        xref = res.attrs.get("xref")
+        if not isinstance(xref, str):
+            return res
+        return None if self.doc else self.tree.rows.get(xref)
+
+    def _default_of(self, res: Row) -> Row | None:
+        source = self.versions_of(res)
+        return self.tree.default_version(source) if source is not None else None
 
     def flat(self, node: Node, pointer: str | None = None) -> dict[str, Any]:
         """The node's own attributes (no inlined collections)."""
@@ -132,7 +162,7 @@ class View:
             out.update(_attrs(row.attrs))
             out.setdefault("readonly", False)
             out.setdefault("compatibility", "none")
-            default = self.tree.default_version(row)
+            default = self._default_of(row)
             if default is not None:
                 out["defaultversionid"] = default.eid
                 out["defaultversionurl"] = self._ref(f"{url}/versions/{default.eid}{details}", None)
@@ -149,7 +179,7 @@ class View:
             return out
         # resource: its own id, self, xid, then the default version's attributes (API view)
         out = {rtype.id_attr: row.eid}
-        default = self.tree.default_version(row)
+        default = self._default_of(row)
         if default is not None and not self.doc:
             out["versionid"] = default.eid
         out["self"] = self._self(url + details, pointer)
@@ -170,7 +200,7 @@ class View:
         assert node.rtype is not None
         row = node.row
         if node.kind == "resource":
-            default = self.tree.default_version(row)
+            default = self._default_of(row)
             if default is None:
                 return {}
             row = default
@@ -229,17 +259,41 @@ class View:
                 if wanted and kept:
                     out["meta"] = self.render(kept[0][0], sub_path, kept[0][1], sub_pointer)
                 continue
-            out[coll + "url"] = self._ref(f"{url}/{coll}", sub_pointer if wanted else None)
-            out[coll + "count"] = len(kept)
+            if not (self.doc and wanted and coll == "versions"):
+                # In document view inlined versions stand for themselves, without a
+                # versionsurl pointing at the map beside them: the xRegistry tool's document
+                # schema (xrcg) takes a resource with versions or with versionsurl, not both.
+                out[coll + "url"] = self._ref(f"{url}/{coll}", sub_pointer if wanted else None)
+                out[coll + "count"] = len(kept)
             if wanted:
-                out[coll] = {
-                    k.row.eid: self.render(k, sub_path, bs, f"{sub_pointer}/{pointer_token(k.row.eid)}")
-                    for k, bs in kept
-                }
+                pointers = [f"{sub_pointer}/{pointer_token(k.row.eid)}" for k, _ in kept]
+                if self.defer and node.kind == "registry":
+                    out[coll] = Deferred(
+                        [
+                            (k.row.eid, partial(self._expanded, k, sub_path, bs, ptr))
+                            for (k, bs), ptr in zip(kept, pointers, strict=True)
+                        ]
+                    )
+                else:
+                    out[coll] = {
+                        k.row.eid: self.render(k, sub_path, bs, ptr)
+                        for (k, bs), ptr in zip(kept, pointers, strict=True)
+                    }
         meta = out.get("meta")
         if self.doc and isinstance(meta, dict) and "defaultversionid" in meta and "versions" in out:
             meta["defaultversionurl"] = f"#{pointer}/versions/{pointer_token(meta['defaultversionid'])}"
         return out
+
+    def _expanded(
+        self, node: Node, path: tuple[str, ...], branches: list[Branch], pointer: str
+    ) -> dict[str, Any]:
+        """A deferred group, rendered over its own rows (read now, within the same read)."""
+        if self.subtree is None:
+            return self.render(node, path, branches, pointer)
+        tree = self.subtree(node.row.xid)
+        view = View(tree, self.base, inline=self.inline, doc=self.doc)
+        row = tree.rows.get(node.row.xid, node.row)
+        return view.render(Node(row, node.kind, node.gtype, node.rtype), path, branches, pointer)
 
     def _inlines_document(self, node: Node, path: tuple[str, ...]) -> bool:
         rtype = node.rtype

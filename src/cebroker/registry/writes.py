@@ -179,6 +179,9 @@ class Writer(MetaWriter):
             self.changes.record(xid, "resource", "created")
             self.bump(group.xid)
         versions = body.get("versions")
+        meta_in = body.get("meta")
+        if isinstance(meta_in, dict) and isinstance(meta_in.get("xref"), str):
+            versions = None  # an xref'd resource's listed versions are its target's
         if versions is not None:
             versions = as_map(versions, xid + "/versions", "versions")
             for each, vbody in versions.items():
@@ -191,7 +194,9 @@ class Writer(MetaWriter):
                 meta_body[key] = body[key]
         written: str | None = None
         vid = body.get("versionid")
-        if versions and vid is None:
+        if isinstance(meta_body.get("xref"), str):
+            pass  # the resource shows its target's versions: none of its own are written
+        elif versions and vid is None:
             pass  # default-version attributes are ignored, see docstring
         else:
             vattrs = {
