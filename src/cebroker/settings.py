@@ -195,6 +195,11 @@ class Settings:
         Duration(positive=True),
         "longest wait of POST /events with Prefer: wait for a reply",
     )
+    #: Broker events (docs/broker-events.md): CloudEvents of type ``dev.cebroker.*`` about the
+    #: broker itself (circuits, dead letters, subscription changes), published into itself.
+    #: Off by default: once on, every subscription without filters receives them too (its own
+    #: tenant's), a change of what existing subscriptions get that operators choose.
+    broker_events: bool = setting(False, Boolean(), "publish the broker's own events (dev.cebroker.* types)")
     #: A subscription's ``config.probemaxdelay`` overrides it.
     probe_max_delay: float = setting(
         10.0,

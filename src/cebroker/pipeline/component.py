@@ -24,12 +24,14 @@ from starlette.routing import BaseRoute
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.contracts import EventValidator, IngestResult, ValidationMode
 from cebroker.network import sink_policy
+from cebroker.pipeline.brokerevents import BrokerEvents
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.replies import Replies
 from cebroker.pipeline.ingest import Pipeline
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.redaction import redact_userinfo
 from cebroker.pipeline.replays.pruner import Pruner
 from cebroker.pipeline.replays.replayer import Replayer
 from cebroker.pipeline.replays.starts import begin, start_of
@@ -115,6 +117,13 @@ class PipelineComponent:
         check = output_check(validator, ValidationMode(settings.event_validation))
         self._policies = tenant_policies
         #: Sink replies enter through the same ingest as any publish, as the subscription's tenant.
+        #: The broker's own events, ingested as the broker (docs/broker-events.md).
+        self.broker_events = BrokerEvents(
+            self._publish_own,
+            source=f"/cebroker/{urlsplit(settings.public_url).netloc or settings.host}",
+            enabled=settings.broker_events,
+            counter=self.metrics.broker_events,
+        )
         self.replies = Replies(
             self._publish_reply, max_hops=settings.reply_max_hops, limit=settings.max_event_size
         )
@@ -129,6 +138,7 @@ class PipelineComponent:
             replay_settled=self._replay_settled,
             output_check=check,
             replies=self.replies,
+            broker_events=self.broker_events,
         )
         self.archive = archive
         self.replayer: Replayer | None = None
@@ -232,6 +242,10 @@ class PipelineComponent:
 
         return await self.pipeline.accept(list(events), batch=len(events) > 1, permit=permit)
 
+    async def _publish_own(self, events: Sequence[dict[str, Any]]) -> IngestResult:
+        """Ingest the broker's own events (reserved types allowed, no publish policy)."""
+        return await self.pipeline.accept(list(events), batch=True, own=True)
+
     def routes(self) -> Sequence[BaseRoute]:
         """Every route of the pipeline."""
         return [route for api in self._apis for route in api.routes()]
@@ -247,6 +261,7 @@ class PipelineComponent:
         # Follow the feed before reading everything, so no change can fall in between.
         self._unsubscribe = self._store.changes.subscribe(self._on_change)
         self.matcher.load(await self._store.all())
+        self.broker_events.start()
         await self.dispatcher.start()
         self._keep(self._sweep_seen())
         if self.replayer is not None and self._pruner is not None:
@@ -275,10 +290,24 @@ class PipelineComponent:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         grace = self._shutdown_grace if self._grace_ends is None else self._grace_ends - time.monotonic()
         await self.dispatcher.stop(max(0.0, grace))
+        await self.broker_events.stop()  # ingests what is queued (dead letters of the last attempts)
         await self.senders.aclose()
 
     def _on_change(self, change: SubscriptionChange) -> None:
         self.matcher.apply(change)
+        sub = change.subscription
+        # Every instance hears every change: the id names the change, so de-duplication keeps one.
+        self.broker_events.emit(
+            f"subscription.{change.kind.value.lower()}",
+            {
+                "subscription": sub.id,
+                "revision": sub.revision,
+                "protocol": sub.protocol,
+                "sink": redact_userinfo(sub.sink),
+            },
+            tenant=sub.tenant,
+            key=f"{sub.id}/{sub.revision}",
+        )
         if change.kind is ChangeKind.DELETED:
             self.tail.end(change.subscription.id)
             self.replies.forget(change.subscription.id)

@@ -9,6 +9,7 @@ from typing import Any
 
 from cebroker.contracts import Event, EventValidator, IngestResult, ValidationMode
 from cebroker.errors import FieldProblem, Forbidden, Overloaded, ValidationError
+from cebroker.pipeline.brokerevents import RESERVED, is_reserved
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.dispatch.replies import IN_REPLY_TO
 from cebroker.pipeline.matcher import Matcher
@@ -94,14 +95,20 @@ class Pipeline:
         return await self.accept(events, batch=True)
 
     async def accept(
-        self, events: Sequence[Any], *, batch: bool, permit: Callable[[dict[str, Any]], bool] | None = None
+        self,
+        events: Sequence[Any],
+        *,
+        batch: bool,
+        permit: Callable[[dict[str, Any]], bool] | None = None,
+        own: bool = False,
     ) -> IngestResult:
         """Like :meth:`ingest`; ``batch=False`` names problems ``/<attribute>`` (one event).
 
         A large batch is checked and matched in slices of :data:`SLICE` events with a pause for
         the event loop in between, so that other requests are served meanwhile. ``permit`` is the
         publisher's publish policy: an event it refuses makes the whole request a 403 naming that
-        event, before anything is written.
+        event, before anything is written. Types beginning ``dev.cebroker.`` are the broker's
+        own (``own``): anyone else's is refused the same way (403).
         """
         problems: list[FieldProblem] = []
         clean: list[dict[str, Any]] = []
@@ -117,6 +124,15 @@ class Pipeline:
         if problems:
             self._metrics.events_rejected.labels("invalid").inc()
             raise ValidationError(problems)
+        if not own:
+            for index, event in enumerate(clean):
+                if is_reserved(event):
+                    self._metrics.events_rejected.labels("reserved").inc()
+                    where = f"event /{index}" if batch else "the event"
+                    raise Forbidden(
+                        f"{where} (type {str(event['type'])[:200]!r}) may not be published: types"
+                        f" beginning {RESERVED!r} are the broker's own events"
+                    )
         if permit is not None:
             for index, event in enumerate(clean):
                 if not permit(event):

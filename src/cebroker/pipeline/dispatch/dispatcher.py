@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
+from cebroker.pipeline.brokerevents import BrokerEvents
 from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, Attempts
 from cebroker.pipeline.dispatch.backlog import Backlog
 from cebroker.pipeline.dispatch.batches import BatchAttempts
@@ -76,6 +77,7 @@ class Dispatcher:
         replay_settled: Callable[[], None] = lambda: None,
         output_check: OutputCheck | None = None,
         replies: Replies | None = None,
+        broker_events: BrokerEvents | None = None,
     ) -> None:
         #: Sink replies of subscriptions with ``config.reply: publish`` (None: never published).
         self.replies = replies
@@ -87,7 +89,9 @@ class Dispatcher:
         self.backlog = Backlog(metrics.backlog)
         self._last_delivered = metrics.last_delivered
         self._completions = Completions(journal, self.backlog, self._release, clock)
-        self._forwarder = DeadLetterForwarder(senders)
+        self._forwarder = DeadLetterForwarder(
+            senders, events=broker_events, subscriptions=self._subscriptions
+        )
         self._lanes = Lanes(
             capacity=lane_capacity,
             clock=clock,
@@ -107,6 +111,7 @@ class Dispatcher:
             forwarder=self._forwarder,
             schedule=self._schedule,
             probe_max_delay=probe_max_delay,
+            events=broker_events,
         )
         failures = Failures(
             journal=journal,

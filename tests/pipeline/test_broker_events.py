@@ -1,0 +1,144 @@
+"""Broker events (``--broker-events on``): one ``circuit.opened`` when a real sink goes down and
+one ``circuit.closed`` when it comes back (not one per failed attempt); a dead letter's event,
+whose own dead letter begets no other; subscription changes; a tenant's subscriptions see only
+that tenant's broker events while an admin's see all; reserved types refused to publishers;
+nothing emitted when off."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from support.broker import Broker
+from support.events import event
+from support.sinks import Reply, Sink
+from support.waiting import wait_for
+
+CIRCUIT = ["dev.cebroker.circuit.opened", "dev.cebroker.circuit.closed"]
+STRUCTURED = {"contentmode": "structured"}
+FAST = {"initialdelay": "0.05", "maxdelay": "0.2", "probemaxdelay": "0.3"}
+
+
+def types_at(sink: Sink, path: str) -> list[str]:
+    return [e["type"] for e in sink.events(path)]
+
+
+def emitted(broker: Broker) -> dict[str, float]:
+    counts: dict[str, float] = {}
+    for line in broker.http.get("/metrics").text.splitlines():
+        if line.startswith("cebroker_broker_events_total{"):
+            outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
+            counts[outcome] = float(line.split()[-1])
+    return counts
+
+
+def test_a_sink_down_then_back_gives_one_opened_and_one_closed(
+    make_broker: Callable[..., Broker], sink: Sink
+) -> None:
+    broker = make_broker(broker_events=True)
+    broker.subscribe(f"{sink.url}/ops", types=CIRCUIT, protocolsettings=STRUCTURED)
+    down = broker.subscribe(f"{sink.url}/down", types=["com.example.test"], config=FAST)
+    sink.default["/down"] = Reply(503)
+    for n in range(12):
+        assert broker.send(event(n)).status_code == 202
+    (opened,) = sink.wait("/ops", 1)
+    doc = json.loads(opened.body)
+    assert doc["type"] == "dev.cebroker.circuit.opened"
+    assert doc["data"]["subscription"] == down["id"]
+    assert doc["source"].startswith("/cebroker/")
+    wait_for(lambda: len(sink.at("/down")), lambda n: n >= 8, 15.0, "probes of the sink that is down")
+    sink.default["/down"] = Reply(200)
+    sink.wait("/ops", 2)
+    broker.settled()
+    assert types_at(sink, "/ops") == CIRCUIT
+    assert sink.events("/ops")[1]["data"]["subscription"] == down["id"]
+    assert emitted(broker).get("dropped", 0.0) == 0.0
+
+
+def test_a_dead_letter_emits_one_event_and_its_own_dead_letter_none(
+    make_broker: Callable[..., Broker], sink: Sink
+) -> None:
+    broker = make_broker(broker_events=True)
+    # The subscription to dead letters refuses what it gets: its dead letters are broker events.
+    watcher = broker.subscribe(
+        f"{sink.url}/dead",
+        types=["dev.cebroker.delivery.deadlettered"],
+        protocolsettings=STRUCTURED,
+        config={"maxattempts": "1"},
+    )
+    sink.default["/dead"] = Reply(400)
+    failing = broker.subscribe(f"{sink.url}/fails", types=["com.example.test"], config={"maxattempts": "1"})
+    sink.default["/fails"] = Reply(400)
+    assert broker.send(event(1)).status_code == 202
+    (got,) = sink.wait("/dead", 1)
+    doc = json.loads(got.body)
+    assert doc["data"]["subscription"] == failing["id"]
+    assert doc["data"]["event"] == {"id": "e-1", "source": "/tests", "type": "com.example.test"}
+    assert doc["data"]["attempts"] == 1
+    broker.settled()
+    assert broker.status(watcher)["deadlettered"] == 1
+    # Two subscriptions created and one dead letter: three, and no more.
+    wait_for(lambda: emitted(broker), lambda c: c.get("emitted") == 3.0, 10.0, "three broker events")
+    assert len(sink.at("/dead")) == 1
+
+
+KEYS = {"admin": "cbk_admin-key", "acme": "cbk_acme-key", "globex": "cbk_globex-key"}
+SCOPES = ["subscriptions:read", "subscriptions:write", "events:publish"]
+
+
+def test_tenants_see_only_their_own_broker_events(
+    make_broker: Callable[..., Broker], tmp_path: Path, sink: Sink
+) -> None:
+    keys = [
+        {"id": name, "sha256": hashlib.sha256(key.encode()).hexdigest()}
+        | ({"scopes": ["admin"]} if name == "admin" else {"tenant": name, "scopes": SCOPES})
+        for name, key in KEYS.items()
+    ]
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
+    broker = make_broker(
+        broker_events=True, api_keys=tmp_path / "keys.json", allow_sink_networks=("127.0.0.0/8",)
+    )
+
+    def create(who: str, path: str, **fields: Any) -> dict[str, Any]:
+        body = {"protocol": "HTTP", "sink": f"{sink.url}{path}", "protocolsettings": STRUCTURED, **fields}
+        response = broker.http.post(
+            "/subscriptions", json=body, headers={"authorization": f"Bearer {KEYS[who]}"}
+        )
+        assert response.status_code == 201, response.text
+        return dict(response.json())
+
+    created = ["dev.cebroker.subscription.created"]
+    create("admin", "/admin-ops", types=created)
+    create("acme", "/acme-ops", types=created)
+    create("globex", "/globex-ops", types=created)
+    acme_sub = create("acme", "/acme-other", types=["com.example.none"])
+    globex_sub = create("globex", "/globex-other", types=["com.example.none"])
+    sink.wait("/admin-ops", 5)
+    broker.http.headers.update({"authorization": f"Bearer {KEYS['admin']}"})
+    broker.settled()
+    acme = sink.events("/acme-ops")
+    globex = sink.events("/globex-ops")
+    assert {e["cebrokertenant"] for e in acme} == {"acme"}
+    assert {e["cebrokertenant"] for e in globex} == {"globex"}
+    assert acme_sub["id"] in {e["data"]["subscription"] for e in acme}
+    assert globex_sub["id"] not in {e["data"]["subscription"] for e in acme}
+    assert globex_sub["id"] in {e["data"]["subscription"] for e in globex}
+    assert {e.get("cebrokertenant") for e in sink.events("/admin-ops")} == {None, "acme", "globex"}
+
+
+def test_reserved_types_are_refused_to_publishers(broker: Broker) -> None:
+    refused = broker.send(event(1, type="dev.cebroker.circuit.opened"))
+    assert refused.status_code == 403
+    assert "the broker's own events" in refused.json()["detail"]
+
+
+def test_nothing_is_emitted_when_off(broker: Broker, sink: Sink) -> None:
+    broker.subscribe(f"{sink.url}/all")
+    broker.subscribe(f"{sink.url}/more")
+    assert broker.send(event(1)).status_code == 202
+    broker.settled()
+    assert sink.ids("/all") == ["e-1"]
+    assert emitted(broker) == {}
