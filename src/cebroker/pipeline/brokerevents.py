@@ -116,6 +116,9 @@ class BrokerEvents:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        left = self._queue.qsize()
+        if left:
+            self._dropped(left, "the broker stopped before ingesting them")
 
     async def _run(self) -> None:
         while True:
