@@ -228,6 +228,7 @@ def build_components(
         storage.registry,
         settings.public_url,
         document_schema=settings.registry_document_schema,
+        broker_events=settings.broker_events,
         check_events=settings.event_validation != "off",
     )
     # The event pipeline follows the store's change feed, so it starts after the storage is open.

@@ -142,3 +142,43 @@ def test_nothing_is_emitted_when_off(broker: Broker, sink: Sink) -> None:
     broker.settled()
     assert sink.ids("/all") == ["e-1"]
     assert emitted(broker) == {}
+
+
+def test_the_registry_describes_them_and_enforce_validates_them(
+    make_broker: Callable[..., Broker], sink: Sink
+) -> None:
+    broker = make_broker(broker_events=True, event_validation="enforce")
+    exported = broker.http.get("/export").json()
+    group = exported["messagegroups"]["dev.cebroker"]
+    messages = group["messages"]
+    assert set(messages) == {
+        "dev.cebroker.circuit.opened",
+        "dev.cebroker.circuit.closed",
+        "dev.cebroker.delivery.deadlettered",
+        "dev.cebroker.subscription.created",
+        "dev.cebroker.subscription.updated",
+        "dev.cebroker.subscription.deleted",
+    }
+    created = messages["dev.cebroker.subscription.created"]
+    version = created["versions"][created["meta"]["defaultversionid"]] if "versions" in created else created
+    assert version["dataschema"]["required"] == ["protocol", "revision", "sink", "subscription"]
+    # Checked against those definitions on the way in (enforce), and delivered: none dropped.
+    broker.subscribe(
+        f"{sink.url}/ops", types=["dev.cebroker.subscription.created"], protocolsettings=STRUCTURED
+    )
+    other = broker.subscribe(f"{sink.url}/other", types=["com.example.none"])
+    sink.wait("/ops", 2)
+    assert sink.events("/ops")[1]["data"]["subscription"] == other["id"]
+    assert emitted(broker).get("dropped", 0.0) == 0.0
+    # A definition the events do not meet: enforce refuses them, and the drop is counted.
+    stricter = {
+        "envelope": "CloudEvents/1.0",
+        "envelopemetadata": {"type": {"value": "dev.cebroker.subscription.created"}},
+        "dataschemaformat": "JsonSchema/draft-07",
+        "dataschema": {"type": "object", "required": ["nothing-has-this"]},
+    }
+    path = "/messagegroups/dev.cebroker/messages/dev.cebroker.subscription.created"
+    assert broker.http.put(path, json=stricter).status_code in (200, 201)
+    broker.subscribe(f"{sink.url}/third", types=["com.example.none"])
+    wait_for(lambda: emitted(broker), lambda c: c.get("dropped") == 1.0, 10.0, "one broker event dropped")
+    assert len(sink.at("/ops")) == 2

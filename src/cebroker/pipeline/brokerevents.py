@@ -31,14 +31,11 @@ from typing import Any
 
 from prometheus_client import Counter
 
+from cebroker.broker_events import RESERVED, TENANT
 from cebroker.contracts import IngestResult
 
 log = logging.getLogger("cebroker.pipeline")
 
-#: Types only the broker publishes begin with this.
-RESERVED = "dev.cebroker."
-#: Extension attribute naming the tenant a broker event concerns.
-TENANT = "cebrokertenant"
 #: Events waiting to be ingested at most; more are dropped (and counted).
 QUEUE_SIZE = 10_000
 #: Events ingested together at most.

@@ -7,9 +7,10 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cebroker.broker_events import RESERVED
 from cebroker.contracts import Event, EventValidator, IngestResult, ValidationMode
 from cebroker.errors import FieldProblem, Forbidden, Overloaded, ValidationError
-from cebroker.pipeline.brokerevents import RESERVED, is_reserved
+from cebroker.pipeline.brokerevents import is_reserved
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.dispatch.replies import IN_REPLY_TO
 from cebroker.pipeline.matcher import Matcher
