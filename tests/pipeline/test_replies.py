@@ -237,3 +237,46 @@ def test_sigkill_right_after_the_sink_answers_loses_no_reply(
     assert sink.ids("/replies") == ["r-crash"]
     assert len(sink.at("/svc")) >= 1
     first.terminate()
+
+
+def test_explain_says_whether_a_sample_reply_would_be_published(
+    make_broker: Callable[..., Broker], tmp_path: Path
+) -> None:
+    keys = [
+        {
+            "id": "acme",
+            "sha256": hashlib.sha256(b"cbk_acme-key").hexdigest(),
+            "tenant": "acme",
+            "scopes": ["subscriptions:read", "subscriptions:write", "events:publish"],
+        }
+    ]
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
+    (tmp_path / "policies.json").write_text(
+        json.dumps({"tenants": {"acme": {"publish": "source LIKE '/acme/%'"}}})
+    )
+    broker = make_broker(
+        api_keys=tmp_path / "keys.json",
+        tenant_policies=tmp_path / "policies.json",
+        allow_sink_networks=("127.0.0.0/8",),
+    )
+    broker.http.headers.update({"authorization": "Bearer cbk_acme-key"})
+    draft = {"protocol": "HTTP", "sink": "http://127.0.0.1:9/svc", "config": REPLY}
+
+    def verdict(subscription: dict[str, object], reply: dict[str, object]) -> dict[str, object]:
+        response = broker.http.post(
+            "/explain", json={"subscription": subscription, "event": event(1), "reply": reply}
+        )
+        assert response.status_code == 200, response.text
+        return dict(response.json()["reply"])
+
+    assert verdict(draft, event(2, source="/acme/replies")) == {"accepted": True, "reason": None}
+    refused = verdict(draft, event(3, source="/elsewhere"))
+    assert refused["accepted"] is False
+    assert "publish policy" in str(refused["reason"])
+    reserved = verdict(draft, event(4, source="/acme/x", type="dev.cebroker.circuit.opened"))
+    assert "reserved" in str(reserved["reason"])
+    off = verdict({**draft, "config": {}}, event(5, source="/acme/replies"))
+    assert "config.reply" in str(off["reason"])
+    bad = broker.http.post("/explain", json={"subscription": draft, "event": event(1), "reply": {"id": "x"}})
+    assert bad.status_code == 400
+    assert "/reply/source" in [p["pointer"] for p in bad.json()["errors"]]

@@ -222,6 +222,7 @@ class PipelineComponent:
                     max_event_size=settings.max_event_size,
                     max_subscription_body=settings.max_subscription_body,
                     check=check,
+                    policies=tenant_policies,
                 )
             )
         self._unsubscribe: Callable[[], None] | None = None

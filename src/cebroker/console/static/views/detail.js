@@ -78,6 +78,19 @@ export async function detail(main, id) {
         ["Dead letters ever", count(state.deadletteredTotal)],
         ["Last error", state.lastError ? h("span", { class: "error-text" }, `${when(state.lastErrorAt)}: ${state.lastError}`) : "none"],
         ["Sink", circuitFact(state.circuit)],
+        ...(state.replies
+          ? [
+              [
+                "Replies",
+                h(
+                  "span",
+                  { "data-status": "replies" },
+                  `${count(state.replies.published)} published, ${count(state.replies.duplicates)} duplicates, ${count(state.replies.refused)} refused`,
+                ),
+              ],
+              ["Last refused reply", state.replies.lastRefusal ? h("span", { class: "error-text" }, state.replies.lastRefusal) : "none"],
+            ]
+          : []),
       ]),
     );
     renderDeadLetters(deadletters, path, page.items, selected, refresh);
