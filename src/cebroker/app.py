@@ -245,6 +245,7 @@ def build_components(
         resolver=resolver,
         policies=load_tenant_policies(settings.tenant_policies),
         replies=storage.replies,
+        health=storage.health,
     )
     components.append(pipeline)
     # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it. (With no

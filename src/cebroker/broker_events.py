@@ -66,6 +66,21 @@ CATALOG: dict[str, tuple[str, dict[str, Any]]] = {
     "subscription.created": ("A subscription was created", _CHANGE),
     "subscription.updated": ("A subscription was replaced", _CHANGE),
     "subscription.deleted": ("A subscription was deleted", _CHANGE),
+    "redrive.done": (
+        "Dead letters of a subscription were put back into delivery",
+        _schema(
+            {"subscription": _SUBSCRIPTION, "redriven": {"type": "integer"}, "chosen": {"type": "boolean"}}
+        ),
+    ),
+    "replay.started": (
+        "A replay of archived events to a subscription was created",
+        _schema({"subscription": _SUBSCRIPTION, "replay": {"type": "string"}, "events": {"type": "integer"}}),
+    ),
+    "storage.unavailable": (
+        "Writes to the broker's storage started failing (concerns no tenant)",
+        _schema({"cause": {"type": "string"}}),
+    ),
+    "storage.available": ("Writes to the broker's storage succeed again (concerns no tenant)", _schema({})),
 }
 
 

@@ -6,16 +6,24 @@ nothing emitted when off."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Counter
 from support.broker import Broker
 from support.events import event
 from support.sinks import Reply, Sink
 from support.waiting import wait_for
+
+from cebroker.contracts import IngestResult
+from cebroker.pipeline.brokerevents import BrokerEvents
+from cebroker.storage.errors import StorageUnavailable
+from cebroker.storage.health import StorageHealth
 
 CIRCUIT = ["dev.cebroker.circuit.opened", "dev.cebroker.circuit.closed"]
 STRUCTURED = {"contentmode": "structured"}
@@ -158,6 +166,10 @@ def test_the_registry_describes_them_and_enforce_validates_them(
         "dev.cebroker.subscription.created",
         "dev.cebroker.subscription.updated",
         "dev.cebroker.subscription.deleted",
+        "dev.cebroker.redrive.done",
+        "dev.cebroker.replay.started",
+        "dev.cebroker.storage.unavailable",
+        "dev.cebroker.storage.available",
     }
     created = messages["dev.cebroker.subscription.created"]
     version = created["versions"][created["meta"]["defaultversionid"]] if "versions" in created else created
@@ -182,3 +194,77 @@ def test_the_registry_describes_them_and_enforce_validates_them(
     broker.subscribe(f"{sink.url}/third", types=["com.example.none"])
     wait_for(lambda: emitted(broker), lambda c: c.get("dropped") == 1.0, 10.0, "one broker event dropped")
     assert len(sink.at("/ops")) == 2
+
+
+def test_a_redrive_and_a_replay_are_announced(make_broker: Callable[..., Broker], sink: Sink) -> None:
+    broker = make_broker(broker_events=True)
+    broker.subscribe(
+        f"{sink.url}/ops",
+        types=["dev.cebroker.redrive.done", "dev.cebroker.replay.started"],
+        protocolsettings=STRUCTURED,
+    )
+    failing = broker.subscribe(f"{sink.url}/fails", types=["com.example.test"], config={"maxattempts": "1"})
+    sink.default["/fails"] = Reply(400)
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    assert broker.send(event(1)).status_code == 202
+    broker.settled()
+    sink.default["/fails"] = Reply(200)
+    redrive = broker.http.post(f"/subscriptions/{failing['id']}/deadletters/redrive")
+    assert redrive.json() == {"redriven": 1}
+    (done,) = [json.loads(r.body) for r in sink.wait("/ops", 1)]
+    assert done["type"] == "dev.cebroker.redrive.done"
+    assert done["data"] == {"subscription": failing["id"], "redriven": 1, "chosen": False}
+    window = {"from": since.isoformat().replace("+00:00", "Z")}
+    started = broker.http.post(f"/subscriptions/{failing['id']}/replay", json=window)
+    assert started.status_code == 202, started.text
+    sink.wait("/ops", 2)
+    replayed = sink.events("/ops")[1]
+    assert replayed["type"] == "dev.cebroker.replay.started"
+    assert replayed["data"] == {
+        "subscription": failing["id"],
+        "replay": started.json()["replay"],
+        "events": 1,
+    }
+
+
+async def test_events_wait_while_the_storage_is_unavailable() -> None:
+    health = StorageHealth("test storage")
+    causes: list[str | None] = []
+    health.observe(causes.append)
+    health.failed(StorageUnavailable("disk full"))
+    health.failed(StorageUnavailable("disk full"))  # the same episode: told once
+    health.succeeded()
+    assert causes == ["disk full", None]
+
+    down = [True]
+    got: list[dict[str, Any]] = []
+    tries: list[int] = []
+
+    async def publish(events: Sequence[dict[str, Any]]) -> IngestResult:
+        tries.append(len(events))
+        if down[0]:
+            raise StorageUnavailable("disk full")
+        got.extend(events)
+        return IngestResult(accepted=len(events), duplicates=0)
+
+    registry = CollectorRegistry()
+    counter = Counter("events", "test", ["outcome"], registry=registry)
+    emitter = BrokerEvents(publish, source="/cebroker/test", enabled=True, counter=counter)
+    emitter.start()
+    emitter.emit("storage.unavailable", {"cause": "disk full"}, tenant=None)
+    for _ in range(100):
+        if tries:
+            break
+        await asyncio.sleep(0.01)
+    assert tries  # tried and refused: held, not dropped
+    assert not got
+    down[0] = False
+    for _ in range(100):
+        if got:
+            break
+        await asyncio.sleep(0.05)
+    await emitter.stop()
+    assert [e["type"] for e in got] == ["dev.cebroker.storage.unavailable"]
+    assert len(tries) >= 2
+    assert "cebrokertenant" not in got[0]
+    assert registry.get_sample_value("events_total", {"outcome": "dropped"}) is None

@@ -260,7 +260,7 @@ def test_explain_says_whether_a_sample_reply_would_be_published(
         allow_sink_networks=("127.0.0.0/8",),
     )
     broker.http.headers.update({"authorization": "Bearer cbk_acme-key"})
-    draft = {"protocol": "HTTP", "sink": "http://127.0.0.1:9/svc", "config": REPLY}
+    draft: dict[str, object] = {"protocol": "HTTP", "sink": "http://127.0.0.1:9/svc", "config": REPLY}
 
     def verdict(subscription: dict[str, object], reply: dict[str, object]) -> dict[str, object]:
         response = broker.http.post(

@@ -12,8 +12,9 @@ registry, de-duplication, the archive and matching apply.
   admin's) see all.
 * **Reserved types.** No one but the broker publishes a type beginning :data:`RESERVED` (403).
 * **Never blocking.** :meth:`BrokerEvents.emit` only puts the event on a bounded queue; a task
-  ingests it. A full queue, or an ingest that fails, drops the event and counts it
-  (``cebroker_broker_events_total{outcome="dropped"}``) with a warning: never silently.
+  ingests it (holding it while the storage is unavailable). A full queue, or an ingest that
+  refuses it, drops the event and counts it (``cebroker_broker_events_total{outcome="dropped"}``)
+  with a warning: never silently.
 * **No recursion without bound.** A broker event's dead letter emits no broker event.
 * **Once across instances.** Events every instance sees (a subscription change, a circuit opened
   in the shared store) have an id derived from what they describe, so de-duplication keeps one.
@@ -33,6 +34,8 @@ from prometheus_client import Counter
 
 from cebroker.broker_events import RESERVED, TENANT
 from cebroker.contracts import IngestResult
+from cebroker.errors import Overloaded
+from cebroker.storage.errors import StorageUnavailable
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -40,6 +43,8 @@ log = logging.getLogger("cebroker.pipeline")
 QUEUE_SIZE = 10_000
 #: Events ingested together at most.
 CHUNK = 100
+#: Seconds between two tries of ingesting events while the storage is unavailable.
+RETRY = 1.0
 
 #: Ingests the broker's own events (no publish policy).
 Publish = Callable[[Sequence[dict[str, Any]]], Awaitable[IngestResult]]
@@ -123,14 +128,24 @@ class BrokerEvents:
             while len(events) < CHUNK and not self._queue.empty():
                 events.append(self._queue.get_nowait())
             try:
-                await self._publish(events)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._dropped(len(events), f"ingest failed: {exc}")
+                await self._ingest(events)
             finally:
                 for _ in events:
                     self._queue.task_done()
+
+    async def _ingest(self, events: list[dict[str, Any]]) -> None:
+        """Ingest ``events``; while the storage is unavailable or the broker overloaded, hold
+        them and try again every :data:`RETRY` seconds (the queue fills meanwhile, and what
+        does not fit is dropped and counted); any other refusal drops them, counted."""
+        while True:
+            try:
+                await self._publish(events)
+                return
+            except (StorageUnavailable, Overloaded):
+                await asyncio.sleep(RETRY)
+            except Exception as exc:
+                self._dropped(len(events), f"ingest refused them: {exc}")
+                return
 
     def _dropped(self, count: int, why: str) -> None:
         self._counter.labels("dropped").inc(count)

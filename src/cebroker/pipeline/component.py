@@ -50,6 +50,7 @@ from cebroker.settings import Settings
 from cebroker.storage.archive import EventArchive
 from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.health import StorageHealth
 from cebroker.storage.replies import LocalReplyChannel, ReplyChannel
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange, SubscriptionStore
 from cebroker.subscription import Subscription
@@ -92,6 +93,7 @@ class PipelineComponent:
         resolver: Resolver = system_resolver,
         policies: TenantPolicies | None = None,
         replies: ReplyChannel | None = None,
+        health: StorageHealth | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -124,6 +126,8 @@ class PipelineComponent:
             enabled=settings.broker_events,
             counter=self.metrics.broker_events,
         )
+        if health is not None:
+            health.observe(self._storage_changed)
         self.replies = Replies(
             self._publish_reply, max_hops=settings.reply_max_hops, limit=settings.max_event_size
         )
@@ -242,6 +246,13 @@ class PipelineComponent:
                 return policies.may_publish(tenant, event)
 
         return await self.pipeline.accept(list(events), batch=len(events) > 1, permit=permit)
+
+    def _storage_changed(self, cause: str | None) -> None:
+        """The broker events of a storage outage (held until the storage takes them)."""
+        if cause is not None:
+            self.broker_events.emit("storage.unavailable", {"cause": cause}, tenant=None)
+        else:
+            self.broker_events.emit("storage.available", {}, tenant=None)
 
     async def _publish_own(self, events: Sequence[dict[str, Any]]) -> IngestResult:
         """Ingest the broker's own events (reserved types allowed, no publish policy)."""

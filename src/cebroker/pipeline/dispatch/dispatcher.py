@@ -81,6 +81,8 @@ class Dispatcher:
     ) -> None:
         #: Sink replies of subscriptions with ``config.reply: publish`` (None: never published).
         self.replies = replies
+        #: The broker's own events (None: none emitted).
+        self.broker_events = broker_events
         self._log = journal
         self._clock = clock
         self._subscriptions = matcher.subscriptions

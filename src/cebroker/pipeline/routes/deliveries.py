@@ -125,6 +125,14 @@ class DeliveriesApi:
         count = await self._log.redrive(subscription_id, ids)
         if count:
             self._dispatcher.redriven(subscription_id, count)
+        events = self._dispatcher.broker_events
+        if events is not None:
+            found = await self._store.get(subscription_id)
+            events.emit(
+                "redrive.done",
+                {"subscription": subscription_id, "redriven": count, "chosen": ids is not None},
+                tenant=found.tenant if found is not None else None,
+            )
         return JSONResponse({"redriven": count}, status_code=202)
 
     @staticmethod
