@@ -174,6 +174,38 @@ class PostgresServer(ServerProcess):
             raise ServerError(f"psql failed on {sql!r}: {result.stderr.strip()}")
         return result
 
+    def processes(self) -> list[int]:
+        """The PIDs of this server: its postmaster and every process it started (backends,
+        background workers), found by their parent PID."""
+        process = self._process
+        if process is None or process.poll() is not None:
+            return []
+        found = [process.pid]
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                # the parent PID is the 4th field, after the name in parentheses
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == process.pid:
+                    found.append(int(entry.name))
+        return found
+
+    def freeze(self) -> list[int]:
+        """Stop this server's processes (SIGSTOP: a hung server, whose kernel still accepts
+        connections and acknowledges what is sent); returns the PIDs stopped."""
+        pids = self.processes()
+        for pid in pids:  # the postmaster first: it starts no process meanwhile
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        return pids
+
+    def thaw(self, pids: list[int]) -> None:
+        """Let the processes :meth:`freeze` stopped run again (SIGCONT)."""
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
     def url(self, database: str) -> str:
         """The ``postgresql://`` URL of ``database`` on this server."""
         return f"postgresql://{USER}@{self.host}:{self.port}/{database}"

@@ -245,7 +245,8 @@ class PipelineComponent:
             def permit(event: dict[str, Any]) -> bool:
                 return policies.may_publish(tenant, event)
 
-        return await self.pipeline.accept(list(events), batch=len(events) > 1, permit=permit)
+        # De-duplicated among the tenant's own publishes (a retried delivery's reply counts once).
+        return await self.pipeline.accept(list(events), batch=len(events) > 1, permit=permit, tenant=tenant)
 
     def _storage_changed(self, cause: str | None) -> None:
         """The broker events of a storage outage (held until the storage takes them)."""

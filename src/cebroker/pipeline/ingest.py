@@ -101,9 +101,13 @@ class Pipeline:
         *,
         batch: bool,
         permit: Callable[[dict[str, Any]], bool] | None = None,
+        tenant: str | None = None,
         own: bool = False,
     ) -> IngestResult:
         """Like :meth:`ingest`; ``batch=False`` names problems ``/<attribute>`` (one event).
+
+        ``tenant`` is the publisher's tenant (None: none): events are de-duplicated per
+        publishing tenant (:class:`~cebroker.storage.deliveries.Incoming`).
 
         A large batch is checked and matched in slices of :data:`SLICE` events with a pause for
         the event loop in between, so that other requests are served meanwhile. ``permit`` is the
@@ -151,7 +155,7 @@ class Pipeline:
             )
         if not clean:
             return IngestResult(accepted=0, duplicates=0)
-        written = await self._append(clean)
+        written = await self._append(clean, tenant or "")
         duplicates = matches = 0
         replies: list[dict[str, Any]] = []
         for start in range(0, len(clean), SLICE):
@@ -177,19 +181,19 @@ class Pipeline:
         await release(written, clean)
         return IngestResult(accepted=accepted, duplicates=duplicates)
 
-    async def _append(self, clean: list[dict[str, Any]]) -> list[Appended | None]:
+    async def _append(self, clean: list[dict[str, Any]], tenant: str) -> list[Appended | None]:
         """Match and commit; when a shared log finds the index behind a subscription change made
         by another instance, catch up and match again, so no event is matched against a stale
         index."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._matching.add(done)
         try:
-            return await self._match_and_append(clean)
+            return await self._match_and_append(clean, tenant)
         finally:
             self._matching.discard(done)
             done.set_result(None)
 
-    async def _match_and_append(self, clean: list[dict[str, Any]]) -> list[Appended | None]:
+    async def _match_and_append(self, clean: list[dict[str, Any]], tenant: str) -> list[Appended | None]:
         for attempt in range(CATCH_UP_ROUNDS):
             # Read before matching. Matching a large batch pauses for the event loop between
             # slices: a change that lands meanwhile makes the log refuse this version
@@ -199,7 +203,7 @@ class Pipeline:
             for start in range(0, len(clean), SLICE):
                 if start:
                     await asyncio.sleep(0)
-                items.extend(self._incoming(e) for e in clean[start : start + SLICE])
+                items.extend(self._incoming(e, tenant) for e in clean[start : start + SLICE])
             try:
                 written = await self._log.append(items, version=version)
             except TypeError as exc:  # only from ingest(): HTTP input is parsed JSON already
@@ -214,16 +218,17 @@ class Pipeline:
             return written
         raise AssertionError("unreachable")  # the last round returns or raises
 
-    def _incoming(self, event: dict[str, Any]) -> Incoming:
-        """The event, matched, with the ordering groups of its ordered subscriptions."""
+    def _incoming(self, event: dict[str, Any], tenant: str) -> Incoming:
+        """The event, matched, with the ordering groups of its ordered subscriptions, published
+        by ``tenant``."""
         matched = self._matcher.match(event)
         ordered = self._matcher.ordered
         if ordered and not ordered.isdisjoint(matched):
             key = partition_key(event)
             if key is not None:
                 groups = tuple(key if sub in ordered else None for sub in matched)
-                return Incoming(event, event["source"], event["id"], matched, groups)
-        return Incoming(event, event["source"], event["id"], matched)
+                return Incoming(event, event["source"], event["id"], matched, groups, tenant)
+        return Incoming(event, event["source"], event["id"], matched, tenant=tenant)
 
     async def _check_definitions(self, events: list[dict[str, Any]], batch: bool) -> None:
         if self.validator is None or self.validation_mode is ValidationMode.OFF:

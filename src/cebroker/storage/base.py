@@ -20,7 +20,7 @@ class StorageOptions:
     """Settings every backend takes.
 
     Args:
-        dedup_window: seconds within which a repeated ``(source, id)`` is a duplicate.
+        dedup_window: seconds within which a repeated ``(tenant, source, id)`` is a duplicate.
         busy_timeout: seconds a call waits for a lock held by someone else before it fails
             with ``StorageUnavailable("database locked")``.
         clock: where the delivery log reads the time it stores and compares (acceptance, due

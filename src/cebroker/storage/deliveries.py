@@ -2,8 +2,8 @@
 
 The delivery log holds what the pipeline must not lose: accepted events, one delivery entry
 per (event, matched subscription), dead letters with their reason, per-subscription counts and
-the de-duplication keys of recent events. The dispatcher, the ingest path and the delivery
-routes use it through :class:`DeliveryLog` only.
+the de-duplication keys of recent events (per publishing tenant, source and id). The
+dispatcher, the ingest path and the delivery routes use it through :class:`DeliveryLog` only.
 
 A log is **shared** when several broker instances use it at once (a database server). Then each
 due delivery is *claimed* by one instance (``due``), the claims of an instance that stops
@@ -37,7 +37,10 @@ class Incoming:
 
     ``event`` is the JSON-form dict, or that event already serialized as JSON (bytes or str).
     ``groups``, when not empty, has one entry per subscription: the ordering group of that
-    subscription's delivery (None: unordered); see the module docstring.
+    subscription's delivery (None: unordered); see the module docstring. ``tenant`` is the
+    publishing tenant ("" for none: the operator's own sources, an admin, no authentication):
+    an event is a duplicate only of an earlier one with the same ``(tenant, source, id)``, so
+    that one tenant cannot suppress another's events by publishing their ids first.
     """
 
     event: Mapping[str, Any] | bytes | str
@@ -45,6 +48,7 @@ class Incoming:
     id: str
     subscriptions: tuple[str, ...]
     groups: tuple[str | None, ...] = ()
+    tenant: str = ""
 
 
 @dataclass(frozen=True, slots=True)

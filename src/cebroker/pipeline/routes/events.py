@@ -72,12 +72,14 @@ class EventsApi:
             except (PayloadTooLarge, UnsupportedMediaType, ValidationError) as exc:
                 self._metrics.events_rejected.labels(type(exc).__name__.lower()).inc()
                 raise
-            permit = self._permit(principal_of(request))
+            principal = principal_of(request)
+            permit = self._permit(principal)
             wait = parse_wait(request.headers.get("prefer")) if self._waiters is not None else None
             if wait is not None and not batch and isinstance(events[0], dict):
-                return await self._request_reply(request, events[0], permit, wait)
+                return await self._request_reply(request, events[0], permit, principal.tenant, wait)
+            # de-duplicated per publishing tenant: one tenant cannot suppress another's events
             result = await self._pipeline.accept(
-                events, batch=batch, permit=permit
+                events, batch=batch, permit=permit, tenant=principal.tenant
             )  # counts its own refusals
             await release(events)
         finally:
@@ -91,6 +93,7 @@ class EventsApi:
         request: Request,
         event: dict[str, Any],
         permit: Callable[[dict[str, Any]], bool] | None,
+        tenant: str | None,
         wait: float,
     ) -> Response:
         """Accept ``event``, then wait up to ``wait`` seconds (at most the broker's limit) for
@@ -100,7 +103,7 @@ class EventsApi:
         applied = min(wait, waiters.max_wait)
         preference = {"Preference-Applied": f"wait={applied:g}"}
         with waiters.expect(str(event.get("id"))) as future:
-            await self._pipeline.accept([event], batch=False, permit=permit)
+            await self._pipeline.accept([event], batch=False, permit=permit, tenant=tenant)
             try:
                 reply = await asyncio.wait_for(future, applied)
             except TimeoutError:

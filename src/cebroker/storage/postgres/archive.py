@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from psycopg import sql
+
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.storage.archive import (
     NO_SEQ_BOUND,
@@ -42,6 +44,10 @@ _SCAN = (
 _PIN = (
     "SELECT at_time, at_seq FROM pipeline_replays WHERE NOT cancelled AND NOT scanned"
     " ORDER BY at_time, at_seq LIMIT 1"
+)
+#: ``SELECT <the replay columns> FROM pipeline_replays``, to which each query adds its clauses.
+_SELECT = sql.SQL("SELECT {} FROM pipeline_replays ").format(
+    sql.SQL(", ").join(sql.Identifier(column.strip()) for column in REPLAY_COLUMNS.split(","))
 )
 #: The advisory lock key of pruning (any constant the broker alone uses).
 _PRUNING = 0x63656272_70727565 & 0x7FFF_FFFF_FFFF_FFFF
@@ -178,9 +184,7 @@ class PostgresEventArchive:
                     request.since,
                 ),
             )
-            cur = await conn.execute(
-                f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE id = %s".encode(), (request.id,)
-            )
+            cur = await conn.execute(_SELECT + sql.SQL("WHERE id = %s"), (request.id,))
             row = await cur.fetchone()
             assert row is not None, "the replay written in this transaction"
             return Replay.from_row(row)
@@ -193,8 +197,7 @@ class PostgresEventArchive:
 
         async def job(conn: AsyncConn) -> Queued:
             cur = await conn.execute(
-                f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE id = %s"
-                " FOR UPDATE SKIP LOCKED".encode(),
+                _SELECT + sql.SQL("WHERE id = %s FOR UPDATE SKIP LOCKED"),
                 (replay,),
             )
             found = await cur.fetchone()
@@ -231,13 +234,11 @@ class PostgresEventArchive:
         async def job(conn: AsyncConn) -> list[Replay]:
             if subscription is None:
                 cur = await conn.execute(
-                    f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE NOT cancelled AND NOT scanned"
-                    " ORDER BY created, id".encode()
+                    _SELECT + sql.SQL("WHERE NOT cancelled AND NOT scanned ORDER BY created, id")
                 )
             else:
                 cur = await conn.execute(
-                    f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE subscription = %s"
-                    " ORDER BY created, id".encode(),
+                    _SELECT + sql.SQL("WHERE subscription = %s ORDER BY created, id"),
                     (subscription,),
                 )
             return [Replay.from_row(r) for r in await cur.fetchall()]
@@ -249,10 +250,10 @@ class PostgresEventArchive:
     ) -> tuple[Replay, int] | None:
         """Cancel a running replay; its deliveries no instance has claimed leave the log."""
         now = self._clock.now()
-        query = f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE id = %s AND subscription = %s".encode()
+        query = _SELECT + sql.SQL("WHERE id = %s AND subscription = %s")
 
         async def job(conn: AsyncConn) -> tuple[Replay, int] | None:
-            cur = await conn.execute(query + b" FOR UPDATE", (replay, subscription))
+            cur = await conn.execute(query + sql.SQL(" FOR UPDATE"), (replay, subscription))
             found = await cur.fetchone()
             if found is None:
                 return None
@@ -279,9 +280,7 @@ class PostgresEventArchive:
 
     async def _get(self, replay: str) -> Replay | None:
         async def job(conn: AsyncConn) -> Replay | None:
-            cur = await conn.execute(
-                f"SELECT {REPLAY_COLUMNS} FROM pipeline_replays WHERE id = %s".encode(), (replay,)
-            )
+            cur = await conn.execute(_SELECT + sql.SQL("WHERE id = %s"), (replay,))
             found = await cur.fetchone()
             return None if found is None else Replay.from_row(found)
 

@@ -10,7 +10,7 @@ from cebroker.storage.errors import StorageUnavailable
 from cebroker.storage.health import StorageHealth
 from cebroker.storage.postgres.archive import PostgresEventArchive
 from cebroker.storage.postgres.circuits import PostgresCircuitStore
-from cebroker.storage.postgres.database import CONNECT_TIMEOUT, Database
+from cebroker.storage.postgres.database import CONNECT_TIMEOUT, KEEPALIVES, Database
 from cebroker.storage.postgres.deliveries import PostgresDeliveryLog
 from cebroker.storage.postgres.instances import Membership
 from cebroker.storage.postgres.listener import Listener
@@ -29,7 +29,9 @@ class PostgresStorage:
         self._name = display_name(url)
         self.health = StorageHealth(self._name)
         self._db = Database(url, self._name, chosen, self.health)
-        self._listener = Listener(url, {"connect_timeout": CONNECT_TIMEOUT, "application_name": "cebroker"})
+        self._listener = Listener(
+            url, {"connect_timeout": CONNECT_TIMEOUT, "application_name": "cebroker", **KEEPALIVES}
+        )
         self._membership = Membership(self._db, chosen.lease)
         self.subscriptions = PostgresSubscriptionStore(self._db, self._listener)
         self.deliveries = PostgresDeliveryLog(

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from psycopg import sql
+
 from cebroker.storage.circuits import Circuit
 from cebroker.storage.postgres.database import AsyncConn, Database
 
-_COLUMNS = "subscription, opened_at, next_probe_at, failed_probes, last_error, probe_until"
+_COLUMNS = sql.SQL(", ").join(
+    map(
+        sql.Identifier,
+        ("subscription", "opened_at", "next_probe_at", "failed_probes", "last_error", "probe_until"),
+    )
+)
 
 
 def _circuit(row: Any) -> Circuit:
@@ -21,7 +28,7 @@ def _circuit(row: Any) -> Circuit:
 
 async def _stored(conn: AsyncConn, subscription: str) -> Circuit | None:
     cur = await conn.execute(
-        f"SELECT {_COLUMNS} FROM pipeline_circuits WHERE subscription = %s", (subscription,)
+        sql.SQL("SELECT {} FROM pipeline_circuits WHERE subscription = %s").format(_COLUMNS), (subscription,)
     )
     row = await cur.fetchone()
     return None if row is None else _circuit(row)
@@ -37,7 +44,7 @@ class PostgresCircuitStore:
         """Every open circuit."""
 
         async def job(conn: AsyncConn) -> list[tuple[Any, ...]]:
-            cur = await conn.execute(f"SELECT {_COLUMNS} FROM pipeline_circuits")
+            cur = await conn.execute(sql.SQL("SELECT {} FROM pipeline_circuits").format(_COLUMNS))
             return await cur.fetchall()
 
         return {str(row[0]): _circuit(row) for row in await self._db.run(job, write=False)}
@@ -47,8 +54,10 @@ class PostgresCircuitStore:
 
         async def job(conn: AsyncConn) -> Circuit:
             await conn.execute(
-                f"INSERT INTO pipeline_circuits ({_COLUMNS}) VALUES (%s, %s, %s, 0, %s, NULL)"
-                " ON CONFLICT (subscription) DO NOTHING",
+                sql.SQL(
+                    "INSERT INTO pipeline_circuits ({}) VALUES (%s, %s, %s, 0, %s, NULL)"
+                    " ON CONFLICT (subscription) DO NOTHING"
+                ).format(_COLUMNS),
                 (subscription, at, next_probe_at, error),
             )
             stored = await _stored(conn, subscription)
@@ -79,8 +88,10 @@ class PostgresCircuitStore:
 
         async def job(conn: AsyncConn) -> Circuit | None:
             cur = await conn.execute(
-                "UPDATE pipeline_circuits SET failed_probes = failed_probes + 1, last_error = %s,"
-                f" next_probe_at = %s, probe_until = NULL WHERE subscription = %s RETURNING {_COLUMNS}",
+                sql.SQL(
+                    "UPDATE pipeline_circuits SET failed_probes = failed_probes + 1, last_error = %s,"
+                    " next_probe_at = %s, probe_until = NULL WHERE subscription = %s RETURNING {}"
+                ).format(_COLUMNS),
                 (error, next_probe_at, subscription),
             )
             row = await cur.fetchone()

@@ -13,6 +13,13 @@ write reports success. When the server went away, every pooled connection is sus
 are drained (each connection replaced on its next use) and, until the recovery probe has
 written again, calls fail at once with the same cause instead of waiting for the pool.
 
+Bounded waits: every pooled connection has a statement timeout and a lock timeout
+(:data:`STATEMENT_TIMEOUT`, :data:`LOCK_TIMEOUT`: a statement the server runs too long, or a
+lock wait, ends with 503 ``database timeout`` / ``database busy``) and TCP keepalives with a
+user timeout (a dead host or a cut network is noticed in seconds, not when the kernel gives up).
+A server that accepts connections but answers nothing (hung) is noticed by the
+:class:`~.watchdog.Watchdog` within about a second: then calls fail at once with 503.
+
 Durability: PostgreSQL commits with the server's ``synchronous_commit`` (``on`` by default: the
 commit record is flushed before the commit returns). The dispatcher's bookkeeping, whose loss
 can only repeat a delivery, commits with ``synchronous_commit = off`` (no wait for the flush),
@@ -27,9 +34,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from cebroker.storage.base import StorageOptions
@@ -37,10 +45,13 @@ from cebroker.storage.errors import StorageUnavailable
 from cebroker.storage.health import StorageHealth
 from cebroker.storage.postgres.errors import CONNECTION_CAUSES, translate
 from cebroker.storage.postgres.migrations import migrate
+from cebroker.storage.postgres.watchdog import NOT_RESPONDING, Watchdog
 
 T = TypeVar("T")
 AsyncConn = psycopg.AsyncConnection[tuple[Any, ...]]
 SyncConn = psycopg.Connection[tuple[Any, ...]]
+#: A statement: literal text, or composed with :mod:`psycopg.sql`.
+Query = LiteralString | sql.SQL | sql.Composed
 
 #: Seconds a call waits for a pooled connection before the server counts as unreachable.
 POOL_TIMEOUT = 5.0
@@ -48,6 +59,21 @@ POOL_TIMEOUT = 5.0
 CONNECT_TIMEOUT = 5
 #: Connections of the async pool.
 POOL_SIZE = 8
+#: Milliseconds a statement of the broker may run on the server (a migration has no bound).
+STATEMENT_TIMEOUT = 60_000
+#: Milliseconds a statement may wait for a lock before it fails (503 ``database busy``).
+LOCK_TIMEOUT = 10_000
+#: libpq's TCP keepalives (seconds: idle before the first probe, between probes, probes lost)
+#: and the user timeout (milliseconds unacknowledged before the connection is dropped).
+KEEPALIVES: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 3,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 20_000,
+}
+#: Causes during which calls fail at once instead of waiting for the server.
+FAIL_FAST = CONNECTION_CAUSES | {NOT_RESPONDING}
 
 
 class Database:
@@ -63,10 +89,19 @@ class Database:
         self.pool: AsyncConnectionPool[AsyncConn] | None = None
         self._sync_pool: ConnectionPool[SyncConn] | None = None
         self._threads: ThreadPoolExecutor | None = None
-        self._kwargs: dict[str, Any] = {
+        #: How every connection is made (migrations' too: they may take long, and wait for
+        #: another instance's).
+        self._base: dict[str, Any] = {
             "connect_timeout": CONNECT_TIMEOUT,
             "application_name": "cebroker",
+            **KEEPALIVES,
         }
+        #: The pools' connections: bounded statements and lock waits.
+        self._kwargs: dict[str, Any] = {
+            **self._base,
+            "options": f"-c statement_timeout={STATEMENT_TIMEOUT} -c lock_timeout={LOCK_TIMEOUT}",
+        }
+        self.watchdog = Watchdog(name, health, self._connect_watchdog)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -75,7 +110,7 @@ class Database:
         if self._prepared:
             return
         try:
-            with psycopg.connect(self.url, autocommit=True, **self._kwargs) as conn:
+            with psycopg.connect(self.url, autocommit=True, **self._base) as conn:
                 migrate(conn, self.name)
         except psycopg.Error as exc:
             raise translate(exc) from exc
@@ -109,6 +144,10 @@ class Database:
         )
         await loop.run_in_executor(self._threads, lambda: self._open_sync())
         self.health.watch(self._probe)
+        self.watchdog.start()
+
+    async def _connect_watchdog(self) -> AsyncConn:
+        return await psycopg.AsyncConnection.connect(self.url, autocommit=True, **self._kwargs)
 
     def _open_sync(self) -> None:
         if self._sync_pool is not None:
@@ -117,6 +156,7 @@ class Database:
     async def close(self) -> None:
         """Close the pools; idempotent."""
         await self.health.stop()
+        await self.watchdog.stop()
         pool, self.pool = self.pool, None
         if pool is not None:
             await pool.close()
@@ -136,8 +176,9 @@ class Database:
         psycopg errors inside the block are translated and reported."""
         pool = self._pool()
         try:
-            async with pool.connection() as conn:
-                yield conn
+            with self.watchdog.call():
+                async with pool.connection() as conn:
+                    yield conn
         except (psycopg.Error, PoolTimeout) as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -163,12 +204,12 @@ class Database:
             self.health.succeeded()
         return result
 
-    async def call(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    async def call(self, query: Query, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """Run one statement as a transaction of its own (autocommit) and return its rows: one
         round trip. The broker's functions that only keep books turn ``synchronous_commit``
         off for their own transaction. It counts as a write."""
         async with self.connection() as conn:
-            cur = await conn.execute(sql.encode(), params)
+            cur = await conn.execute(query, params)
             rows = await cur.fetchall()
         self.health.succeeded()
         return rows
@@ -190,7 +231,8 @@ class Database:
                 return fn(conn)
 
         try:
-            result = await asyncio.get_running_loop().run_in_executor(threads, call)
+            with self.watchdog.call():
+                result = await asyncio.get_running_loop().run_in_executor(threads, call)
         except (psycopg.Error, PoolTimeout) as exc:
             raise await self.failed(exc) from exc
         if write:
@@ -216,10 +258,15 @@ class Database:
             raise StorageUnavailable("storage closed", f"{self.name} is not open")
         return self.pool
 
+    def check(self) -> None:
+        """Raise at once, as a call would, while the server is away or not answering."""
+        self._fail_fast()
+
     def _fail_fast(self) -> None:
-        # While the server is away, answer at once; the probe finds out when it is back.
+        # While the server is away or hung, answer at once; the probe (or the watchdog) finds
+        # out when it is back.
         cause = self.health.cause
-        if cause in CONNECTION_CAUSES and not _probing.get():
+        if cause in FAIL_FAST and not _probing.get():
             raise StorageUnavailable(cause, f"{self.name}", retry_after=1.0)
 
     async def _probe(self) -> None:

@@ -25,6 +25,15 @@ whoever claims it now (``cebroker_complete``: one statement for a batch of compl
 The backlog is counted in ``pipeline_backlog``, one shard per connection, by every write that
 adds or removes deliveries.
 
+**Lock order.** Every transaction here and in the server functions takes its locks in one order,
+so that no two wait for each other in a cycle (no ``deadlock detected``): the replays' boundary
+lock; the delivery rows it removes or claims, with the claims counts their triggers keep (in
+subscription order); the replays' rows (in replay order); the ordering groups' advisory locks
+(in key order); the stats rows (in subscription order); the backlog and archive shards, last.
+One exception: cancelling a replay locks the replay's row before it removes the replay's
+unclaimed deliveries, which completions (of claimed deliveries) do not touch unless a claim was
+taken over meanwhile.
+
 With a retention every event is written ``archived`` and stays until
 :class:`~cebroker.storage.postgres.archive.PostgresEventArchive` prunes it; otherwise an event
 row goes with its last delivery. Every append holds a shared advisory lock (:data:`BOUNDARY`)
@@ -43,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from psycopg import sql
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.storage.deliveries import HELD_AT, Appended, DeadLetter, DueListener, Incoming, Limits, Pending
@@ -54,8 +64,15 @@ from cebroker.storage.postgres.listener import DUE, Listener
 
 log = logging.getLogger("cebroker.storage")
 
+#: Confirmed deliveries removed and counted, in one statement (see ``complete``).
+COMPLETE = "SELECT cebroker_complete(%s::bigint[], %s, %s)"
+#: Confirmations kept for a new id's transaction when recording them failed (see ``complete``).
+MAX_UNRECORDED = 100_000
 #: Transactions of ingest being written at once (each one a group of concurrent calls).
 MAX_GROUPS = 2
+#: Events that may wait for an ingest transaction; more are refused (503) rather than queued
+#: without a bound behind commits the server does not finish.
+MAX_QUEUED = 20_000
 #: Seconds an ingesting instance has to claim its fresh deliveries before the others are told
 #: of those it left.
 ANNOUNCE_AFTER = 0.05
@@ -99,10 +116,10 @@ GC_EVENTS = (
     "DELETE FROM pipeline_events e WHERE e.seq = ANY(%s::bigint[]) AND NOT e.archived"
     " AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries d WHERE d.event_seq = e.seq)"
 )
-REPLAY_BUMP = "UPDATE pipeline_replays SET {col} = {col} + %s WHERE id = %s"
+REPLAY_BUMP = sql.SQL("UPDATE pipeline_replays SET {col} = {col} + %s WHERE id = %s")
 #: Held (shared) by every append until it commits; see the module docstring.
 BOUNDARY = 0x63656272_7265706C & 0x7FFF_FFFF_FFFF_FFFF
-BUMP = (
+BUMP = sql.SQL(
     "INSERT INTO pipeline_stats AS s (subscription, {col}) VALUES (%s, %s)"
     " ON CONFLICT (subscription) DO UPDATE SET {col} = s.{col} + excluded.{col}"
 )
@@ -236,6 +253,10 @@ class PostgresDeliveryLog:
         self.retention = retention
         self._clock = clock
         self._waiting: deque[_Call] = deque()
+        #: Deliveries confirmed whose removal failed, oldest first (see ``complete``).
+        self._unrecorded: dict[int, None] = {}
+        #: Events of the calls in ``_waiting``.
+        self._queued = 0
         self._groups = 0
         self._claims: list[_Claim] = []
         self._claiming = False
@@ -245,6 +266,7 @@ class PostgresDeliveryLog:
         listener.on(DUE, self._heard)
         listener.on_connect(lambda: self._tell(None))
         membership.on_lost(lambda: self._tell(None))
+        membership.before_leave(self._record_unrecorded)
 
     @property
     def shared(self) -> bool:
@@ -277,17 +299,41 @@ class PostgresDeliveryLog:
     # -- ingest ------------------------------------------------------------------------------
 
     async def append(self, items: Sequence[Incoming], *, version: int | None = None) -> list[Appended | None]:
-        """Commit events and their deliveries with group commit; see the module docstring."""
+        """Commit events and their deliveries with group commit; see the module docstring.
+
+        Waits are bounded: while the server is away or hung the call fails at once (503); at
+        most :data:`MAX_QUEUED` events wait for a transaction (more: 503 ``database busy``); and
+        a call waiting when the server is found hung is answered 503 at once (its events may
+        still be committed when the server resumes: at-least-once, a retry is a duplicate)."""
+        self._db.check()
+        if self._queued + len(items) > MAX_QUEUED:
+            raise StorageUnavailable(
+                "database busy", f"{self._queued} events wait for the database", retry_after=1.0
+            )
         bodies = [_body(item.event) for item in items]  # a bad event fails this call alone
         call = _Call(items, bodies, version, asyncio.get_running_loop().create_future())
         self._waiting.append(call)
+        self._queued += len(items)
         self._start_group()
-        return await call.future
+        try:
+            return await self._db.watchdog.bounded(call.future)
+        except StorageUnavailable:
+            self._unqueue(call)
+            raise
+
+    def _unqueue(self, call: _Call) -> None:
+        """Take back a call that is still waiting for a transaction (its caller was answered)."""
+        for index, waiting in enumerate(self._waiting):
+            if waiting is call:
+                del self._waiting[index]
+                self._queued -= len(call.items)
+                return
 
     def _start_group(self) -> None:
         if self._waiting and self._groups < MAX_GROUPS:
             calls = list(self._waiting)
             self._waiting.clear()
+            self._queued = 0
             self._groups += 1
             asyncio.create_task(self._commit(calls))
 
@@ -316,6 +362,7 @@ class PostgresDeliveryLog:
         """One transaction, one statement, one round trip (``cebroker_append``) for the group."""
         now = self._clock.now()
         versions: list[int | None] = []
+        tenants: list[str] = []
         sources: list[str] = []
         ids: list[str] = []
         bodies: list[str] = []
@@ -325,6 +372,7 @@ class PostgresDeliveryLog:
         for call in calls:
             for item, body in zip(call.items, call.bodies, strict=True):
                 versions.append(call.version)
+                tenants.append(item.tenant)
                 sources.append(item.source)
                 ids.append(item.id)
                 bodies.append(body)
@@ -339,11 +387,12 @@ class PostgresDeliveryLog:
             return
         rows = await self._db.call(
             "SELECT * FROM cebroker_append(%s, %s, %s::bigint[], %s::text[], %s::text[], %s::text[],"
-            " %s::int[], %s::text[], %s::text[], %s, %s, %s)",
+            " %s::text[], %s::int[], %s::text[], %s::text[], %s, %s, %s)",
             (
                 now,
                 now - self.dedup_window,
                 versions,
+                tenants,
                 sources,
                 ids,
                 bodies,
@@ -418,15 +467,23 @@ class PostgresDeliveryLog:
             await rows.insert(conn, now)
 
     async def settle(self, conn: AsyncConn, gone: list[Removed], now: float) -> None:
-        """Deliveries ``gone`` were deleted in this transaction: remove their events if nothing
-        needs them, take them off the backlog, release the next of their ordering groups."""
+        """Deliveries ``gone`` were deleted in this transaction: release the next of their
+        ordering groups, remove their events if nothing needs them, take them off the backlog.
+        In the lock order (module docstring): the groups before the backlog shard, which comes
+        last; a caller that counts stats or replays does it before (:meth:`lock_removed`)."""
         if not gone:
             return
+        due = await ordering.release(conn, [(g[1], g[2]) for g in gone], now)
         async with conn.pipeline():
             await conn.execute(GC_EVENTS, (sorted({g[0] for g in gone}),))
             await conn.execute(COUNT, (-len(gone),))
-        due = await ordering.release(conn, [(g[1], g[2]) for g in gone], now)
         await notify_due(conn, due)
+
+    @staticmethod
+    async def lock_removed(conn: AsyncConn, gone: list[Removed]) -> None:
+        """Take the locks of the ordering groups of deliveries ``gone`` (deleted in this
+        transaction) now, before any stats row: the lock order of the module docstring."""
+        await ordering.lock(conn, [(g[1], g[2]) for g in gone])
 
     @staticmethod
     async def replay_counts(conn: AsyncConn, col: str, gone: list[Removed]) -> None:
@@ -437,7 +494,7 @@ class PostgresDeliveryLog:
             if replay is not None:
                 counts[replay] = counts.get(replay, 0) + 1
         for replay, count in sorted(counts.items()):
-            await conn.execute(REPLAY_BUMP.format(col=col).encode(), (count, replay))
+            await conn.execute(REPLAY_BUMP.format(col=sql.Identifier(col)), (count, replay))
 
     # -- dispatch ----------------------------------------------------------------------------
 
@@ -576,11 +633,32 @@ class PostgresDeliveryLog:
 
     async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
         """Remove confirmed deliveries and count them (whoever claims them now), in one statement
-        (which also frees the next delivery of their ordering groups and counts their replays)."""
-        await self._db.call(
-            "SELECT cebroker_complete(%s::bigint[], %s, %s)",
-            ([d[0] for d in done], self._clock.now(), HELD_AT),
-        )
+        (which also frees the next delivery of their ordering groups and counts their replays).
+
+        Confirmations that fail (the database is away) are also kept here, at most
+        :data:`MAX_UNRECORDED` of them: should this instance take a new id when the database
+        returns, it records them before its old claims are freed (:meth:`_record_unrecorded`),
+        so another instance does not send them again. The caller retries them too."""
+        ids = [d[0] for d in done]
+        try:
+            await self._db.call(COMPLETE, (ids, self._clock.now(), HELD_AT))
+        except StorageUnavailable:
+            for delivery in ids:
+                self._unrecorded[delivery] = None
+            while len(self._unrecorded) > MAX_UNRECORDED:  # the oldest go first
+                del self._unrecorded[next(iter(self._unrecorded))]
+            raise
+        if self._unrecorded:
+            for delivery in ids:
+                self._unrecorded.pop(delivery, None)
+
+    async def _record_unrecorded(self, conn: AsyncConn) -> None:
+        """In the transaction that frees this instance's old claims, before: record the
+        confirmations that failed while the database was away."""
+        if self._unrecorded:
+            ids, self._unrecorded = list(self._unrecorded), {}
+            await conn.execute(COMPLETE, (ids, self._clock.now(), HELD_AT))
+            log.info("recorded %d deliveries confirmed while the database was away", len(ids))
 
     async def drop(self, done: Sequence[tuple[int, int]]) -> int:
         """Remove deliveries of deleted subscriptions; returns how many were still there."""
@@ -588,17 +666,18 @@ class PostgresDeliveryLog:
         now = self._clock.now()
 
         async def job(conn: AsyncConn) -> int:
-            gone = await self._delete(conn, "id = ANY(%s::bigint[])", (ids,))
+            gone = await self._delete(conn, sql.SQL("id = ANY(%s::bigint[])"), (ids,))
             await self.settle(conn, gone, now)
             return len(gone)
 
         return await self._db.run(job, durable=False)
 
     @staticmethod
-    async def _delete(conn: AsyncConn, where: str, params: tuple[Any, ...]) -> list[Removed]:
-        query = f"DELETE FROM pipeline_deliveries WHERE {where} "
-        query += " RETURNING event_seq, subscription, orderkey, replay"
-        cur = await conn.execute(query.encode(), params)
+    async def _delete(conn: AsyncConn, where: sql.SQL, params: tuple[Any, ...]) -> list[Removed]:
+        query = sql.SQL(
+            "DELETE FROM pipeline_deliveries WHERE {} RETURNING event_seq, subscription, orderkey, replay"
+        ).format(where)
+        cur = await conn.execute(query, params)
         return [(int(r[0]), str(r[1]), r[2], r[3]) for r in await cur.fetchall()]
 
     async def reschedule(self, item: Pending, attempts: int, next_at: float, error: str) -> None:
@@ -612,9 +691,9 @@ class PostgresDeliveryLog:
                     " owner = NULL WHERE id = %s AND (owner IS NULL OR owner = %s)",
                     (attempts, next_at, error, item.id, item.owner),
                 )
+                if item.replay is not None:  # the replay's row before the stats row (lock order)
+                    await conn.execute(REPLAY_BUMP.format(col=sql.Identifier("failed")), (1, item.replay))
                 await conn.execute(FAILED, (item.subscription, error, now))
-                if item.replay is not None:
-                    await conn.execute(REPLAY_BUMP.format(col="failed").encode(), (1, item.replay))
 
         await self._db.run(job, durable=False)
 
@@ -626,8 +705,14 @@ class PostgresDeliveryLog:
 
         async def job(conn: AsyncConn) -> None:
             gone = await self._delete(
-                conn, "id = %s AND (owner IS NULL OR owner = %s)", (item.id, item.owner)
+                conn, sql.SQL("id = %s AND (owner IS NULL OR owner = %s)"), (item.id, item.owner)
             )
+            # in the lock order: the replay's row, the group, the stats rows, the backlog shard
+            async with conn.pipeline():
+                await self.replay_counts(conn, "deadlettered", gone)
+                if item.replay is not None:
+                    await conn.execute(REPLAY_BUMP.format(col=sql.Identifier("failed")), (1, item.replay))
+            await self.lock_removed(conn, gone)
             async with conn.pipeline():
                 if gone:
                     await conn.execute(
@@ -644,11 +729,10 @@ class PostgresDeliveryLog:
                             now,
                         ),
                     )
-                    await conn.execute(BUMP.format(col="deadlettered").encode(), (item.subscription, 1))
-                    await self.replay_counts(conn, "deadlettered", gone)
+                    await conn.execute(
+                        BUMP.format(col=sql.Identifier("deadlettered")), (item.subscription, 1)
+                    )
                 await conn.execute(FAILED, (item.subscription, error, now))
-                if item.replay is not None:
-                    await conn.execute(REPLAY_BUMP.format(col="failed").encode(), (1, item.replay))
             await self.settle(conn, gone, now)
 
         await self._db.run(job, durable=False)
@@ -684,10 +768,12 @@ class PostgresDeliveryLog:
                     (int(seq), subscription, group, replay)
                     for seq, group, replay in zip(seqs, groups, replays, strict=True)
                 ]
+                # in the lock order: the replays' rows, the groups, the stats row, the backlog
                 async with conn.pipeline():
-                    await conn.execute(BUMP.format(col="deadlettered").encode(), (subscription, len(made)))
                     await self.replay_counts(conn, "deadlettered", gone)
-                # the events nothing needs, the backlog, the next delivery of each ordering group
+                await self.lock_removed(conn, gone)
+                await conn.execute(BUMP.format(col=sql.Identifier("deadlettered")), (subscription, len(made)))
+                # the next delivery of each ordering group, the events nothing needs, the backlog
                 await self.settle(conn, gone, now)
             cur = await conn.execute(
                 "SELECT min(first_at) FROM pipeline_deliveries WHERE subscription = %s", (subscription,)
@@ -728,11 +814,12 @@ class PostgresDeliveryLog:
         now = self._clock.now()
 
         async def job(conn: AsyncConn) -> int:
-            picked = "AND id = ANY(%s::bigint[])" if ids is not None else ""
+            picked = sql.SQL("AND id = ANY(%s::bigint[])" if ids is not None else "")
             params: tuple[Any, ...] = (subscription, list(ids)) if ids is not None else (subscription,)
             cur = await conn.execute(
-                f"DELETE FROM pipeline_deadletters WHERE subscription = %s {picked}"
-                " RETURNING id, event".encode(),
+                sql.SQL(
+                    "DELETE FROM pipeline_deadletters WHERE subscription = %s {} RETURNING id, event"
+                ).format(picked),
                 params,
             )
             rows = sorted(await cur.fetchall())
@@ -823,19 +910,20 @@ class PostgresDeliveryLog:
                 "DELETE FROM pipeline_deliveries WHERE subscription = %s RETURNING event_seq", (subscription,)
             )
             gone = [int(r[0]) for r in await cur.fetchall()]
+            # in the lock order: the replays' rows, the stats row, the backlog shard last
             async with conn.pipeline():
-                if gone:
-                    await conn.execute(GC_EVENTS, (gone,))
-                    await conn.execute(COUNT, (-len(gone),))
+                await conn.execute("DELETE FROM pipeline_replays WHERE subscription = %s", (subscription,))
                 await conn.execute(
                     "DELETE FROM pipeline_deadletters WHERE subscription = %s", (subscription,)
                 )
                 await conn.execute("DELETE FROM pipeline_stats WHERE subscription = %s", (subscription,))
-                await conn.execute("DELETE FROM pipeline_replays WHERE subscription = %s", (subscription,))
                 await conn.execute(
                     "DELETE FROM pipeline_buckets WHERE key = %s", (f"subscription {subscription}",)
                 )
                 await conn.execute("DELETE FROM pipeline_claims WHERE subscription = %s", (subscription,))
+                if gone:
+                    await conn.execute(GC_EVENTS, (gone,))
+                    await conn.execute(COUNT, (-len(gone),))
             return len(gone)
 
         return await self._db.run(job)

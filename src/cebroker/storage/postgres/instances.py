@@ -12,7 +12,15 @@ touches them.
 
 An instance that lost its claims (declared dead while cut off) or may hold claims it no longer
 knows of (a claim whose answer was lost with the connection) takes a new id: its old claims
-are freed and deliveries handed out under the old id are no longer ``held``.
+are freed and deliveries handed out under the old id are no longer ``held``. Before it frees
+them it records what it delivered while the database was away (:meth:`Membership.before_leave`:
+the delivery log's unrecorded completions), so that those are not sent again.
+
+After the database was away *for this instance* (a heartbeat or a reaping failed), it reaps
+nobody until it has been back for a whole lease: every heartbeat went stale during the outage,
+and the other instances need that long to renew theirs and record what they delivered meanwhile.
+Otherwise the first instance back would take over every other instance's claims at once and
+send again what they had delivered but not yet recorded.
 """
 
 from __future__ import annotations
@@ -20,11 +28,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from cebroker.storage.errors import StorageUnavailable
 from cebroker.storage.postgres.database import AsyncConn, Database
@@ -72,6 +81,10 @@ class Membership:
         self._suspect = False
         self._tasks: list[asyncio.Task[None]] = []
         self._lost: list[Callable[[], None]] = []
+        self._leaving: list[Callable[[AsyncConn], Awaitable[None]]] = []
+        #: Monotonic time before which this instance reaps nobody (see the module docstring).
+        self._reap_after = 0.0
+        self._cut_off = False
         self._last_purge = 0.0
         #: Live instances on the database, this one included, as of the last reaping.
         self.instances = 1
@@ -79,6 +92,21 @@ class Membership:
     def on_lost(self, handler: Callable[[], None]) -> None:
         """Call ``handler`` when this instance took a new id (its old claims were freed)."""
         self._lost.append(handler)
+
+    def before_leave(self, handler: Callable[[AsyncConn], Awaitable[None]]) -> None:
+        """Run ``handler`` in the transaction that frees this instance's claims under an old id,
+        before they are freed."""
+        self._leaving.append(handler)
+
+    def _answered(self, ok: bool) -> None:
+        """A heartbeat or reaping succeeded (``ok``) or failed: after a failure, reaping waits
+        until the database has been back for a lease."""
+        if not ok:
+            self._cut_off = True
+            self._reap_after = math.inf  # until it has been back for a lease
+        elif self._cut_off:
+            self._cut_off = False
+            self._reap_after = time.monotonic() + self.lease
 
     @property
     def live(self) -> bool:
@@ -126,7 +154,10 @@ class Membership:
             try:
                 await self._beat()
             except StorageUnavailable as exc:
+                self._answered(False)
                 log.debug("heartbeat failed: %s", exc)
+            else:
+                self._answered(True)
 
     async def _reaper(self) -> None:
         """Reap at least every quarter of the lease, and when the oldest heartbeat of another
@@ -137,8 +168,13 @@ class Membership:
             try:
                 expires_in = await self._reap()
             except StorageUnavailable as exc:
+                self._answered(False)
                 log.debug("reaping failed: %s", exc)
             else:
+                self._answered(True)
+                holding = self._reap_after - time.monotonic()
+                if expires_in is not None and holding > 0:  # not before the grace ends
+                    expires_in = max(expires_in, holding)
                 if expires_in is not None:
                     wait = min(wait, max(REAP_SOONEST, expires_in + REAP_MARGIN))
             await asyncio.sleep(wait)
@@ -165,6 +201,8 @@ class Membership:
 
         async def rejoin(conn: AsyncConn) -> None:
             if current is not None:
+                for handler in self._leaving:
+                    await handler(conn)
                 await self._leave(conn, current)
             await conn.execute(
                 "INSERT INTO broker_instances (id, host, pid, heartbeat)"
@@ -194,14 +232,17 @@ class Membership:
         lease = self.lease
         me = self.id
         purge = time.monotonic() - self._last_purge > PURGE_EVERY
+        may_reap = time.monotonic() >= self._reap_after
 
         async def reap(conn: AsyncConn) -> tuple[int, float | None]:
-            cur = await conn.execute(
-                "DELETE FROM broker_instances"
-                " WHERE heartbeat < clock_timestamp() - make_interval(secs => %s) RETURNING id",
-                (lease,),
-            )
-            dead = [str(r[0]) for r in await cur.fetchall()]
+            dead: list[str] = []
+            if may_reap:
+                cur = await conn.execute(
+                    "DELETE FROM broker_instances"
+                    " WHERE heartbeat < clock_timestamp() - make_interval(secs => %s) RETURNING id",
+                    (lease,),
+                )
+                dead = [str(r[0]) for r in await cur.fetchall()]
             freed: set[str] = set()
             if dead:  # no index on owner (claims stay HOT updates): this scan is a take-over's cost
                 cur = await conn.execute(
@@ -220,7 +261,7 @@ class Membership:
             self.instances = max(1, int(row[1])) if row else 1
             if purge:
                 await conn.execute(
-                    f"DELETE FROM subscription_changes WHERE at < now() - interval '{CHANGES_KEPT}'"
+                    "DELETE FROM subscription_changes WHERE at < now() - %s::interval", (CHANGES_KEPT,)
                 )
             return len(freed), (float(row[0]) if row and row[0] is not None else None)
 

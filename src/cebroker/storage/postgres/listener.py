@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 log = logging.getLogger("cebroker.storage")
 
@@ -78,7 +79,7 @@ class Listener:
             try:
                 async with conn:
                     for channel in self._handlers:
-                        await conn.execute(f"LISTEN {channel}")
+                        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                     self.connected.set()
                     for handler in self._on_connect:
                         self._call(handler)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, LiteralString, TypeVar
+
+from psycopg import sql
 
 from cebroker.storage.postgres.database import Database, SyncConn
 from cebroker.storage.postgres.listener import REGISTRY, Listener
@@ -26,7 +28,10 @@ T = TypeVar("T")
 #: The advisory lock key of registry writes.
 REGISTRY_LOCK = 0x78726567_69737472
 
-_COLS = "xid, parent, coll, kind, eid, seq, attrs, doc"
+_COLS = sql.SQL(", ").join(
+    map(sql.Identifier, ("xid", "parent", "coll", "kind", "eid", "seq", "attrs", "doc"))
+)
+_SELECT = sql.SQL("SELECT {} FROM xreg_entity ").format(_COLS)
 
 
 def _row(r: tuple[Any, ...]) -> Row:
@@ -42,29 +47,28 @@ class PostgresRegistryRows:
     def __init__(self, conn: SyncConn) -> None:
         self._conn = conn
 
-    def _all(self, sql: str, params: tuple[Any, ...]) -> list[Row]:
-        return [_row(r) for r in self._conn.execute(sql.encode(), params).fetchall()]
+    def _all(self, rest: LiteralString, params: tuple[Any, ...]) -> list[Row]:
+        """The entities ``SELECT <columns> FROM xreg_entity <rest>`` finds."""
+        return [_row(r) for r in self._conn.execute(_SELECT + sql.SQL(rest), params).fetchall()]
 
-    def _one(self, sql: str, params: tuple[Any, ...]) -> Row | None:
-        r = self._conn.execute(sql.encode(), params).fetchone()
+    def _one(self, rest: LiteralString, params: tuple[Any, ...]) -> Row | None:
+        r = self._conn.execute(_SELECT + sql.SQL(rest), params).fetchone()
         return _row(r) if r else None
 
     def get(self, xid: str) -> Row | None:
         """The entity with exactly this xid."""
-        return self._one(f"SELECT {_COLS} FROM xreg_entity WHERE xid = %s", (xid,))
+        return self._one("WHERE xid = %s", (xid,))
 
     def sibling(self, parent: str, coll: str, eid: str) -> Row | None:
         """The entity in ``parent``'s collection whose id equals ``eid`` ignoring case."""
         return self._one(
-            f"SELECT {_COLS} FROM xreg_entity WHERE parent = %s AND coll = %s AND lower(eid) = lower(%s)",
+            "WHERE parent = %s AND coll = %s AND lower(eid) = lower(%s)",
             (parent, coll, eid),
         )
 
     def children(self, parent: str, coll: str) -> list[Row]:
         """The entities of one collection, oldest first."""
-        return self._all(
-            f"SELECT {_COLS} FROM xreg_entity WHERE parent = %s AND coll = %s ORDER BY seq", (parent, coll)
-        )
+        return self._all("WHERE parent = %s AND coll = %s ORDER BY seq", (parent, coll))
 
     def count(self, parent: str, coll: str) -> int:
         """How many entities a collection holds."""
@@ -76,19 +80,17 @@ class PostgresRegistryRows:
     def subtree(self, xid: str) -> list[Row]:
         """The entity and everything below it, in creation order."""
         if xid == "/":
-            return self._all(f"SELECT {_COLS} FROM xreg_entity ORDER BY seq", ())
+            return self._all("ORDER BY seq", ())
         return self._all(
-            f"SELECT {_COLS} FROM xreg_entity WHERE xid = %s OR (xid >= %s AND xid < %s) ORDER BY seq",
+            "WHERE xid = %s OR (xid >= %s AND xid < %s) ORDER BY seq",
             (xid, xid + "/", xid + "0"),
         )
 
     def rows_of_kind(self, kind: Kind, coll: str | None = None) -> list[Row]:
         """Every entity of a kind (optionally of one collection), oldest first."""
         if coll is None:
-            return self._all(f"SELECT {_COLS} FROM xreg_entity WHERE kind = %s ORDER BY seq", (kind,))
-        return self._all(
-            f"SELECT {_COLS} FROM xreg_entity WHERE kind = %s AND coll = %s ORDER BY seq", (kind, coll)
-        )
+            return self._all("WHERE kind = %s ORDER BY seq", (kind,))
+        return self._all("WHERE kind = %s AND coll = %s ORDER BY seq", (kind, coll))
 
     def put(self, row: Row) -> Row:
         """Insert or replace ``row``; a new row gets the next sequence number."""
@@ -104,10 +106,12 @@ class PostgresRegistryRows:
             got = self._conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM xreg_entity").fetchone()
             row.seq = int(got[0]) if got else 1
         self._conn.execute(
-            f"INSERT INTO xreg_entity ({_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (xid) DO UPDATE SET parent = excluded.parent, coll = excluded.coll,"
-            " kind = excluded.kind, eid = excluded.eid, seq = excluded.seq, attrs = excluded.attrs,"
-            " doc = excluded.doc".encode(),
+            sql.SQL(
+                "INSERT INTO xreg_entity ({}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (xid) DO UPDATE SET parent = excluded.parent, coll = excluded.coll,"
+                " kind = excluded.kind, eid = excluded.eid, seq = excluded.seq, attrs = excluded.attrs,"
+                " doc = excluded.doc"
+            ).format(_COLS),
             (row.xid, row.parent, row.coll, row.kind, row.eid, row.seq, json.dumps(row.attrs), row.doc),
         )
         return row

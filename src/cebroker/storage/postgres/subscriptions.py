@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 from psycopg import errors as pg
+from psycopg import sql
 
 from cebroker.errors import Conflict, NotFound, PreconditionFailed
 from cebroker.storage.errors import StorageUnavailable
@@ -254,26 +255,25 @@ class PostgresSubscriptionStore:
     async def query(self, query: SubscriptionQuery) -> SubscriptionPage:
         """One page of the subscriptions matching every given filter, in creation order."""
         after = page_start(query)
-        source = "subscriptions s"
-        clauses = ["s.seq > %s"]
+        source = sql.SQL("subscriptions s")
+        clauses: list[sql.Composable] = [sql.SQL("s.seq > %s")]
         params: list[object] = [after]
         if query.type is not None:
-            source = "subscription_types t JOIN subscriptions s ON s.seq = t.seq"
-            clauses = ["t.type = %s", "t.seq > %s"]
+            source = sql.SQL("subscription_types t JOIN subscriptions s ON s.seq = t.seq")
+            clauses = [sql.SQL("t.type = %s"), sql.SQL("t.seq > %s")]
             params = [query.type, after]
         for column in ("tenant", "protocol", "source", "sink"):
             value = getattr(query, column)
             if value is not None:
-                clauses.append(f"s.{column} = %s")
+                clauses.append(sql.SQL("{} = %s").format(sql.Identifier("s", column)))
                 params.append(value)
         params.append(query.limit + 1)  # one extra row tells whether another page follows
-        sql = (
-            f"SELECT s.seq, s.doc, s.revision FROM {source} WHERE {' AND '.join(clauses)}"
-            " ORDER BY s.seq LIMIT %s"
-        )
+        statement = sql.SQL(
+            "SELECT s.seq, s.doc, s.revision FROM {} WHERE {} ORDER BY s.seq LIMIT %s"
+        ).format(source, sql.SQL(" AND ").join(clauses))
 
         async def job(conn: AsyncConn) -> list[tuple[Any, ...]]:
-            cur = await conn.execute(sql.encode(), params)
+            cur = await conn.execute(statement, params)
             return await cur.fetchall()
 
         rows = await self._db.run(job, write=False)

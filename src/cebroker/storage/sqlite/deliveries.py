@@ -35,14 +35,14 @@ BUMP = (
     "INSERT INTO pipeline_stats (subscription, {col}) VALUES (?, ?) "
     "ON CONFLICT (subscription) DO UPDATE SET {col} = {col} + excluded.{col}"
 )
-#: The array indexes (as a JSON array) of ``[source, id]`` pairs seen after the horizon.
+#: The array indexes (as a JSON array) of ``[tenant, source, id]`` keys seen after the horizon.
 SEEN_LOOKUP = (
     "SELECT json_group_array(k.key) FROM json_each(?1) AS k WHERE EXISTS (SELECT 1 FROM pipeline_seen s "
-    "WHERE s.source = k.value->>0 AND s.id = k.value->>1 AND s.at >= ?2)"
+    "WHERE s.tenant = k.value->>0 AND s.source = k.value->>1 AND s.id = k.value->>2 AND s.at >= ?2)"
 )
 SEEN_INSERT = (
-    "INSERT INTO pipeline_seen (source, id, at) SELECT value->>0, value->>1, ?2 FROM json_each(?1) "
-    "WHERE true ON CONFLICT (source, id) DO UPDATE SET at = excluded.at"
+    "INSERT INTO pipeline_seen (tenant, source, id, at) SELECT value->>0, value->>1, value->>2, ?2"
+    " FROM json_each(?1) WHERE true ON CONFLICT (tenant, source, id) DO UPDATE SET at = excluded.at"
 )
 # ``value->1`` is the event object as JSON text (SQLite keeps number and string spellings).
 EVENTS_INSERT = (
@@ -247,15 +247,15 @@ class SqliteDeliveryLog:
     def _write(self, conn: sqlite3.Connection, items: Sequence[Incoming]) -> list[Appended | None]:
         now = self._clock.now()
         keep = self.retention > 0
-        keys = [(item.source, item.id) for item in items]
+        keys = [(item.tenant, item.source, item.id) for item in items]
         recent: set[int] = set()
         for start, chunk in _chunks(keys):
             (found,) = conn.execute(SEEN_LOOKUP, (orjson.dumps(chunk), now - self.dedup_window)).fetchone()
             if found:
                 recent.update(start + index for index in orjson.loads(found))
-        fresh: set[tuple[str, str]] = set()
+        fresh: set[tuple[str, str, str]] = set()
         out: list[Appended | None] = []
-        seen: list[tuple[str, str]] = []
+        seen: list[tuple[str, str, str]] = []
         events: list[tuple[int, Any]] = []
         size = 0
         deliveries: list[NewDelivery] = []

@@ -1,0 +1,71 @@
+"""Bounded waits on PostgreSQL at the storage's level: a slow statement is not a hung server,
+a hung one is an episode within a second, and ingest does not queue without a bound."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from servers.postgres import PostgresServer
+from support.waiting import async_wait_until
+
+from cebroker.storage import Incoming, StorageUnavailable
+from cebroker.storage.postgres import PostgresStorage, deliveries
+from cebroker.storage.postgres.watchdog import NOT_RESPONDING
+from storage.support import opened
+
+pytestmark = pytest.mark.postgres
+
+
+async def test_a_slow_statement_is_not_a_hung_server(postgres_url: str) -> None:
+    storage = PostgresStorage(postgres_url)
+    seen: list[str | None] = []
+    async with opened(storage):
+
+        async def slow(conn: Any) -> None:
+            await conn.execute("SELECT pg_sleep(1.5)")
+
+        task = asyncio.create_task(storage._db.run(slow, write=False))
+        while not task.done():  # the watchdog pings meanwhile: the server answers
+            seen.append(storage.health.cause)
+            await asyncio.sleep(0.05)
+        await task
+    assert set(seen) == {None}
+
+
+@pytest.mark.slow
+async def test_a_hung_server_is_an_episode_and_ingest_is_bounded(
+    server_factory: Callable[..., PostgresServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(deliveries, "MAX_QUEUED", 10)
+    server = server_factory(PostgresServer)
+    storage = PostgresStorage(server.create_database())
+    async with opened(storage):
+        log = storage.deliveries
+        await log.append([Incoming({"id": "0"}, "/s", "0", ("a",))])
+        pids = server.freeze()
+        try:
+            frozen = time.monotonic()
+            # two transactions in flight (the most at once), then calls that wait for one
+            calls = [
+                asyncio.create_task(log.append([Incoming({"id": str(n)}, "/s", str(n), ("a",))]))
+                for n in range(1, 4)
+            ]
+            await asyncio.sleep(0)
+            with pytest.raises(StorageUnavailable, match="database busy"):  # over the bound: at once
+                await log.append([Incoming({"id": f"x{n}"}, "/s", f"x{n}", ("a",)) for n in range(10)])
+            assert time.monotonic() - frozen < 0.3
+            await async_wait_until(lambda: storage.health.cause == NOT_RESPONDING, 2.0, "not responding")
+            assert time.monotonic() - frozen < 1.0
+            for call in calls:  # the waiting calls are answered, not left until the thaw
+                with pytest.raises(StorageUnavailable, match=NOT_RESPONDING):
+                    await asyncio.wait_for(call, 1.0)
+            with pytest.raises(StorageUnavailable, match=NOT_RESPONDING):  # new calls: at once
+                await asyncio.wait_for(log.append([Incoming({"id": "y"}, "/s", "y", ("a",))]), 0.2)
+        finally:
+            server.thaw(pids)
+        await async_wait_until(lambda: storage.health.ok, 10, "the episode ends once it answers")
+        assert (await log.append([Incoming({"id": "z"}, "/s", "z", ("a",))]))[0] is not None
