@@ -280,3 +280,33 @@ def test_explain_says_whether_a_sample_reply_would_be_published(
     bad = broker.http.post("/explain", json={"subscription": draft, "event": event(1), "reply": {"id": "x"}})
     assert bad.status_code == 400
     assert "/reply/source" in [p["pointer"] for p in bad.json()["errors"]]
+
+
+def test_a_batched_delivery_answered_with_a_batch_publishes_each_reply(broker: Broker, sink: Sink) -> None:
+    answers = [
+        {"specversion": "1.0", "id": f"rb-{n}", "source": "/replier", "type": "com.example.reply"}
+        for n in (1, 2)
+    ]
+    sink.default["/svc"] = Reply(
+        200, {"content-type": "application/cloudevents-batch+json"}, json.dumps(answers).encode()
+    )
+    sub = broker.subscribe(
+        f"{sink.url}/svc",
+        types=["com.example.test"],
+        protocolsettings={"contentmode": "batch"},
+        config={**REPLY, "maxbatchsize": "10", "maxbatchdelay": "0.5"},
+    )
+    broker.subscribe(f"{sink.url}/replies", types=["com.example.reply"])
+    for n in (10, 11):
+        assert broker.send(event(n)).status_code == 202
+    sink.wait("/replies", 2)
+    broker.settled()
+    assert sorted(sink.ids("/replies")) == ["rb-1", "rb-2"]
+    (first, second) = sorted(sink.at("/replies"), key=lambda r: r.headers["ce-id"])
+    # A batch's answer is correlated with the batch's first event.
+    batches = [json.loads(r.body) for r in sink.at("/svc")]
+    assert first.headers["ce-inreplyto"] == batches[0][0]["id"]
+    assert second.headers["ce-cebrokerhops"] == "1"
+    counts = broker.status(sub)["replies"]
+    assert counts["published"] == 2
+    assert counts["duplicates"] == 2 * (len(batches) - 1)  # a second batch gets the same answer
