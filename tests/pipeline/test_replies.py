@@ -310,3 +310,29 @@ def test_a_batched_delivery_answered_with_a_batch_publishes_each_reply(broker: B
     counts = broker.status(sub)["replies"]
     assert counts["published"] == 2
     assert counts["duplicates"] == 2 * (len(batches) - 1)  # a second batch gets the same answer
+
+
+def test_an_unreadable_or_too_large_reply_is_refused_and_counted(
+    make_broker: Callable[..., Broker], sink: Sink
+) -> None:
+    broker = make_broker(max_event_size=4096)
+    sink.default["/broken"] = Reply(200, {"content-type": "application/cloudevents+json"}, b'{"id": ')
+    big = {
+        "specversion": "1.0",
+        "id": "r-big",
+        "source": "/replier",
+        "type": "com.example.reply",
+        "data": "x" * 5000,
+    }
+    sink.default["/big"] = Reply(
+        200, {"content-type": "application/cloudevents+json"}, json.dumps(big).encode()
+    )
+    broken = broker.subscribe(f"{sink.url}/broken", types=["com.example.test"], config=REPLY)
+    large = broker.subscribe(f"{sink.url}/big", types=["com.example.test"], config=REPLY)
+    assert broker.send(event(12)).status_code == 202
+    broker.settled()
+    for sub, reason in ((broken, "not a readable CloudEvent"), (large, "larger than 4096 bytes")):
+        status = broker.status(sub)
+        assert status["delivered"] == 1
+        assert status["replies"]["refused"] == 1
+        assert reason in status["replies"]["lastRefusal"]
