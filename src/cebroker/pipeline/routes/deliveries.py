@@ -126,7 +126,7 @@ class DeliveriesApi:
         if count:
             self._dispatcher.redriven(subscription_id, count)
         events = self._dispatcher.broker_events
-        if events is not None:
+        if events is not None and events.enabled:
             found = await self._store.get(subscription_id)
             events.emit(
                 "redrive.done",
