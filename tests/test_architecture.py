@@ -50,6 +50,8 @@ WEB = frozenset({"web"})
 ACCESS = frozenset({"auth"})
 #: Secrets at rest: a sealing layer over any backend's subscription store.
 SEALING = frozenset({"sealing"})
+#: Telemetry: spans, OTLP export, HTTP server metrics; the parts that trace get a ``Tracing``.
+TELEMETRY = frozenset({"telemetry"})
 #: The parts of the service; none imports another.
 PARTS = frozenset({"api", "pipeline", "registry", "sources", "spark", "console"})
 
@@ -58,19 +60,20 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     **{unit: BOTTOM for unit in BOTTOM},
     **{unit: BOTTOM for unit in STORAGE},
     "web": BOTTOM,
-    "api": BOTTOM | STORAGE | WEB,
-    "pipeline": BOTTOM | STORAGE | WEB,
-    "registry": BOTTOM | STORAGE | WEB,
-    "sources": BOTTOM | STORAGE | WEB,
+    "telemetry": BOTTOM,
+    "api": BOTTOM | STORAGE | WEB | TELEMETRY,
+    "pipeline": BOTTOM | STORAGE | WEB | TELEMETRY,
+    "registry": BOTTOM | STORAGE | WEB | TELEMETRY,
+    "sources": BOTTOM | STORAGE | WEB | TELEMETRY,
     "spark": BOTTOM,
-    "console": BOTTOM | STORAGE | WEB,
+    "console": BOTTOM | STORAGE | WEB | TELEMETRY,
     # The management commands: a client of the HTTP API, never of the broker's insides.
     "client": BOTTOM,
     "auth": BOTTOM | WEB,
     "sealing": BOTTOM | STORAGE,
     # The composition root creates every part and wires them to each other.
-    "app": BOTTOM | STORAGE | WEB | PARTS | ACCESS | SEALING,
-    "cli": BOTTOM | STORAGE | WEB | PARTS | ACCESS | SEALING | {"app", "client"},
+    "app": BOTTOM | STORAGE | WEB | PARTS | ACCESS | SEALING | TELEMETRY,
+    "cli": BOTTOM | STORAGE | WEB | PARTS | ACCESS | SEALING | TELEMETRY | {"app", "client"},
     "__main__": frozenset({"cli"}),
 }
 

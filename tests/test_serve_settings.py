@@ -65,6 +65,13 @@ GOOD: dict[str, tuple[str, Any]] = {
     "secrets_key": ("schema.json", Path("schema.json")),
     "tls_cert": ("schema.json", Path("schema.json")),
     "tls_key": ("schema.json", Path("schema.json")),
+    "otel_exporter_otlp_endpoint": ("http://collector:4318", "http://collector:4318"),
+    "otel_exporter_otlp_protocol": ("http/protobuf", "http/protobuf"),
+    "otel_exporter_otlp_headers": ("api-key=s3cret,x-team=a", "api-key=s3cret,x-team=a"),
+    "otel_service_name": ("broker-eu", "broker-eu"),
+    "otel_resource_attributes": ("deployment.environment=prod", "deployment.environment=prod"),
+    "otel_traces_sampler": ("parentbased_traceidratio", "parentbased_traceidratio"),
+    "otel_traces_sampler_arg": ("0.25", 0.25),
 }
 
 #: Values of the wrong type, out of range or not among the choices; the empty value is bad for all.
@@ -114,6 +121,13 @@ BAD: dict[str, tuple[str, ...]] = {
     "secrets_key": ("no-such-key",),
     "tls_cert": ("no-such-cert.pem",),
     "tls_key": ("no-such-key.pem",),
+    "otel_exporter_otlp_endpoint": ("collector:4318", "grpc://collector:4317"),
+    "otel_exporter_otlp_protocol": ("grpc", "http/json"),
+    "otel_exporter_otlp_headers": ("api-key", "a b"),
+    "otel_service_name": (" ",),
+    "otel_resource_attributes": (" ",),
+    "otel_traces_sampler": ("sometimes", "jaeger_remote"),
+    "otel_traces_sampler_arg": ("1.5", "-0.1", "half"),
 }
 
 BAD_CASES = [(name, value) for name, values in BAD.items() for value in ("", *values)]

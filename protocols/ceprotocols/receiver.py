@@ -31,11 +31,21 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ceprotocols.errors import BindingError
+from ceprotocols.tracecontext import TRACEPARENT, TRACESTATE, TraceContext
 
 log = logging.getLogger("ceprotocols.receiver")
 
-#: Receives decoded events; returns once they are stored (see the module doc for what it raises).
-OnEvents = Callable[[list[dict[str, Any]]], Awaitable[None]]
+
+class OnEvents(Protocol):
+    """Receives decoded events, and per event the trace context its message carried in the
+    protocol's own form (``traceparent`` header or property; None without one, see
+    :mod:`ceprotocols.tracecontext`); returns once they are stored (see the module doc for what
+    it raises)."""
+
+    def __call__(
+        self, events: list[dict[str, Any]], traces: Sequence[TraceContext | None], /
+    ) -> Awaitable[None]: ...
+
 
 #: Pause before handing the same events over again after a transient failure, and before a
 #: reconnect attempt.
@@ -133,6 +143,8 @@ class Decoded:
     event: dict[str, Any] | None
     error: str | None = None
     raw: RawMessage | None = None
+    #: The trace context the message carried as a transport field, if any.
+    trace: TraceContext | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,10 +160,12 @@ def decode(
     message: M,
     raw: Callable[[M], RawMessage] | None = None,
     limits: Limits | None = None,
+    trace: Callable[[M], TraceContext | None] | None = None,
 ) -> Decoded:
     """Decode one message with ``decoder``. Any failure, of any exception type (a decoder may
     meet input its authors did not foresee), becomes the reason the message is invalid; an
-    oversized message is refused before it is decoded."""
+    oversized message is refused before it is decoded. ``trace`` reads the message's trace
+    context (a context it cannot read is none: it never costs the message its outcome)."""
     preview: RawMessage | None = None
     if raw is not None:
         try:
@@ -163,13 +177,31 @@ def decode(
         reason = f"the message is {preview.size} bytes, over the limit of {max_size} bytes"
         return Decoded(None, reason, preview)
     try:
-        return Decoded(decoder(message), None, preview)
+        event = decoder(message)
     except BindingError as exc:
         return Decoded(None, str(exc), preview)
     except Exception as exc:
         return Decoded(
             None, f"the message could not be decoded ({type(exc).__name__}: {_short(exc)})", preview
         )
+    context = None
+    if trace is not None:
+        try:
+            context = trace(message)
+        except Exception:
+            context = None
+    return Decoded(event, None, preview, context)
+
+
+def trace_of(pairs: Iterable[tuple[str, str | bytes | None]]) -> TraceContext | None:
+    """The ``traceparent`` (and ``tracestate``) among a message's headers or properties."""
+    found: dict[str, str] = {}
+    for name, value in pairs:
+        key = name.lower()
+        if key in (TRACEPARENT, TRACESTATE) and value is not None and key not in found:
+            found[key] = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+    parent = found.get(TRACEPARENT)
+    return TraceContext(parent, found.get(TRACESTATE)) if parent else None
 
 
 def _short(exc: BaseException) -> str:
@@ -191,11 +223,12 @@ class Handover:
         self.stats.alive()
         self.stats.received += len(items)
         outcome: list[str | None] = [item.error for item in items]
-        valid = [(i, item.event) for i, item in enumerate(items) if item.event is not None]
-        if valid and await self._try([event for _, event in valid], on_events) is not None:
+        valid = [(i, item.event, item.trace) for i, item in enumerate(items) if item.event is not None]
+        events = [event for _, event, _ in valid]
+        if valid and await self._try(events, [trace for _, _, trace in valid], on_events) is not None:
             # The batch was refused: find the invalid events one by one.
-            for i, event in valid:
-                outcome[i] = await self._try([event], on_events)
+            for i, event, trace in valid:
+                outcome[i] = await self._try([event], [trace], on_events)
         for item, reason in zip(items, outcome, strict=True):
             if reason is None:
                 self.stats.accepted += 1
@@ -214,12 +247,14 @@ class Handover:
         except Exception as exc:  # keeping a copy must not stop the source
             log.warning("source %s: the refused message was not kept: %s", self.source, exc)
 
-    async def _try(self, events: list[dict[str, Any]], on_events: OnEvents) -> str | None:
+    async def _try(
+        self, events: list[dict[str, Any]], traces: list[TraceContext | None], on_events: OnEvents
+    ) -> str | None:
         """``None`` once ``on_events`` accepted ``events``; the reason if it refused them as
         invalid. Transient failures are retried after a pause, indefinitely (until cancelled)."""
         while True:
             try:
-                await on_events(events)
+                await on_events(events, traces)
                 return None
             except BindingError as exc:
                 return str(exc)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ceprotocols.signing import WebhookSigning
+from ceprotocols.tracecontext import TraceContext
 
 #: A CloudEvent in the JSON event format, as a dict (``data`` or ``data_base64`` for the payload).
 Event = Mapping[str, Any]
@@ -44,8 +45,12 @@ class Destination:
 class Sender(Protocol):
     """Delivers events over one protocol."""
 
-    async def deliver(self, event: Event, destination: Destination) -> None:
-        """Send one event and return once the protocol confirmed it; raise DeliveryError if not."""
+    async def deliver(
+        self, event: Event, destination: Destination, *, trace: TraceContext | None = None
+    ) -> None:
+        """Send one event and return once the protocol confirmed it; raise DeliveryError if not.
+        ``trace``: the attempt's trace context, carried in the binding's own form
+        (:mod:`ceprotocols.tracecontext`)."""
         ...
 
     async def aclose(self) -> None:
@@ -57,7 +62,9 @@ class Sender(Protocol):
 class BatchSender(Protocol):
     """Delivers several events in one message (HTTP: ``application/cloudevents-batch+json``)."""
 
-    async def deliver_batch(self, events: Sequence[Event], destination: Destination) -> None:
+    async def deliver_batch(
+        self, events: Sequence[Event], destination: Destination, *, trace: TraceContext | None = None
+    ) -> None:
         """Send ``events`` in one message and return once the protocol confirmed it: all of them
         are delivered; raise DeliveryError if not (then none of them counts as delivered)."""
         ...
@@ -77,13 +84,20 @@ class Reply:
 class ReplyingSender(Protocol):
     """Delivers like :class:`Sender` and returns the sink's answer as events."""
 
-    async def deliver_replying(self, event: Event, destination: Destination, *, limit: int) -> Reply:
+    async def deliver_replying(
+        self, event: Event, destination: Destination, *, limit: int, trace: TraceContext | None = None
+    ) -> Reply:
         """Deliver ``event`` as :meth:`Sender.deliver` does; return the events of the sink's
         confirming answer, read up to ``limit`` bytes (a longer answer is a problem)."""
         ...
 
     async def deliver_batch_replying(
-        self, events: Sequence[Event], destination: Destination, *, limit: int
+        self,
+        events: Sequence[Event],
+        destination: Destination,
+        *,
+        limit: int,
+        trace: TraceContext | None = None,
     ) -> Reply:
         """Deliver ``events`` as :meth:`BatchSender.deliver_batch` does, returning the answer."""
         ...

@@ -13,6 +13,7 @@ import contextlib
 import copy
 import functools
 import logging
+import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -36,6 +37,7 @@ from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import BrokerError, IncompleteRequest
 from cebroker.network import sink_policy
 from cebroker.pipeline.component import PipelineComponent
+from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.rules import SUBSCRIPTION_RULES as PIPELINE_RULES
 from cebroker.registry.component import RegistryComponent
 from cebroker.sealing.cipher import Sealer
@@ -45,6 +47,7 @@ from cebroker.settings import Settings
 from cebroker.sources.component import SourcesComponent
 from cebroker.sources.rules import SUBSCRIPTION_RULES as BRIDGE_RULES
 from cebroker.storage import Storage, StorageOptions, create_storage
+from cebroker.telemetry import Telemetry, TelemetryConfig, build_telemetry
 from cebroker.tenant_policies import load_tenant_policies
 from cebroker.web.problem import PROBLEM_MEDIA_TYPE, problem, problem_from_error
 
@@ -232,6 +235,10 @@ def build_components(
         check_events=settings.event_validation != "off",
     )
     # The event pipeline follows the store's change feed, so it starts after the storage is open.
+    # Its metrics registry is the broker's: telemetry adds the runtime and HTTP server metrics
+    # to it and exports all of it over OTLP when configured.
+    metrics = PipelineMetrics()
+    telemetry = build_telemetry(TelemetryConfig.resolve(settings, os.environ), metrics.registry)
     pipeline = PipelineComponent(
         settings,
         store,
@@ -244,6 +251,8 @@ def build_components(
         policy=policy,
         resolver=resolver,
         policies=load_tenant_policies(settings.tenant_policies),
+        tracing=telemetry.tracing,
+        metrics=metrics,
         replies=storage.replies,
         health=storage.health,
     )
@@ -271,6 +280,9 @@ def build_components(
     pipeline.metrics.registry.register(ops.incomplete)
     ops.checks.append(sources.readiness)
     components.append(ops)
+    # Right after the storage (which stays first): stopped after every part that traces, so what
+    # they traced while stopping is exported.
+    components.insert(1, telemetry)
     document = functools.cache(lambda: openapi_document(components, rules))  # the parts are fixed now
     subscriptions.describe = document
     return components
@@ -361,13 +373,15 @@ def create_app(settings: Settings, components: Sequence[Component] | None = None
                 except Exception:
                     log.exception("stopping %s failed", type(part).__name__)
 
+    # Request metrics (and server spans) wrap the access check, so refused calls are counted too.
+    telemetry_middleware = [part.middleware() for part in parts if isinstance(part, Telemetry)]
     routes: list[BaseRoute] = []
     for part in parts:
         routes.extend(part.routes())
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(SendGuard), access.middleware()],
+        middleware=[Middleware(SendGuard), *telemetry_middleware, access.middleware()],
         exception_handlers={
             IncompleteRequest: _incomplete,
             BrokerError: _broker_error,

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ceprotocols.tracecontext import TraceContext
+
 Event = Mapping[str, Any]
 
 
@@ -40,8 +42,13 @@ class Ingestor(Protocol):
     durable backlog is over its bound.
     """
 
-    async def ingest(self, events: Sequence[Event]) -> IngestResult:
-        """Validate, commit and schedule ``events`` for matching and delivery."""
+    async def ingest(
+        self, events: Sequence[Event], traces: Sequence[TraceContext | None] = ()
+    ) -> IngestResult:
+        """Validate, commit and schedule ``events`` for matching and delivery; ``traces``, when
+        given, has per event the trace context its message carried (a protocol source's
+        ``traceparent`` header or property), the parent of its publish span unless the event
+        has a ``traceparent`` attribute of its own."""
         ...
 
 

@@ -34,6 +34,17 @@ from cebroker.options import (
 VARIABLE_PREFIX = "CEBROKER_"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 LOG_FORMATS = ("text", "json")
+#: OTLP protocols the broker exports with (the OpenTelemetry OTLP/HTTP protobuf exporter).
+OTLP_PROTOCOLS = ("http/protobuf",)
+#: The standard OpenTelemetry samplers (``OTEL_TRACES_SAMPLER``).
+SAMPLERS = (
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+)
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,52 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+@dataclass(frozen=True)
+class SecretPairs(Kind[str]):
+    """``key=value,...`` pairs that may hold credentials (OTLP headers): checked for their form,
+    never shown or repeated in a message."""
+
+    @property
+    def metavar(self) -> str:
+        return "KEY=VALUE,..."
+
+    def convert(self, text: str) -> str:
+        return text.strip()
+
+    def check(self, value: str) -> None:
+        for number, item in enumerate(value.split(","), start=1):
+            if item.strip() and (not item.partition("=")[1] or not item.partition("=")[0].strip()):
+                raise ValueError(f"item {number} is not key=value")
+
+    def show(self, value: str) -> str:
+        return "(set)"
+
+    def redact(self, text: str) -> str:
+        # The keys may be shown (they say what is wrong); the values are the secrets.
+        return ",".join(
+            f"{key}=***" if sep else key for key, sep, _ in (item.partition("=") for item in text.split(","))
+        )
+
+
+@dataclass(frozen=True)
+class Ratio(Kind[float]):
+    """A number from 0 to 1."""
+
+    @property
+    def metavar(self) -> str:
+        return "RATIO"
+
+    def convert(self, text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError("not a number") from None
+
+    def check(self, value: float) -> None:
+        if not 0.0 <= value <= 1.0:
+            raise ValueError("must be between 0 and 1")
 
 
 @dataclass(frozen=True)
@@ -298,6 +355,35 @@ class Settings:
     )
     tls_cert: Path | None = setting(None, FilePath(must_exist=True), "certificate chain (PEM) to serve HTTPS")
     tls_key: Path | None = setting(None, FilePath(must_exist=True), "private key (PEM) of --tls-cert")
+    # -- telemetry (docs/observability.md): unset, each falls back to its OTEL_* variable --------
+    otel_exporter_otlp_endpoint: str | None = setting(
+        None,
+        HttpUrl(),
+        "OTLP/HTTP collector base URL (default: OTEL_EXPORTER_OTLP_ENDPOINT); without one, no traces "
+        "and no OTLP metrics",
+    )
+    otel_exporter_otlp_protocol: str | None = setting(
+        None,
+        Choice(OTLP_PROTOCOLS),
+        "OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)",
+    )
+    otel_exporter_otlp_headers: str | None = setting(
+        None, SecretPairs(), "headers sent with every OTLP export (default: OTEL_EXPORTER_OTLP_HEADERS)"
+    )
+    otel_service_name: str | None = setting(
+        None, Text(), "service.name of the exported telemetry (default: OTEL_SERVICE_NAME, else cebroker)"
+    )
+    otel_resource_attributes: str | None = setting(
+        None, Text(), "key=value,... resource attributes (default: OTEL_RESOURCE_ATTRIBUTES)"
+    )
+    otel_traces_sampler: str | None = setting(
+        None,
+        Choice(SAMPLERS),
+        "trace sampler (default: OTEL_TRACES_SAMPLER, else parentbased_always_on)",
+    )
+    otel_traces_sampler_arg: float | None = setting(
+        None, Ratio(), "ratio of the traceidratio samplers (default: OTEL_TRACES_SAMPLER_ARG, else 1.0)"
+    )
 
     def __post_init__(self) -> None:
         check_declared(self)

@@ -122,3 +122,43 @@ def test_tail_of_an_unknown_subscription_fails(cli: Cli) -> None:
     ran = cli("tail", "nope")
     assert ran.code == 1
     assert "404 Not Found" in ran.err
+
+
+def test_tail_lines_show_the_trace_id(broker_url: str) -> None:
+    """A text line ends with the id of the event's trace (here named by its own ``traceparent``
+    attribute), or ``trace=-`` when it has none."""
+    http = httpx.Client(base_url=broker_url, timeout=10)
+    sub = http.post(
+        "/subscriptions",
+        json={"protocol": "HTTP", "sink": "http://127.0.0.1:9/none", "types": ["com.example.traced"]},
+    ).json()["id"]
+    env = {**os.environ, "CEBROKER_URL": broker_url}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cebroker", "tail", sub, "--count", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline().startswith(f"watching {sub}")
+        for body in (
+            _event(id="tr-1", type="com.example.traced", traceparent=f"00-{trace_id}-00f067aa0ba902b7-01"),
+            _event(id="tr-2", type="com.example.traced"),
+        ):
+            r = http.post("/events", json=body, headers={"content-type": "application/cloudevents+json"})
+            assert r.status_code == 202
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == 0
+    first, second = out.splitlines()
+    assert "tr-1" in first
+    assert first.endswith(f"trace={trace_id}")
+    assert "tr-2" in second
+    assert second.endswith("trace=-")
+    http.close()

@@ -159,6 +159,24 @@ def test_live_tail_shows_matched_events(console: Console) -> None:
     expect(page.get_by_text("Stopped.")).to_be_visible()
 
 
+def test_live_tail_shows_the_trace_id(console: Console) -> None:
+    """Each tailed event shows the id of its trace (here named by its ``traceparent``)."""
+    sub = console.http.post(
+        "/subscriptions", json={"protocol": "HTTP", "sink": f"{console.sink.url}/in"}
+    ).json()
+    console.open(f"#/subscriptions/{sub['id']}")
+    page = console.page
+    page.get_by_role("button", name="Start live tail").click()
+    expect(page.get_by_text("Watching:")).to_be_visible()
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    console.send(3, traceparent=f"00-{trace_id}-00f067aa0ba902b7-01")
+    console.send(4)
+    expect(page.locator("ol.tail li")).to_have_count(2)
+    expect(page.locator('ol.tail li[data-event-id="c-3"]')).to_have_attribute("data-trace-id", trace_id)
+    expect(page.locator('ol.tail li[data-event-id="c-3"]')).to_contain_text(f"trace {trace_id}")
+    expect(page.locator('ol.tail li[data-event-id="c-4"]')).to_have_attribute("data-trace-id", "")
+
+
 def test_the_console_asks_for_a_token_on_401(console: Console) -> None:
     """Authentication is not the console's: a broker behind a gate that wants a bearer token is
     enough to show that the console asks once, keeps the token for the tab and sends it."""

@@ -80,7 +80,7 @@ async def test_a_slow_watcher_loses_the_oldest_and_is_told() -> None:
         hub.publish(events, [Appended(n + 1, 0.0, [(n, "s")]) for n in range(5)])
         assert watcher.dropped == 2
         got = [await watcher.next() for _ in range(3)]
-        assert [e["id"] if e else None for e in got] == ["2", "3", "4"]
+        assert [e.event["id"] if e else None for e in got] == ["2", "3", "4"]
         hub.end("s")
         assert await watcher.next() is None
     assert not hub.active

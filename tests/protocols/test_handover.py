@@ -4,12 +4,14 @@ transient failures repeat the same events; undecodable messages never reach the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from ceprotocols import receiver
 from ceprotocols.errors import BindingError
-from ceprotocols.receiver import Decoded, Handover, ReceiverStats, decode
+from ceprotocols.receiver import Decoded, Handover, ReceiverStats, decode, trace_of
+from ceprotocols.tracecontext import TraceContext
 
 
 def ev(n: int, type_: str = "ok") -> dict[str, Any]:
@@ -19,11 +21,13 @@ def ev(n: int, type_: str = "ok") -> dict[str, Any]:
 class Callback:
     def __init__(self, transient: int = 0) -> None:
         self.calls: list[list[str]] = []
+        self.traces: list[list[TraceContext | None]] = []
         self.stored: list[str] = []
         self.transient = transient
 
-    async def __call__(self, events: list[dict[str, Any]]) -> None:
+    async def __call__(self, events: list[dict[str, Any]], traces: Sequence[TraceContext | None], /) -> None:
         self.calls.append([e["id"] for e in events])
+        self.traces.append(list(traces))
         if self.transient:
             self.transient -= 1
             raise OSError("disk busy")
@@ -75,3 +79,31 @@ async def test_undecodable_message_never_reaches_the_callback() -> None:
     assert outcome[1] is None
     assert callback.calls == [["2"]]
     assert stats.invalid == 1
+
+
+async def test_each_events_trace_context_goes_with_it() -> None:
+    """The context a message carried reaches the callback beside its event, also when a refused
+    batch is handed over again event by event."""
+    trace = TraceContext("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "k=v")
+    callback = Callback()
+    items = [Decoded(ev(1), trace=trace), Decoded(ev(2, "bad")), Decoded(ev(3))]
+    await Handover("src", ReceiverStats())(items, callback)
+    assert callback.traces == [[trace, None, None], [trace], [None], [None]]
+
+
+def test_a_messages_trace_context_is_read_from_its_own_fields() -> None:
+    def unreadable(message: bytes) -> TraceContext | None:
+        raise ValueError("no headers")
+
+    headers: list[tuple[str, str | bytes | None]] = [
+        ("ce_traceparent", b"00-other"),
+        ("TraceParent", b"00-a-b-01"),
+        ("tracestate", "k=v"),
+    ]
+    assert trace_of(headers) == TraceContext("00-a-b-01", "k=v")
+    assert trace_of([("tracestate", "k=v")]) is None
+    assert decode(lambda m: ev(1), b"x", trace=lambda m: trace_of(headers)).trace == TraceContext(
+        "00-a-b-01", "k=v"
+    )
+    # A context that cannot be read is none: it never costs the message its outcome.
+    assert decode(lambda m: ev(1), b"x", trace=unreadable) == Decoded(ev(1))

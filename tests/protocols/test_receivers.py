@@ -6,7 +6,7 @@ callback returned)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple
 
@@ -16,6 +16,7 @@ from ceprotocols.receiver import Receiver
 from ceprotocols.registry import create_sender
 from ceprotocols.sender import Sender
 from ceprotocols.sources import create_receiver
+from ceprotocols.tracecontext import TraceContext
 from support.waiting import async_wait_until
 
 from protocols.ce_samples import make_event
@@ -32,7 +33,7 @@ class Collector:
         self.reject_type = reject_type
         self.arrived = asyncio.Condition()
 
-    async def __call__(self, events: list[dict[str, Any]]) -> None:
+    async def __call__(self, events: list[dict[str, Any]], traces: Sequence[TraceContext | None], /) -> None:
         self.calls += 1
         if self.transient_failures:
             self.transient_failures -= 1

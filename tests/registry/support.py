@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ceprotocols.tracecontext import TraceContext
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from support.shared import XREGISTRY_SAMPLES
@@ -28,7 +29,9 @@ class RecordingIngestor:
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
 
-    async def ingest(self, events: Sequence[Event]) -> IngestResult:
+    async def ingest(
+        self, events: Sequence[Event], traces: Sequence[TraceContext | None] = ()
+    ) -> IngestResult:
         self.events.extend(dict(e) for e in events)
         return IngestResult(accepted=len(events), duplicates=0)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from ceprotocols.receiver import Limits, OnEvents, OnReject, RawMessage, ReceiverStats, Reject
+from ceprotocols.tracecontext import TraceContext
 from support.servers import ServerThread
 
 from cebroker.app import build_components, create_app
@@ -87,7 +88,9 @@ class FakeReceiver:
 
 
 class NoIngest:
-    async def ingest(self, events: Sequence[Event]) -> IngestResult:
+    async def ingest(
+        self, events: Sequence[Event], traces: Sequence[TraceContext | None] = ()
+    ) -> IngestResult:
         return IngestResult(accepted=len(events), duplicates=0)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import paho.mqtt.publish as publish
 import pytest
 from ceprotocols.errors import SettingsError
+from ceprotocols.tracecontext import TraceContext
 from servers import MosquittoServer
 from support.waiting import async_wait_until
 
@@ -30,7 +31,9 @@ class RecordingIngestor:
         self.busy = busy
         self.calls = 0
 
-    async def ingest(self, events: Sequence[Event]) -> IngestResult:
+    async def ingest(
+        self, events: Sequence[Event], traces: Sequence[TraceContext | None] = ()
+    ) -> IngestResult:
         self.calls += 1
         if self.busy:
             self.busy -= 1

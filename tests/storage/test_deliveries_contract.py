@@ -152,6 +152,37 @@ async def test_dead_letters_page_and_redrive_picks(storage: Storage) -> None:
     assert (status["deadlettered"], status["deadletteredTotal"], status["pending"]) == (2, 4, 2)
 
 
+async def test_the_trace_context_stays_with_the_event_through_retries_dead_letters_and_redrive(
+    storage: Storage,
+) -> None:
+    """Every read-back of a delivery (first claim, after a retry, after a redrive, after a
+    time-to-live sweep and its redrive) carries its event's trace context; an event without one
+    has none."""
+    log = storage.deliveries
+    traced = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;vendor=a;b"
+    await log.append([Incoming(ev(1), "/s", "1", ("a",), trace=traced), incoming(2, "a")])
+    rows, _ = await log.due("a", 10)
+    assert [r.trace for r in rows] == [traced, None]
+    await log.reschedule(rows[0], 1, 0.0, "503")
+    await log.reschedule(rows[1], 1, 0.0, "503")
+    await log.release(rows)
+    rows, _ = await log.due("a", 10)
+    assert [r.trace for r in rows] == [traced, None]
+    for row in rows:
+        await log.dead_letter(row, stored(row), 2, "gone", None, None)
+    assert await log.redrive("a", None) == 2
+    rows, _ = await log.due("a", 10)
+    assert sorted(ids(rows)) == ["1", "2"]
+    assert {r.trace for r in rows} == {traced, None}
+    assert next(r.trace for r in rows if ids([r]) == ["1"]) == traced
+    await log.release(rows)
+    await log.expire("a", time.time() + 3600, "expired", 10)
+    assert await log.redrive("a", None) == 2
+    rows, _ = await log.due("a", 10)
+    assert next(r.trace for r in rows if ids([r]) == ["1"]) == traced
+    assert next(r.trace for r in rows if ids([r]) == ["2"]) is None
+
+
 async def test_expire_dead_letters_the_oldest_in_batches_with_their_attempts(
     request: pytest.FixtureRequest, backend: str, tmp_path: Path
 ) -> None:

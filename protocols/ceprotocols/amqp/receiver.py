@@ -30,7 +30,9 @@ from ceprotocols.receiver import (
     RawMessage,
     ReceiverStats,
     decode,
+    trace_of,
 )
+from ceprotocols.tracecontext import TraceContext
 
 log = logging.getLogger("ceprotocols.amqp")
 BATCH = 100
@@ -40,6 +42,13 @@ def decode_message(message: Message) -> dict[str, Any]:
     """A received message as a CloudEvent (raises for anything that is not one, including an
     unusable body section)."""
     return binding.from_message(from_proton(message))
+
+
+def message_trace(message: Message) -> TraceContext | None:
+    """The message's ``traceparent``/``tracestate`` application properties (not the event's
+    ``cloudEvents_`` ones)."""
+    properties: dict[Any, Any] = dict(message.properties or {})
+    return trace_of((str(k), v if isinstance(v, str | bytes) else None) for k, v in properties.items())
 
 
 def raw_message(message: Message) -> RawMessage:
@@ -128,7 +137,7 @@ class AmqpReceiver:
                 self.stats.alive()
                 if messages:
                     decoded: list[Decoded] = [
-                        decode(decode_message, m, raw_message, self.limits) for m in messages
+                        decode(decode_message, m, raw_message, self.limits, message_trace) for m in messages
                     ]
                     outcomes = await handover(decoded, on_events)
                     await self._call(self._settle, outcomes)

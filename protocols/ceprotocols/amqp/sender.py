@@ -9,6 +9,8 @@ when the peer settles it ``accepted``; ``rejected`` is a permanent refusal, ``re
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ceprotocols.amqp import binding
 from ceprotocols.amqp.connection import AmqpConnection
 from ceprotocols.amqp.settings import SCHEMES, AmqpSettings, parse_settings
@@ -25,6 +27,7 @@ from ceprotocols.errors import (
 from ceprotocols.pool import ConnectionPool
 from ceprotocols.prepared import PreparedCache
 from ceprotocols.sender import Destination, Event
+from ceprotocols.tracecontext import TraceContext
 
 _Key = tuple[str, str, int, Credential | None]
 
@@ -57,12 +60,18 @@ class AmqpSender:
             credential = parse_credential(destination.credential, protocol="AMQP", token_supported=False)
         return endpoint, settings, credential
 
-    async def deliver(self, event: Event, destination: Destination) -> None:
+    async def deliver(
+        self, event: Event, destination: Destination, *, trace: TraceContext | None = None
+    ) -> None:
         """Send ``event`` and return once it is settled (see the module doc)."""
         endpoint, settings, credential = self._prepared.get(destination)
         ensure_fresh(credential)
         with INVALID_EVENT:
             message = binding.to_structured(event) if settings.structured else binding.to_binary(event)
+        if trace is not None:
+            message = replace(
+                message, application_properties={**message.application_properties, **dict(trace.pairs())}
+            )
         key: _Key = (endpoint.scheme, endpoint.host, endpoint.port, credential)
         connection = await self._pool.get(key, lambda: self._open(endpoint, credential, destination.timeout))
         try:

@@ -50,6 +50,7 @@ from ceprotocols.http.transport import (
 from ceprotocols.http.webhook import CapFactory, WebhookGate
 from ceprotocols.sender import Destination, Event, Reply
 from ceprotocols.signing import SIGNATURE_HEADERS, signed_batch_headers, signed_headers
+from ceprotocols.tracecontext import TRACEPARENT, TRACESTATE, TraceContext
 
 if TYPE_CHECKING:
     from ceprotocols.sender import BatchSender, ReplyingSender, Sender
@@ -107,21 +108,32 @@ class HttpSender:
         origin = webhook_origin or socket.gethostname()  # no DNS lookup (it could block)
         self._gate = WebhookGate(self._transport, origin, rate_caps) if validate_webhooks else None
 
-    async def deliver(self, event: Event, destination: Destination) -> None:
+    async def deliver(
+        self, event: Event, destination: Destination, *, trace: TraceContext | None = None
+    ) -> None:
         """POST (or the configured method) the event; raise a DeliveryError unless 2xx."""
-        await self._deliver(event, destination, BODY_KEEP)
+        await self._deliver(event, destination, BODY_KEEP, trace)
 
-    async def deliver_replying(self, event: Event, destination: Destination, *, limit: int) -> Reply:
+    async def deliver_replying(
+        self, event: Event, destination: Destination, *, limit: int, trace: TraceContext | None = None
+    ) -> Reply:
         """Like :meth:`deliver`; the confirming answer read as events (see the module)."""
-        return _reply(await self._deliver(event, destination, limit + 1), limit)
+        return _reply(await self._deliver(event, destination, limit + 1, trace), limit)
 
     async def deliver_batch_replying(
-        self, events: Sequence[Event], destination: Destination, *, limit: int
+        self,
+        events: Sequence[Event],
+        destination: Destination,
+        *,
+        limit: int,
+        trace: TraceContext | None = None,
     ) -> Reply:
         """Like :meth:`deliver_batch`; the confirming answer read as events (see the module)."""
-        return _reply(await self._deliver_batch(events, destination, limit + 1), limit)
+        return _reply(await self._deliver_batch(events, destination, limit + 1, trace), limit)
 
-    async def _deliver(self, event: Event, destination: Destination, keep: int) -> HttpResponse:
+    async def _deliver(
+        self, event: Event, destination: Destination, keep: int, trace: TraceContext | None
+    ) -> HttpResponse:
         settings = destination.settings
         try:
             message = to_structured(event) if _structured(settings) else to_binary(event)
@@ -129,15 +141,17 @@ class HttpSender:
             raise DeliveryRejected(f"event cannot be encoded for HTTP: {exc}", retryable=False) from exc
         webhook = destination.webhook
         signing = (lambda body, at: signed_headers(webhook, event, body, at)) if webhook is not None else None
-        return await self._exchange(message, destination, signing, keep)
+        return await self._exchange(message, destination, signing, keep, trace)
 
-    async def deliver_batch(self, events: Sequence[Event], destination: Destination) -> None:
+    async def deliver_batch(
+        self, events: Sequence[Event], destination: Destination, *, trace: TraceContext | None = None
+    ) -> None:
         """POST the events as one ``application/cloudevents-batch+json`` array; a 2xx confirms
         every one of them, anything else none (a DeliveryError as for one event)."""
-        await self._deliver_batch(events, destination, BODY_KEEP)
+        await self._deliver_batch(events, destination, BODY_KEEP, trace)
 
     async def _deliver_batch(
-        self, events: Sequence[Event], destination: Destination, keep: int
+        self, events: Sequence[Event], destination: Destination, keep: int, trace: TraceContext | None
     ) -> HttpResponse:
         try:
             message = to_batch(events)
@@ -149,7 +163,7 @@ class HttpSender:
             if webhook is not None
             else None
         )
-        return await self._exchange(message, destination, signing, keep)
+        return await self._exchange(message, destination, signing, keep, trace)
 
     async def _exchange(
         self,
@@ -157,10 +171,14 @@ class HttpSender:
         destination: Destination,
         signing: Callable[[bytes, int], dict[str, str]] | None,
         keep: int,
+        trace: TraceContext | None = None,
     ) -> HttpResponse:
         settings = destination.settings
         headers = {str(k): str(v) for k, v in (settings.get("headers") or {}).items()}
         headers.update(message.headers)
+        if trace is not None:  # the attempt's context replaces any configured one
+            headers = {k: v for k, v in headers.items() if k.lower() not in (TRACEPARENT, TRACESTATE)}
+            headers.update(trace.pairs())
         if self._gate is not None:
             await self._gate.admit(destination.sink, destination.timeout)
             headers["WebHook-Request-Origin"] = self._gate.origin

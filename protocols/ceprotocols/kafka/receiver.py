@@ -28,7 +28,9 @@ from ceprotocols.receiver import (
     RawMessage,
     ReceiverStats,
     decode,
+    trace_of,
 )
+from ceprotocols.tracecontext import TraceContext
 
 log = logging.getLogger("ceprotocols.kafka")
 BATCH = 200
@@ -44,6 +46,11 @@ def to_record(message: Message) -> binding.KafkaRecord:
 def decode_record(message: Message) -> dict[str, Any]:
     """A consumed record as a CloudEvent (raises for anything that is not one)."""
     return binding.from_message(to_record(message))
+
+
+def record_trace(message: Message) -> TraceContext | None:
+    """The record's ``traceparent``/``tracestate`` headers (not the event's ``ce_`` ones)."""
+    return trace_of(binding.headers_from_client(message.headers()))
 
 
 def raw_record(message: Message) -> RawMessage:
@@ -109,7 +116,9 @@ class KafkaReceiver:
                 log.debug("source %s: consumer event %s", self.source, failed.error())
             if not records:
                 continue
-            await handover([decode(decode_record, m, raw_record, self.limits) for m in records], on_events)
+            await handover(
+                [decode(decode_record, m, raw_record, self.limits, record_trace) for m in records], on_events
+            )
             try:
                 await self._call(lambda: consumer.commit(asynchronous=False))
             except KafkaException as exc:  # e.g. a rebalance took the partition: it is re-read

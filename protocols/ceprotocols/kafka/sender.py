@@ -12,12 +12,14 @@ from ceprotocols.egress import ConnectGuard, NetworkPolicy, Resolver, system_res
 from ceprotocols.endpoint import Endpoint, redact, sink_endpoint
 from ceprotocols.errors import INVALID_EVENT, INVALID_SETTINGS, DestinationRefused
 from ceprotocols.kafka import binding
+from ceprotocols.kafka.binding import KafkaRecord
 from ceprotocols.kafka.client import client_config
 from ceprotocols.kafka.producer import KafkaProducer
 from ceprotocols.kafka.settings import SCHEMES, KafkaSettings, parse_settings
 from ceprotocols.pool import ConnectionPool
 from ceprotocols.prepared import PreparedCache
 from ceprotocols.sender import Destination, Event
+from ceprotocols.tracecontext import TraceContext
 
 _Key = tuple[tuple[tuple[str, int], ...], bool, Credential | None, str | None, str, int]
 
@@ -53,13 +55,18 @@ class KafkaSender:
             credential = parse_credential(destination.credential, protocol="KAFKA")
         return endpoint, settings, credential
 
-    async def deliver(self, event: Event, destination: Destination) -> None:
+    async def deliver(
+        self, event: Event, destination: Destination, *, trace: TraceContext | None = None
+    ) -> None:
         """Produce ``event`` and return once its delivery report arrived (see the module doc)."""
         endpoint, settings, credential = self._prepared.get(destination)
         ensure_fresh(credential)
         with INVALID_EVENT:
             encode = binding.to_structured if settings.structured else binding.to_binary
             record = encode(event, key_attribute=settings.key_attribute)
+        if trace is not None:
+            pairs = tuple((name, value.encode()) for name, value in trace.pairs())
+            record = KafkaRecord(headers=record.headers + pairs, key=record.key, value=record.value)
         timeout_ms = max(1000, int(destination.timeout * 1000))
         key: _Key = (endpoint.hosts, endpoint.tls, credential, settings.client_id, settings.acks, timeout_ms)
 

@@ -35,7 +35,9 @@ from ceprotocols.receiver import (
     RawMessage,
     ReceiverStats,
     decode,
+    trace_of,
 )
+from ceprotocols.tracecontext import TraceContext
 
 log = logging.getLogger("ceprotocols.mqtt")
 
@@ -49,6 +51,12 @@ DEFAULT_EXPIRY = 86_400
 def decode_message(msg: paho.MQTTMessage) -> dict[str, Any]:
     """A received PUBLISH as a CloudEvent (raises for anything that is not one)."""
     return binding.from_message(to_message(msg))
+
+
+def message_trace(msg: paho.MQTTMessage) -> TraceContext | None:
+    """The PUBLISH's ``traceparent``/``tracestate`` user properties (MQTT 5; in binary mode the
+    same properties are also the event's attributes)."""
+    return trace_of(getattr(getattr(msg, "properties", None), "UserProperty", None) or ())
 
 
 def raw_message(msg: paho.MQTTMessage) -> RawMessage:
@@ -155,7 +163,9 @@ class MqttReceiver:
             messages = [first]
             while len(messages) < BATCH and (more := self._next(0)) is not None:
                 messages.append(more)
-            decoded: list[Decoded] = [decode(decode_message, m, raw_message, self.limits) for m in messages]
+            decoded: list[Decoded] = [
+                decode(decode_message, m, raw_message, self.limits, message_trace) for m in messages
+            ]
             await handover(decoded, on_events)
             for message in messages:
                 if message.qos > 0:  # acknowledged only now that the callback has it

@@ -26,6 +26,7 @@ from ceprotocols.mqtt.settings import SCHEMES, WEBSOCKET_SCHEMES, MqttSettings, 
 from ceprotocols.pool import ConnectionPool
 from ceprotocols.prepared import PreparedCache
 from ceprotocols.sender import Destination, Event
+from ceprotocols.tracecontext import TraceContext, mqtt_user_properties
 
 _Key = tuple[str, str, int, str | None, Credential | None]
 
@@ -63,7 +64,9 @@ class MqttSender:
         websocket_path = (endpoint.path or "/mqtt") if endpoint.scheme in WEBSOCKET_SCHEMES else None
         return (endpoint.scheme, endpoint.host, endpoint.port, websocket_path, credential), settings
 
-    async def deliver(self, event: Event, destination: Destination) -> None:
+    async def deliver(
+        self, event: Event, destination: Destination, *, trace: TraceContext | None = None
+    ) -> None:
         """Publish ``event`` and return once the broker confirmed it (see the module doc)."""
         key, settings = self._prepared.get(destination)
         ensure_fresh(key[-1])
@@ -76,6 +79,12 @@ class MqttSender:
                     )
             else:
                 message = binding.to_binary(event, extra=settings.user_properties)
+            if trace is not None and self.v5:  # MQTT 3.1.1 has no user properties
+                message = binding.MqttMessage(
+                    message.payload,
+                    message.content_type,
+                    mqtt_user_properties(trace, message.user_properties),
+                )
         connection = await self._pool.get(key, lambda: self._open(key, destination.timeout))
         try:
             with INVALID_EVENT:  # a property value MQTT cannot carry

@@ -32,7 +32,9 @@ from ceprotocols.receiver import (
     RawMessage,
     ReceiverStats,
     decode,
+    trace_of,
 )
+from ceprotocols.tracecontext import TraceContext
 
 log = logging.getLogger("ceprotocols.nats")
 BATCH = 100
@@ -46,6 +48,11 @@ def to_message(msg: Msg) -> binding.NatsMessage:
 def decode_message(msg: Msg) -> dict[str, Any]:
     """A received message as a CloudEvent (raises for anything that is not one)."""
     return binding.from_message(to_message(msg))
+
+
+def message_trace(msg: Msg) -> TraceContext | None:
+    """The message's ``traceparent``/``tracestate`` headers (not the event's ``ce-`` ones)."""
+    return trace_of((msg.headers or {}).items())
 
 
 def raw_message(msg: Msg) -> RawMessage:
@@ -71,7 +78,7 @@ class NatsReceiver:
         self._closed = False
 
     def _decode(self, messages: list[Msg]) -> list[Decoded]:
-        return [decode(decode_message, m, raw_message, self.limits) for m in messages]
+        return [decode(decode_message, m, raw_message, self.limits, message_trace) for m in messages]
 
     async def run(self, on_events: OnEvents, on_reject: OnReject | None = None) -> None:
         """Consume until closed; the client reconnects by itself once connected."""

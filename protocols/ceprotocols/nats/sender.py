@@ -46,6 +46,7 @@ from ceprotocols.nats.settings import SCHEMES, NatsSettings, parse_settings
 from ceprotocols.pool import ConnectionPool
 from ceprotocols.prepared import PreparedCache
 from ceprotocols.sender import Destination, Event
+from ceprotocols.tracecontext import TraceContext
 
 _Key = tuple[tuple[tuple[str, int], ...], bool, Credential | None]
 #: How long a subject's stream membership is trusted before it is looked up again.
@@ -99,7 +100,9 @@ class NatsSender:
             credential = parse_credential(destination.credential, protocol="NATS")
         return endpoint, settings, credential
 
-    async def deliver(self, event: Event, destination: Destination) -> None:
+    async def deliver(
+        self, event: Event, destination: Destination, *, trace: TraceContext | None = None
+    ) -> None:
         """Publish ``event`` and return once confirmed (see the module doc)."""
         endpoint, settings, credential = self._prepared.get(destination)
         ensure_fresh(credential)
@@ -116,6 +119,8 @@ class NatsSender:
         try:
             stream = await self._stream_of(key, client, settings.subject, destination.timeout)
             headers = dict(message.headers) if message.headers else None
+            if trace is not None:
+                headers = {**(headers or {}), **dict(trace.pairs())}
             if stream is not None:
                 await client.jetstream().publish(
                     settings.subject,

@@ -271,11 +271,12 @@ def tail(args: argparse.Namespace, client: BrokerClient) -> None:
                 print(f"({skipped} events skipped: reading too slowly)", file=sys.stderr, flush=True)
             elif message.event == "cloudevent":
                 event = json.loads(message.data)
-                if args.json:
+                if args.json:  # the event as accepted, nothing added (scripts read it as such)
                     print(json.dumps(event, ensure_ascii=False), flush=True)
                 else:
+                    # The message's id is the event's trace id, when it has one.
                     parts = [event.get(k) or "-" for k in ("time", "id", "type", "source", "subject")]
-                    print("  ".join(str(p) for p in parts), flush=True)
+                    print("  ".join(str(p) for p in [*parts, f"trace={message.id or '-'}"]), flush=True)
                 shown += 1
                 if args.count is not None and shown >= args.count:
                     return

@@ -54,6 +54,7 @@ from cebroker.storage.health import StorageHealth
 from cebroker.storage.replies import LocalReplyChannel, ReplyChannel
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange, SubscriptionStore
 from cebroker.subscription import Subscription
+from cebroker.telemetry import NO_TRACING, Tracing
 from cebroker.tenant_policies import TenantPolicies, load_tenant_policies
 
 log = logging.getLogger("cebroker.pipeline")
@@ -92,12 +93,15 @@ class PipelineComponent:
         policy: NetworkPolicy | None = None,
         resolver: Resolver = system_resolver,
         policies: TenantPolicies | None = None,
+        tracing: Tracing = NO_TRACING,
+        metrics: PipelineMetrics | None = None,
         replies: ReplyChannel | None = None,
         health: StorageHealth | None = None,
     ) -> None:
         self._store = store
+        self.tracing = tracing
         self._clock = clock
-        self.metrics = PipelineMetrics()
+        self.metrics = metrics if metrics is not None else PipelineMetrics()
         # Never unrestricted by omission: the settings' policies unless they are passed.
         tenant_policies = policies if policies is not None else load_tenant_policies(settings.tenant_policies)
         self.matcher = Matcher(tenant_policies, observer=self.metrics)
@@ -141,6 +145,7 @@ class PipelineComponent:
             probe_max_delay=settings.probe_max_delay,
             replay_settled=self._replay_settled,
             output_check=check,
+            tracing=tracing,
             replies=self.replies,
             broker_events=self.broker_events,
         )
@@ -155,6 +160,7 @@ class PipelineComponent:
                 clock=clock,
                 receive=self.matcher.receive_filter,
                 observer=self.metrics,
+                tracing=tracing,
             )
             self._pruner = Pruner(
                 archive,
@@ -178,6 +184,7 @@ class PipelineComponent:
             validator=validator,
             validation_mode=ValidationMode(settings.event_validation),
             tail=self.tail,
+            tracing=tracing,
             waiters=self.waiters,
         )
         deliveries = DeliveriesApi(store, self.log, circuits, self.dispatcher)

@@ -7,6 +7,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ceprotocols.tracecontext import TraceContext
+
 from cebroker.broker_events import RESERVED
 from cebroker.contracts import Event, EventValidator, IngestResult, ValidationMode
 from cebroker.errors import FieldProblem, Forbidden, Overloaded, ValidationError
@@ -22,6 +24,8 @@ from cebroker.pipeline.validation import event_problems, normalize
 from cebroker.storage.deliveries import Appended, DeliveryLog, Incoming
 from cebroker.storage.errors import IndexBehind
 from cebroker.storage.subscriptions import SubscriptionStore
+from cebroker.telemetry import NO_TRACING, Tracing
+from cebroker.telemetry.tracing import stored_context
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -65,8 +69,10 @@ class Pipeline:
         validator: EventValidator | None = None,
         validation_mode: ValidationMode = ValidationMode.OFF,
         tail: TailHub | None = None,
+        tracing: Tracing = NO_TRACING,
         waiters: ReplyWaiters | None = None,
     ) -> None:
+        self._tracing = tracing
         #: Requests waiting for replies; every committed reply is announced to them.
         self.waiters = waiters
         self._log = journal
@@ -83,6 +89,11 @@ class Pipeline:
         #: One future per ingest being matched or written, done once its append has returned.
         self._matching: set[asyncio.Future[None]] = set()
 
+    @property
+    def traced(self) -> bool:
+        """Whether accepted events get publish spans (telemetry is on)."""
+        return self._tracing.enabled
+
     async def matched(self) -> None:
         """Return once every ingest that had started matching when this was called has been
         written (or refused): after a subscription change, nothing matched without it is still
@@ -91,9 +102,12 @@ class Pipeline:
         if waiting:
             await asyncio.wait(waiting)
 
-    async def ingest(self, events: Sequence[Event]) -> IngestResult:
-        """Validate, commit and schedule ``events`` (pointers ``/<index>/<attribute>``)."""
-        return await self.accept(events, batch=True)
+    async def ingest(
+        self, events: Sequence[Event], traces: Sequence[TraceContext | None] = ()
+    ) -> IngestResult:
+        """Validate, commit and schedule ``events`` (pointers ``/<index>/<attribute>``); see
+        :class:`~cebroker.contracts.Ingestor` for ``traces``."""
+        return await self.accept(events, batch=True, carried=traces)
 
     async def accept(
         self,
@@ -101,7 +115,10 @@ class Pipeline:
         *,
         batch: bool,
         permit: Callable[[dict[str, Any]], bool] | None = None,
+        transport: TraceContext | None = None,
+        protocol: str | None = None,
         tenant: str | None = None,
+        carried: Sequence[TraceContext | None] = (),
         own: bool = False,
     ) -> IngestResult:
         """Like :meth:`ingest`; ``batch=False`` names problems ``/<attribute>`` (one event).
@@ -113,7 +130,10 @@ class Pipeline:
         the event loop in between, so that other requests are served meanwhile. ``permit`` is the
         publisher's publish policy: an event it refuses makes the whole request a 403 naming that
         event, before anything is written. Types beginning ``dev.cebroker.`` are the broker's
-        own (``own``): anyone else's is refused the same way (403).
+        own (``own``): anyone else's is refused the same way (403). With tracing on, every event
+        accepted gets a publish span, child of its own ``traceparent`` attribute, else of the
+        context its message ``carried`` (per event, protocol sources), else of ``transport``
+        (the request's context), over ``protocol`` (``http``, ...).
         """
         problems: list[FieldProblem] = []
         clean: list[dict[str, Any]] = []
@@ -155,16 +175,20 @@ class Pipeline:
             )
         if not clean:
             return IngestResult(accepted=0, duplicates=0)
-        written = await self._append(clean, tenant or "")
+        traces: list[str | None] | None = None
+        if self._tracing.enabled:
+            written, traces = await self._traced_append(clean, tenant or "", transport, protocol, carried)
+        else:
+            written = await self._append(clean, tenant or "")
         duplicates = matches = 0
         replies: list[dict[str, Any]] = []
         for start in range(0, len(clean), SLICE):
             if start:
                 await asyncio.sleep(0)
             events, done = clean[start : start + SLICE], written[start : start + SLICE]
-            self._dispatcher.accept(events, done)
+            self._dispatcher.accept(events, done, None if traces is None else traces[start : start + SLICE])
             if self.tail is not None and self.tail.active:
-                self.tail.publish(events, done)
+                self.tail.publish(events, done, None if traces is None else traces[start : start + SLICE])
             if self.waiters is not None:
                 replies.extend(
                     e for e, w in zip(events, done, strict=True) if w is not None and IN_REPLY_TO in e
@@ -181,19 +205,49 @@ class Pipeline:
         await release(written, clean)
         return IngestResult(accepted=accepted, duplicates=duplicates)
 
-    async def _append(self, clean: list[dict[str, Any]], tenant: str) -> list[Appended | None]:
+    async def _traced_append(
+        self,
+        clean: list[dict[str, Any]],
+        tenant: str,
+        transport: TraceContext | None,
+        protocol: str | None,
+        carried: Sequence[TraceContext | None],
+    ) -> tuple[list[Appended | None], list[str | None]]:
+        """:meth:`_append` with a publish span per event and a match span over them; each
+        event's trace context goes into the log with it."""
+        spans = self._tracing.publish(clean, transport, protocol=protocol, carried=carried)
+        traces: list[str | None] = [stored_context(span) for span in spans]
+        match = self._tracing.match(spans)
+        try:
+            written = await self._append(clean, tenant, traces)
+        except BaseException as exc:
+            Tracing.published(spans, None, exc)
+            match.end()
+            raise
+        match.set_attribute(
+            "cebroker.match.deliveries", sum(len(w.deliveries) for w in written if w is not None)
+        )
+        match.end()
+        Tracing.published(spans, [w is None for w in written], None)
+        return written, traces
+
+    async def _append(
+        self, clean: list[dict[str, Any]], tenant: str, traces: list[str | None] | None = None
+    ) -> list[Appended | None]:
         """Match and commit; when a shared log finds the index behind a subscription change made
         by another instance, catch up and match again, so no event is matched against a stale
         index."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._matching.add(done)
         try:
-            return await self._match_and_append(clean, tenant)
+            return await self._match_and_append(clean, tenant, traces)
         finally:
             self._matching.discard(done)
             done.set_result(None)
 
-    async def _match_and_append(self, clean: list[dict[str, Any]], tenant: str) -> list[Appended | None]:
+    async def _match_and_append(
+        self, clean: list[dict[str, Any]], tenant: str, traces: list[str | None] | None
+    ) -> list[Appended | None]:
         for attempt in range(CATCH_UP_ROUNDS):
             # Read before matching. Matching a large batch pauses for the event loop between
             # slices: a change that lands meanwhile makes the log refuse this version
@@ -203,7 +257,15 @@ class Pipeline:
             for start in range(0, len(clean), SLICE):
                 if start:
                     await asyncio.sleep(0)
-                items.extend(self._incoming(e, tenant) for e in clean[start : start + SLICE])
+                if traces is None:
+                    items.extend(self._incoming(e, tenant) for e in clean[start : start + SLICE])
+                else:
+                    items.extend(
+                        self._incoming(e, tenant, t)
+                        for e, t in zip(
+                            clean[start : start + SLICE], traces[start : start + SLICE], strict=True
+                        )
+                    )
             try:
                 written = await self._log.append(items, version=version)
             except TypeError as exc:  # only from ingest(): HTTP input is parsed JSON already
@@ -218,17 +280,17 @@ class Pipeline:
             return written
         raise AssertionError("unreachable")  # the last round returns or raises
 
-    def _incoming(self, event: dict[str, Any], tenant: str) -> Incoming:
+    def _incoming(self, event: dict[str, Any], tenant: str, trace: str | None = None) -> Incoming:
         """The event, matched, with the ordering groups of its ordered subscriptions, published
-        by ``tenant``."""
+        by ``tenant`` (and its trace context, when traced)."""
         matched = self._matcher.match(event)
         ordered = self._matcher.ordered
         if ordered and not ordered.isdisjoint(matched):
             key = partition_key(event)
             if key is not None:
                 groups = tuple(key if sub in ordered else None for sub in matched)
-                return Incoming(event, event["source"], event["id"], matched, groups, tenant)
-        return Incoming(event, event["source"], event["id"], matched, tenant=tenant)
+                return Incoming(event, event["source"], event["id"], matched, groups, tenant, trace)
+        return Incoming(event, event["source"], event["id"], matched, tenant=tenant, trace=trace)
 
     async def _check_definitions(self, events: list[dict[str, Any]], batch: bool) -> None:
         if self.validator is None or self.validation_mode is ValidationMode.OFF:

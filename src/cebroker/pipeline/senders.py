@@ -20,6 +20,7 @@ from ceprotocols.errors import DeliveryError
 from ceprotocols.http import HttpSender
 from ceprotocols.registry import create_sender
 from ceprotocols.sender import Destination, Event, Sender
+from ceprotocols.tracecontext import TraceContext
 
 from cebroker.storage.deliveries import DeliveryLog
 
@@ -32,7 +33,9 @@ class _Unavailable:
     def __init__(self, protocol: str, reason: str) -> None:
         self._message = f"no sender for protocol {protocol!r}: {reason}"
 
-    async def deliver(self, event: Event, destination: Destination) -> None:
+    async def deliver(
+        self, event: Event, destination: Destination, *, trace: TraceContext | None = None
+    ) -> None:
         raise DeliveryError(self._message, retryable=True)
 
     async def aclose(self) -> None:

@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, urlsplit
 from ceprotocols.errors import BindingError, SettingsError
 from ceprotocols.receiver import Limits, Receiver
 from ceprotocols.sources import create_receiver
+from ceprotocols.tracecontext import TraceContext
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
@@ -170,9 +171,9 @@ class SourcesComponent:
                 )
         return problems
 
-    async def _ingest(self, events: list[dict[str, Any]]) -> None:
+    async def _ingest(self, events: list[dict[str, Any]], traces: Sequence[TraceContext | None]) -> None:
         try:
-            await self._ingestor.ingest(events)
+            await self._ingestor.ingest(events, traces)
         except ValidationError as exc:
             raise BindingError(exc.detail) from exc
         except (Overloaded, OSError, sqlite3.Error):

@@ -49,6 +49,9 @@ class Incoming:
     subscriptions: tuple[str, ...]
     groups: tuple[str | None, ...] = ()
     tenant: str = ""
+    #: The event's trace context, kept with it for every delivery attempt: the publish span's
+    #: ``traceparent``, then ``;tracestate`` if any (None: not traced).
+    trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,8 @@ class Pending:
     owner: str = ""
     #: The replay that queued this delivery (:mod:`cebroker.storage.archive`), None if live.
     replay: str | None = None
+    #: The event's trace context as appended (``Incoming.trace``), None if not traced.
+    trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

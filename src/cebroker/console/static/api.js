@@ -82,7 +82,7 @@ export async function text(path) {
 
 /**
  * Read a Server-Sent Events stream with fetch (which, unlike EventSource, can send the token).
- * Calls `onMessage(event, data)` per message until `signal` aborts or the stream ends.
+ * Calls `onMessage(event, data, id)` per message until `signal` aborts or the stream ends.
  */
 export async function stream(path, onMessage, signal) {
   for (let attempt = 0; ; attempt += 1) {
@@ -106,12 +106,14 @@ export async function stream(path, onMessage, signal) {
         const block = buffer.slice(0, end);
         buffer = buffer.slice(end + 2);
         let event = "message";
+        let id = "";
         const data = [];
         for (const line of block.split("\n")) {
           if (line.startsWith("event:")) event = line.slice(6).trim();
           else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+          else if (line.startsWith("id:")) id = line.slice(3).trim();
         }
-        if (data.length) onMessage(event, data.join("\n"));
+        if (data.length) onMessage(event, data.join("\n"), id);
       }
     }
   }

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ceprotocols.errors import DeliveryError
-from ceprotocols.sender import ReplyingSender
+from ceprotocols.sender import Destination, ReplyingSender
+from ceprotocols.tracecontext import TraceContext
+from opentelemetry import trace
 
 from cebroker.clock import Clock
 from cebroker.pipeline.dispatch.circuits import Circuits
@@ -25,9 +28,11 @@ from cebroker.pipeline.dispatch.replies import HopLimit, Replies, wants_replies
 from cebroker.pipeline.dispatch.retry import GiveUp
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.subscription import Subscription
+from cebroker.telemetry import NO_TRACING, Tracing
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -48,6 +53,15 @@ async def let_go(
         release(lane, item.row.id)
 
 
+def sender_error(exc: Exception, protocol: str) -> DeliveryError:
+    """What a sender raised, as a delivery error (call it in the ``except`` block): a sender bug
+    must not kill the lane, so anything else is logged with its traceback and is transient."""
+    if isinstance(exc, DeliveryError):
+        return exc
+    log.exception("sender for %s raised an unexpected error", protocol)
+    return DeliveryError(f"sender error: {exc!r}")
+
+
 class Attempts:
     """Delivers items of lanes through the senders and hands on each outcome."""
 
@@ -65,8 +79,10 @@ class Attempts:
         release: Release,
         schedule: Schedule,
         transformer: Transformer,
+        tracing: Tracing = NO_TRACING,
         replies: Replies | None = None,
     ) -> None:
+        self._tracing = tracing
         self._replies = replies
         self._log = journal
         self._senders = senders
@@ -110,34 +126,99 @@ class Attempts:
         event, destination = prepared
         if lane.limiter is not None:
             await lane.limiter.acquire()
+        if self._tracing.enabled:
+            await self._traced(lane, item, event, subscription, policy, destination)
+            return
+        try:
+            problem = await self._send(lane, item, subscription, event, destination, None)
+        except Exception as exc:
+            await self._failures.failed(lane, item, policy, sender_error(exc, subscription.protocol))
+        else:
+            await self._settle(lane, item, policy, problem)
+
+    async def _send(
+        self,
+        lane: Lane,
+        item: Item,
+        subscription: Subscription,
+        event: Mapping[str, Any],
+        destination: Destination,
+        context: TraceContext | None,
+    ) -> HopLimit | DeliveryError | None:
+        """Send ``event``; with ``config.reply: publish``, publish the sink's reply before the
+        delivery may count as done (a crash in between retries the delivery). Raises what the
+        sender raises; returns what keeps the delivery from being done: the reply's chain is too
+        long, or the reply could not be committed (None: done)."""
         sender = self._senders.get(subscription.protocol)
         replies = self._replies
+        if replies is None or not wants_replies(subscription) or not isinstance(sender, ReplyingSender):
+            await sender.deliver(event, destination, trace=context)
+            return None
+        reply = await sender.deliver_replying(event, destination, limit=replies.limit, trace=context)
+        await self._circuits.answered(lane.id)  # the sink answered, whatever its reply
         try:
-            if replies is not None and wants_replies(subscription) and isinstance(sender, ReplyingSender):
-                reply = await sender.deliver_replying(event, destination, limit=replies.limit)
-                await self._circuits.answered(lane.id)  # the sink answered, whatever the reply
-                try:
-                    # Committed before the delivery completes (a crash in between retries it).
-                    await replies.publish(subscription, [item.event], reply)
-                except HopLimit as exc:
-                    await self._failures.give_up(
-                        lane, item, policy, GiveUp(item.row.attempts + 1, str(exc), None, None)
-                    )
-                    return
-                except DeliveryError as exc:  # not the sink's fault: no count toward its circuit
-                    await self._failures.failed(lane, item, policy, exc, circuit_open=False)
-                    return
-            else:
-                await sender.deliver(event, destination)
-        except DeliveryError as exc:
-            await self._failures.failed(lane, item, policy, exc)
-        except Exception as exc:  # a sender bug must not kill the lane; treat it as transient
-            log.exception("sender for %s raised an unexpected error", subscription.protocol)
-            await self._failures.failed(lane, item, policy, DeliveryError(f"sender error: {exc!r}"))
+            await replies.publish(subscription, [item.event], reply)
+        except (HopLimit, DeliveryError) as exc:
+            return exc
+        return None
+
+    async def _settle(
+        self, lane: Lane, item: Item, policy: DeliveryPolicy, problem: HopLimit | DeliveryError | None
+    ) -> None:
+        """Record a delivery the sink confirmed: done, or held back by its reply (a dead letter
+        past the hop limit; a retry, not counted toward the sink's circuit, when the reply
+        could not be committed)."""
+        if problem is None:
+            await self._delivered(lane, item)
+        elif isinstance(problem, HopLimit):
+            await self._failures.give_up(
+                lane, item, policy, GiveUp(item.row.attempts + 1, str(problem), None, None)
+            )
         else:
-            label = self._metrics.label(lane.id)
-            self._metrics.deliveries.labels(label, "delivered").inc()
-            self._metrics.last_delivered[lane.id] = self._clock.now()
-            self._metrics.latency.labels(label).observe(max(0.0, self._clock.now() - item.row.first_at))
-            self._completions.delivered(lane, item)
-            await self._circuits.answered(lane.id)
+            await self._failures.failed(lane, item, policy, problem, circuit_open=False)
+
+    async def _delivered(self, lane: Lane, item: Item) -> None:
+        label = self._metrics.label(lane.id)
+        self._metrics.deliveries.labels(label, "delivered").inc()
+        self._metrics.last_delivered[lane.id] = self._clock.now()
+        self._metrics.latency.labels(label).observe(max(0.0, self._clock.now() - item.row.first_at))
+        self._completions.delivered(lane, item)
+        await self._circuits.answered(lane.id)
+
+    async def _traced(
+        self,
+        lane: Lane,
+        item: Item,
+        event: Mapping[str, Any],
+        subscription: Subscription,
+        policy: DeliveryPolicy,
+        destination: Destination,
+    ) -> None:
+        """:meth:`_attempt`'s send of ``event`` (the delivery, transformed) and its outcome in an
+        attempt span, whose context the sink gets."""
+        row = item.row
+        span, context = self._tracing.attempt(
+            stored=row.trace,
+            protocol=subscription.protocol,
+            sink=subscription.sink,
+            subscription=lane.id,
+            tenant=subscription.tenant,
+            attempt=row.attempts + 1,
+            event_id=str(item.event.get("id")),
+            circuit="closed" if self._circuits.closed(lane.id) else "half_open",
+            replay=row.replay,
+        )
+        with trace.use_span(span, end_on_exit=False):
+            try:
+                problem = await self._send(lane, item, subscription, event, destination, context)
+            except Exception as exc:
+                error = sender_error(exc, subscription.protocol)
+                outcome = "unrecorded"  # the outcome's write failed: the loader takes it again
+                try:
+                    outcome = await self._failures.failed(lane, item, policy, error)
+                finally:
+                    circuit = "closed" if self._circuits.closed(lane.id) else "open"
+                    Tracing.attempted(span, outcome, status=error.status, error=error, circuit=circuit)
+                return
+        Tracing.attempted(span, "delivered")
+        await self._settle(lane, item, policy, problem)

@@ -18,12 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from ceprotocols.errors import DeliveryError, DeliveryRejected
-from ceprotocols.sender import BatchSender, ReplyingSender
+from ceprotocols.sender import BatchSender, Destination, ReplyingSender
+from ceprotocols.tracecontext import TraceContext
+from opentelemetry import trace
 
 from cebroker.clock import Clock
-from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, let_go
+from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, let_go, sender_error
 from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.completions import Completions, Release
 from cebroker.pipeline.dispatch.failures import Failures, Schedule
@@ -37,6 +40,7 @@ from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.subscription import Subscription
+from cebroker.telemetry import NO_TRACING, Tracing
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -58,8 +62,10 @@ class BatchAttempts:
         release: Release,
         schedule: Schedule,
         transformer: Transformer,
+        tracing: Tracing = NO_TRACING,
         replies: Replies | None = None,
     ) -> None:
+        self._tracing = tracing
         self._replies = replies
         self._log = journal
         self._circuits = circuits
@@ -123,45 +129,106 @@ class BatchAttempts:
         if lane.limiter is not None:  # the rate limit counts deliveries, batched or not
             for _ in held:
                 await lane.limiter.acquire()
-        sender = self._senders.get(subscription.protocol)
+        if self._tracing.enabled:
+            await self._traced(lane, held, events, subscription, policy, destination)
+            return
         try:
-            if not isinstance(sender, BatchSender):
-                raise DeliveryRejected(
-                    f"{subscription.protocol} deliveries cannot be batched", retryable=False
-                )
-            replies = self._replies
-            if replies is not None and wants_replies(subscription) and isinstance(sender, ReplyingSender):
-                reply = await sender.deliver_batch_replying(events, destination, limit=replies.limit)
-                await self._circuits.answered(lane.id)  # the sink answered, whatever the reply
-                try:
-                    # Committed before the deliveries complete (a crash in between retries them).
-                    await replies.publish(subscription, [item.event for item in held], reply)
-                except HopLimit as exc:
-                    for item in held:
-                        outcome = GiveUp(item.row.attempts + 1, str(exc), None, None)
-                        await self._failures.give_up(lane, item, policy, outcome)
-                    return
-                except DeliveryError as exc:  # not the sink's fault: no count toward its circuit
-                    for item in held:
-                        await self._failures.failed(lane, item, policy, exc, circuit_open=False)
-                    return
-            else:
-                await sender.deliver_batch(events, destination)
-        except DeliveryError as exc:
-            await self._failed(lane, held, policy, exc)
-        except Exception as exc:  # a sender bug must not kill the lane; treat it as transient
-            log.exception("sender for %s raised an unexpected error", subscription.protocol)
-            await self._failed(lane, held, policy, DeliveryError(f"sender error: {exc!r}"))
+            problem = await self._send(lane, held, subscription, events, destination, None)
+        except Exception as exc:
+            await self._failed(lane, held, policy, sender_error(exc, subscription.protocol))
         else:
-            label = self._metrics.label(lane.id)
-            now = self._clock.now()
-            self._metrics.deliveries.labels(label, "delivered").inc(len(held))
-            self._metrics.last_delivered[lane.id] = now
-            latency = self._metrics.latency.labels(label)
-            for item in held:
-                latency.observe(max(0.0, now - item.row.first_at))
-                self._completions.delivered(lane, item)
-            await self._circuits.answered(lane.id)
+            await self._settle(lane, held, policy, problem)
+
+    async def _send(
+        self,
+        lane: Lane,
+        held: list[Item],
+        subscription: Subscription,
+        events: list[Mapping[str, Any]],
+        destination: Destination,
+        context: TraceContext | None,
+    ) -> HopLimit | DeliveryError | None:
+        """Send the batch; with ``config.reply: publish``, publish the sink's answer before the
+        deliveries may count as done (see :meth:`.attempts.Attempts._send`)."""
+        sender = self._senders.get(subscription.protocol)
+        if not isinstance(sender, BatchSender):
+            raise DeliveryRejected(f"{subscription.protocol} deliveries cannot be batched", retryable=False)
+        replies = self._replies
+        if replies is None or not wants_replies(subscription) or not isinstance(sender, ReplyingSender):
+            await sender.deliver_batch(events, destination, trace=context)
+            return None
+        reply = await sender.deliver_batch_replying(events, destination, limit=replies.limit, trace=context)
+        await self._circuits.answered(lane.id)  # the sink answered, whatever its reply
+        try:
+            await replies.publish(subscription, [item.event for item in held], reply)
+        except (HopLimit, DeliveryError) as exc:
+            return exc
+        return None
+
+    async def _settle(
+        self, lane: Lane, held: list[Item], policy: DeliveryPolicy, problem: HopLimit | DeliveryError | None
+    ) -> None:
+        """Record a batch the sink confirmed: done, or held back by its reply (dead letters past
+        the hop limit; retries, not counted toward the sink's circuit, when the reply could not
+        be committed)."""
+        if problem is None:
+            await self._delivered(lane, held)
+            return
+        for item in held:
+            if isinstance(problem, HopLimit):
+                outcome = GiveUp(item.row.attempts + 1, str(problem), None, None)
+                await self._failures.give_up(lane, item, policy, outcome)
+            else:
+                await self._failures.failed(lane, item, policy, problem, circuit_open=False)
+
+    async def _delivered(self, lane: Lane, held: list[Item]) -> None:
+        label = self._metrics.label(lane.id)
+        now = self._clock.now()
+        self._metrics.deliveries.labels(label, "delivered").inc(len(held))
+        self._metrics.last_delivered[lane.id] = now
+        latency = self._metrics.latency.labels(label)
+        for item in held:
+            latency.observe(max(0.0, now - item.row.first_at))
+            self._completions.delivered(lane, item)
+        await self._circuits.answered(lane.id)
+
+    async def _traced(
+        self,
+        lane: Lane,
+        held: list[Item],
+        events: list[Mapping[str, Any]],
+        subscription: Subscription,
+        policy: DeliveryPolicy,
+        destination: Destination,
+    ) -> None:
+        """:meth:`_attempt`'s send of ``events`` (``held``, transformed) and its outcomes in one
+        attempt span for the batch."""
+        head = held[0].row
+        span, context = self._tracing.attempt(
+            stored=head.trace,
+            protocol=subscription.protocol,
+            sink=subscription.sink,
+            subscription=lane.id,
+            tenant=subscription.tenant,
+            attempt=head.attempts + 1,
+            event_id=None,
+            circuit="closed" if self._circuits.closed(lane.id) else "half_open",
+            replay=head.replay,
+            others=[item.row.trace for item in held[1:]],
+        )
+        with trace.use_span(span, end_on_exit=False):
+            try:
+                problem = await self._send(lane, held, subscription, events, destination, context)
+            except Exception as exc:
+                error = sender_error(exc, subscription.protocol)
+                try:
+                    await self._failed(lane, held, policy, error)
+                finally:
+                    circuit = "closed" if self._circuits.closed(lane.id) else "open"
+                    Tracing.attempted(span, "failed", status=error.status, error=error, circuit=circuit)
+                return
+        Tracing.attempted(span, "delivered")
+        await self._settle(lane, held, policy, problem)
 
     async def _failed(
         self, lane: Lane, items: list[Item], policy: DeliveryPolicy, error: DeliveryError

@@ -46,6 +46,7 @@ from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import Appended, DeliveryLog, Pending
 from cebroker.storage.errors import StorageUnavailable
 from cebroker.subscription import Subscription
+from cebroker.telemetry import NO_TRACING, Tracing
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -76,6 +77,7 @@ class Dispatcher:
         probe_max_delay: float = 10.0,
         replay_settled: Callable[[], None] = lambda: None,
         output_check: OutputCheck | None = None,
+        tracing: Tracing = NO_TRACING,
         replies: Replies | None = None,
         broker_events: BrokerEvents | None = None,
     ) -> None:
@@ -126,6 +128,7 @@ class Dispatcher:
             circuits=self.circuits,
             release=self._release,
             schedule=self._schedule,
+            tracing=tracing,
         )
         transformer = Transformer(
             completions=self._completions, failures=failures, metrics=metrics, check=output_check
@@ -142,6 +145,7 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
             transformer=transformer,
+            tracing=tracing,
             replies=replies,
         )
         self._batches = BatchAttempts(
@@ -156,6 +160,7 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
             transformer=transformer,
+            tracing=tracing,
             replies=replies,
         )
         self._loader = Loader(
@@ -218,10 +223,16 @@ class Dispatcher:
         await self._cleanups.cancel()
         await self._completions.flush()
 
-    def accept(self, events: Sequence[dict[str, Any]], written: Sequence[Appended | None]) -> None:
-        """Take the deliveries of a committed ingest (``written``, per event) into their lanes."""
+    def accept(
+        self,
+        events: Sequence[dict[str, Any]],
+        written: Sequence[Appended | None],
+        traces: Sequence[str | None] | None = None,
+    ) -> None:
+        """Take the deliveries of a committed ingest (``written``, per event; ``traces``: each
+        event's stored trace context, when traced) into their lanes."""
         added = 0
-        for event, appended in zip(events, written, strict=True):
+        for index, (event, appended) in enumerate(zip(events, written, strict=True)):
             if appended is None:
                 continue
             for delivery_id, subscription in appended.deliveries:
@@ -238,7 +249,9 @@ class Dispatcher:
                 if lane is None or lane.free <= 0:
                     self._loader.schedule(subscription, 0.0)
                     continue
-                lane.push(Item(Pending(delivery_id, appended.seq, subscription, 0, appended.at, None), event))
+                trace = traces[index] if traces is not None else None
+                row = Pending(delivery_id, appended.seq, subscription, 0, appended.at, None, trace=trace)
+                lane.push(Item(row, event))
                 self._lanes.start_workers(lane)
         self.backlog.added(added)
 

@@ -25,6 +25,7 @@ from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.subscription import Subscription
+from cebroker.telemetry import NO_TRACING, Tracing
 
 #: Tells the loader that a delivery of a subscription waits in the log until a given time.
 Schedule = Callable[[str, float], None]
@@ -47,7 +48,9 @@ class Failures:
         release: Release,
         schedule: Schedule,
         uniform: Callable[[float, float], float] = random.uniform,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
+        self._tracing = tracing
         self._log = journal
         self._subscriptions = subscriptions
         self._metrics = metrics
@@ -69,14 +72,15 @@ class Failures:
         *,
         at: float | None = None,
         circuit_open: bool | None = None,
-    ) -> None:
+    ) -> str:
         """Record that delivering ``item`` failed with ``error`` under ``policy``; a retry is
         due at ``at`` when given (the items of a failed batch are retried together).
         ``circuit_open``: the sink's circuit after this failure, when the caller counted it
-        already (a failed batch is one failed attempt of its sink); by default it is counted here."""
+        already (a failed batch is one failed attempt of its sink); by default it is counted here.
+        Returns the outcome: ``retry``, ``deadlettered`` or ``dropped`` (the subscription is gone)."""
         if lane.id not in self._subscriptions:  # deleted during the attempt: nothing to keep
             self._completions.dropped(lane, item)
-            return
+            return "dropped"
         row = item.row
         if circuit_open is None:
             circuit_open = await self._circuits.failed(lane.id, row.id, policy, error)
@@ -97,13 +101,13 @@ class Failures:
             await self._log.reschedule(row, outcome.attempts, next_at, outcome.error)
             self._release(lane, row.id)
             self._schedule(lane.id, next_at)
-            return
-        await self.give_up(lane, item, policy, outcome)
+            return "retry"
+        return await self.give_up(lane, item, policy, outcome)
 
-    async def give_up(self, lane: Lane, item: Item, policy: DeliveryPolicy, outcome: GiveUp) -> None:
+    async def give_up(self, lane: Lane, item: Item, policy: DeliveryPolicy, outcome: GiveUp) -> str:
         """Make ``item`` a dead letter with ``outcome``'s reason, at once: no retry, and nothing
         counted toward the sink's circuit (a failed transformation is about the event, not the
-        sink). The dead letter keeps the stored event."""
+        sink). The dead letter keeps the stored event. Returns ``deadlettered``."""
         row = item.row
         label = self._metrics.label(lane.id)
         self._metrics.deliveries.labels(label, "deadlettered").inc()
@@ -114,3 +118,8 @@ class Failures:
         self._release(lane, row.id)
         self._backlog.settled(1)
         self._forwarder.forward(item.event, row.subscription, policy, outcome)
+        if self._tracing.enabled:  # under the attempt span, which is the current one
+            self._tracing.dead_letter(
+                None, subscription=row.subscription, attempts=outcome.attempts, reason=outcome.reason
+            )
+        return "deadlettered"

@@ -25,6 +25,7 @@ from cebroker.pipeline.policy import parse_policy
 from cebroker.pipeline.replays.matching import ReplayFilter
 from cebroker.storage.archive import EventArchive, Replay
 from cebroker.subscription import Subscription
+from cebroker.telemetry import NO_TRACING, Tracing
 
 #: Seconds between looks at every running replay.
 POLL = 1.0
@@ -54,7 +55,9 @@ class Replayer:
         clock: Clock,
         receive: Callable[[Subscription], Mapping[str, Any] | None] = lambda subscription: None,
         observer: BudgetObserver | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
+        self._tracing = tracing
         self._archive = archive
         self._observer = observer
         self._receive = receive
@@ -112,6 +115,8 @@ class Replayer:
             step = await self._archive.queue(replay.id, size, SCAN, chosen.pick)
             if step.queued:
                 self._replayed(subscription.id, step.queued)
+                if self._tracing.enabled:  # each delivery's attempts join its event's own trace
+                    self._tracing.replay(replay=replay.id, subscription=subscription.id, queued=step.queued)
             if not step.more:
                 return
             await asyncio.sleep(0)  # let ingest and the deliveries run between steps

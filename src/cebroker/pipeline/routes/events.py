@@ -20,6 +20,7 @@ import orjson
 from ceprotocols.errors import BindingError
 from ceprotocols.http.binding import decode_header, from_binary, to_binary, to_structured
 from ceprotocols.jsontext import JsonTextError
+from ceprotocols.tracecontext import TraceContext
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -30,6 +31,7 @@ from cebroker.pipeline.ingest import Pipeline, release
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.requestreply import ReplyWaiters, parse_wait
 from cebroker.principal import Principal
+from cebroker.telemetry.tracing import transport_context
 from cebroker.tenant_policies import TenantPolicies
 from cebroker.web.access import principal_of
 from cebroker.web.body import PARSE_OFF_LOOP, json_problem, parse_json, parse_json_body, read_limited
@@ -74,13 +76,23 @@ class EventsApi:
                 raise
             principal = principal_of(request)
             permit = self._permit(principal)
+            # The request's trace context is read only when tracing.
+            transport = transport_context(request.headers) if self._pipeline.traced else None
             wait = parse_wait(request.headers.get("prefer")) if self._waiters is not None else None
             if wait is not None and not batch and isinstance(events[0], dict):
-                return await self._request_reply(request, events[0], permit, principal.tenant, wait)
-            # de-duplicated per publishing tenant: one tenant cannot suppress another's events
+                return await self._request_reply(
+                    request, events[0], permit, principal.tenant, wait, transport
+                )
+            # De-duplicated per publishing tenant: one tenant cannot suppress another's events.
+            # Counts its own refusals.
             result = await self._pipeline.accept(
-                events, batch=batch, permit=permit, tenant=principal.tenant
-            )  # counts its own refusals
+                events,
+                batch=batch,
+                permit=permit,
+                tenant=principal.tenant,
+                transport=transport,
+                protocol="http",
+            )
             await release(events)
         finally:
             if paused:  # a large batch held off full garbage collections (see pipeline.gcpause)
@@ -95,6 +107,7 @@ class EventsApi:
         permit: Callable[[dict[str, Any]], bool] | None,
         tenant: str | None,
         wait: float,
+        transport: TraceContext | None,
     ) -> Response:
         """Accept ``event``, then wait up to ``wait`` seconds (at most the broker's limit) for
         its first reply: 200 with it, in the request's mode, or 504."""
@@ -103,7 +116,9 @@ class EventsApi:
         applied = min(wait, waiters.max_wait)
         preference = {"Preference-Applied": f"wait={applied:g}"}
         with waiters.expect(str(event.get("id"))) as future:
-            await self._pipeline.accept([event], batch=False, permit=permit, tenant=tenant)
+            await self._pipeline.accept(
+                [event], batch=False, permit=permit, tenant=tenant, transport=transport, protocol="http"
+            )
             try:
                 reply = await asyncio.wait_for(future, applied)
             except TimeoutError:

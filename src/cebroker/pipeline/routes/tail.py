@@ -2,9 +2,10 @@
 
 The stream opens with ``event: ready`` (the watch is registered: every event committed from now on
 is shown), then one ``event: cloudevent`` per matched event whose ``data`` is the event in the
-JSON format, and ``event: dropped`` with ``{"dropped": n}`` when the reader fell behind and ``n``
-copies were skipped. It ends when the subscription is deleted or the broker stops. Comments
-(``: ping``) keep idle connections open through proxies.
+JSON format and whose ``id`` is the id of the event's trace (32 hex digits; empty when the event
+has none: see :mod:`cebroker.pipeline.tail`), and ``event: dropped`` with ``{"dropped": n}`` when
+the reader fell behind and ``n`` copies were skipped. It ends when the subscription is deleted
+or the broker stops. Comments (``: ping``) keep idle connections open through proxies.
 """
 
 from __future__ import annotations
@@ -55,13 +56,15 @@ class TailApi:
         with self._hub.watch(subscription) as watcher:
             yield ServerSentEvent(data=_json({"subscription": subscription}), event="ready")
             while True:
-                event = await watcher.next()
-                if event is None:
+                tailed = await watcher.next()
+                if tailed is None:
                     return
                 if watcher.dropped:
                     yield ServerSentEvent(data=_json({"dropped": watcher.dropped}), event="dropped")
                     watcher.dropped = 0
-                yield ServerSentEvent(data=_json(event), event="cloudevent")
+                # The message's id is the event's trace id, empty when it has none (an SSE id
+                # carries over to the next message unless reset); the data stays the event.
+                yield ServerSentEvent(data=_json(tailed.event), event="cloudevent", id=tailed.trace_id or "")
 
 
 def _json(doc: Any) -> str:

@@ -101,8 +101,9 @@ WAITING = (
 )
 NEXT_IDS = "SELECT array(SELECT nextval(%s::regclass) FROM generate_series(1, %s))"
 EVENTS = (
-    "INSERT INTO pipeline_events (seq, body, received, archived)"
-    " SELECT e.seq, e.body, %s, %s FROM unnest(%s::bigint[], %s::text[]) AS e (seq, body)"
+    "INSERT INTO pipeline_events (seq, body, received, archived, trace)"
+    " SELECT e.seq, e.body, %s, %s, e.trace FROM unnest(%s::bigint[], %s::text[], %s::text[])"
+    " AS e (seq, body, trace)"
 )
 DELIVERIES = (
     "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at, orderkey,"
@@ -208,13 +209,13 @@ def _claimed(
     """``due``'s answer from the rows ``cebroker_claim`` returned for one subscription: the
     claimed deliveries, then one row with the next due time and the rate limit's wait."""
     items = [
-        Pending(int(r[1]), int(r[2]), claim.subscription, int(r[3]), float(r[4]), r[5], owner, r[6])
+        Pending(int(r[1]), int(r[2]), claim.subscription, int(r[3]), float(r[4]), r[5], owner, r[6], r[7])
         for r in rows
         if r[1] is not None
     ]
     if not rows:
         return items, now + HELD_BACK
-    next_due, wait = rows[-1][7], float(rows[-1][8] or 0.0)
+    next_due, wait = rows[-1][8], float(rows[-1][9] or 0.0)
     if len(items) >= claim.limit:
         return items, now
     if next_due is None:
@@ -366,6 +367,8 @@ class PostgresDeliveryLog:
         sources: list[str] = []
         ids: list[str] = []
         bodies: list[str] = []
+        traces: list[str | None] = []
+        traced = False
         d_items: list[int] = []
         d_subs: list[str] = []
         d_groups: list[str | None] = []
@@ -376,6 +379,8 @@ class PostgresDeliveryLog:
                 sources.append(item.source)
                 ids.append(item.id)
                 bodies.append(body)
+                traces.append(item.trace)
+                traced = traced or item.trace is not None
                 item_groups = item.groups or (None,) * len(item.subscriptions)
                 for sub, group in zip(item.subscriptions, item_groups, strict=True):
                     d_items.append(len(sources))  # 1-based, as SQL arrays
@@ -387,7 +392,7 @@ class PostgresDeliveryLog:
             return
         rows = await self._db.call(
             "SELECT * FROM cebroker_append(%s, %s, %s::bigint[], %s::text[], %s::text[], %s::text[],"
-            " %s::text[], %s::int[], %s::text[], %s::text[], %s, %s, %s)",
+            " %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s, %s, %s)",
             (
                 now,
                 now - self.dedup_window,
@@ -396,6 +401,7 @@ class PostgresDeliveryLog:
                 sources,
                 ids,
                 bodies,
+                traces if traced else None,  # no array at all when nothing is traced
                 d_items,
                 d_subs,
                 d_groups,
@@ -717,7 +723,8 @@ class PostgresDeliveryLog:
                 if gone:
                     await conn.execute(
                         "INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts,"
-                        " last_error, first_at, failed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                        " last_error, first_at, failed_at, trace)"
+                        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                         (
                             item.subscription,
                             event.decode(),
@@ -727,6 +734,7 @@ class PostgresDeliveryLog:
                             error,
                             item.first_at,
                             now,
+                            item.trace,
                         ),
                     )
                     await conn.execute(
@@ -752,8 +760,8 @@ class PostgresDeliveryLog:
                 " AND first_at < %s ORDER BY first_at, id LIMIT %s FOR UPDATE SKIP LOCKED)"
                 " RETURNING id, event_seq, attempts, first_at, orderkey, replay),"
                 " made AS (INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts,"
-                " last_error, first_at, failed_at)"
-                " SELECT %s, e.body, NULL, NULL, g.attempts, %s, g.first_at, %s"
+                " last_error, first_at, failed_at, trace)"
+                " SELECT %s, e.body, NULL, NULL, g.attempts, %s, g.first_at, %s, e.trace"
                 " FROM gone g JOIN pipeline_events e ON e.seq = g.event_seq ORDER BY g.first_at, g.id"
                 " RETURNING id, event, attempts, first_at)"
                 " SELECT m.id, m.event, m.attempts, m.first_at, r.seqs, r.groups, r.replays FROM made m,"
@@ -818,7 +826,7 @@ class PostgresDeliveryLog:
             params: tuple[Any, ...] = (subscription, list(ids)) if ids is not None else (subscription,)
             cur = await conn.execute(
                 sql.SQL(
-                    "DELETE FROM pipeline_deadletters WHERE subscription = %s {} RETURNING id, event"
+                    "DELETE FROM pipeline_deadletters WHERE subscription = %s {} RETURNING id, event, trace"
                 ).format(picked),
                 params,
             )
@@ -831,7 +839,9 @@ class PostgresDeliveryLog:
             dids = [int(s) for s in ((await cur.fetchone()) or ([],))[0]]
             none: list[Any] = [None] * len(rows)
             async with conn.pipeline():
-                await conn.execute(EVENTS, (now, False, seqs, [str(r[1]) for r in rows]))
+                await conn.execute(
+                    EVENTS, (now, False, seqs, [str(r[1]) for r in rows], [r[2] for r in rows])
+                )
                 params = (now, now, dids, seqs, [subscription] * len(rows), none, none, none)
                 await conn.execute(DELIVERIES, params)
                 await conn.execute(COUNT, (len(rows),))

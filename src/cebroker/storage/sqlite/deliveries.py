@@ -49,6 +49,12 @@ EVENTS_INSERT = (
     "INSERT INTO pipeline_events (seq, body, received, archived) "
     "SELECT value->>0, value->1, ?2, ?3 FROM json_each(?1)"
 )
+# The same with each event's trace context, ``value->>2`` (NULL past the end of a shorter row):
+# used only when an event of the call is traced, so untraced ingest parses no more than before.
+EVENTS_INSERT_TRACED = (
+    "INSERT INTO pipeline_events (seq, body, received, archived, trace) "
+    "SELECT value->>0, value->1, ?2, ?3, value->>2 FROM json_each(?1)"
+)
 # Rows [id, seq, subscription, due time or null (now), group or null, replay or null].
 DELIVERIES_INSERT = (
     "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at, orderkey, "
@@ -256,7 +262,8 @@ class SqliteDeliveryLog:
         fresh: set[tuple[str, str, str]] = set()
         out: list[Appended | None] = []
         seen: list[tuple[str, str, str]] = []
-        events: list[tuple[int, Any]] = []
+        events: list[tuple[Any, ...]] = []
+        traced = False
         size = 0
         deliveries: list[NewDelivery] = []
         for index, (item, key) in enumerate(zip(items, keys, strict=True)):
@@ -275,9 +282,14 @@ class SqliteDeliveryLog:
                     body = orjson.dumps(event) if isinstance(event, Mapping) else event
                     body = body.encode() if isinstance(body, str) else body
                     size += len(body)
-                    events.append((seq, orjson.Fragment(body)))
+                    stored: Any = orjson.Fragment(body)
                 else:
-                    events.append((seq, event if isinstance(event, Mapping) else orjson.Fragment(event)))
+                    stored = event if isinstance(event, Mapping) else orjson.Fragment(event)
+                if item.trace is None:
+                    events.append((seq, stored))
+                else:
+                    events.append((seq, stored, item.trace))
+                    traced = True
                 groups = item.groups or (None,) * len(item.subscriptions)
                 for sub, group in zip(item.subscriptions, groups, strict=True):
                     row = NewDelivery(seq, sub, group, id=self.take_id())
@@ -286,8 +298,9 @@ class SqliteDeliveryLog:
             out.append(Appended(seq, now, pairs))
         for _, new_keys in _chunks(seen):
             conn.execute(SEEN_INSERT, (orjson.dumps(new_keys), now))
+        insert = EVENTS_INSERT_TRACED if traced else EVENTS_INSERT
         for _, new_events in _chunks(events):
-            conn.execute(EVENTS_INSERT, (orjson.dumps(new_events), now, 1 if keep else 0))
+            conn.execute(insert, (orjson.dumps(new_events), now, 1 if keep else 0))
         if keep and events:
             conn.execute(ARCHIVE_ADD, (len(events), size))
         self.write_deliveries(conn, deliveries, now)
@@ -332,12 +345,14 @@ class SqliteDeliveryLog:
 
         def job(conn: sqlite3.Connection) -> tuple[list[Pending], float | None]:
             rows = conn.execute(
-                "SELECT d.id, d.event_seq, d.attempts, d.first_at, e.body, d.replay "
+                "SELECT d.id, d.event_seq, d.attempts, d.first_at, e.body, d.replay, e.trace "
                 "FROM pipeline_deliveries d JOIN pipeline_events e ON e.seq = d.event_seq "
                 "WHERE d.subscription = ? AND d.next_at <= ? ORDER BY d.next_at, d.id LIMIT ?",
                 (subscription, now, limit),
             ).fetchall()
-            items = [Pending(r[0], r[1], subscription, r[2], r[3], r[4], replay=r[5]) for r in rows]
+            items = [
+                Pending(r[0], r[1], subscription, r[2], r[3], r[4], replay=r[5], trace=r[6]) for r in rows
+            ]
             if len(items) == limit:
                 return items, now
             (later,) = conn.execute(
@@ -431,8 +446,8 @@ class SqliteDeliveryLog:
             if gone:
                 conn.execute(
                     "INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts, "
-                    "last_error, first_at, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (item.subscription, event, status, body, attempts, error, item.first_at, now),
+                    "last_error, first_at, failed_at, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (item.subscription, event, status, body, attempts, error, item.first_at, now, item.trace),
                 )
                 conn.execute(BUMP.format(col="deadlettered"), (item.subscription, 1))
                 self._replay_counts(conn, "deadlettered", gone)
@@ -457,8 +472,8 @@ class SqliteDeliveryLog:
 
         def job(conn: sqlite3.Connection) -> tuple[list[DeadLetter], float | None]:
             rows = conn.execute(
-                "SELECT d.id, d.event_seq, d.attempts, d.first_at, e.body FROM pipeline_deliveries d "
-                "JOIN pipeline_events e ON e.seq = d.event_seq "
+                "SELECT d.id, d.event_seq, d.attempts, d.first_at, e.body, e.trace "
+                "FROM pipeline_deliveries d JOIN pipeline_events e ON e.seq = d.event_seq "
                 "WHERE d.subscription = ? AND d.first_at < ? ORDER BY d.first_at, d.id LIMIT ?",
                 (subscription, accepted_before, limit),
             ).fetchall()
@@ -466,11 +481,12 @@ class SqliteDeliveryLog:
             # frees the next delivery of each ordering group and counts replays' dead letters).
             gone = self.remove(conn, [r[0] for r in rows], now) if rows else []
             letters: list[DeadLetter] = []
-            for _, _, attempts, first_at, body in rows:
+            for _, _, attempts, first_at, body, trace in rows:
                 (letter_id,) = conn.execute(
                     "INSERT INTO pipeline_deadletters (subscription, event, status, body, attempts, "
-                    "last_error, first_at, failed_at) VALUES (?, ?, NULL, NULL, ?, ?, ?, ?) RETURNING id",
-                    (subscription, body, attempts, reason, first_at, now),
+                    "last_error, first_at, failed_at, trace) "
+                    "VALUES (?, ?, NULL, NULL, ?, ?, ?, ?, ?) RETURNING id",
+                    (subscription, body, attempts, reason, first_at, now, trace),
                 ).fetchone()
                 letters.append(
                     DeadLetter(
@@ -525,17 +541,18 @@ class SqliteDeliveryLog:
 
         def job(conn: sqlite3.Connection) -> int:
             rows = conn.execute(
-                "SELECT id, event FROM pipeline_deadletters WHERE subscription = ? ORDER BY id",
+                "SELECT id, event, trace FROM pipeline_deadletters WHERE subscription = ? ORDER BY id",
                 (subscription,),
             ).fetchall()
             wanted = set(ids) if ids is not None else None
             picked = [r for r in rows if wanted is None or r[0] in wanted]
-            for dl_id, body in picked:
+            for dl_id, body, trace in picked:
                 seq = self._next_seq
                 self._next_seq += 1
                 conn.execute(
-                    "INSERT INTO pipeline_events (seq, body, received, archived) VALUES (?, ?, ?, 0)",
-                    (seq, body, now),
+                    "INSERT INTO pipeline_events (seq, body, received, archived, trace) "
+                    "VALUES (?, ?, ?, 0, ?)",
+                    (seq, body, now, trace),
                 )
                 did = self._next_delivery
                 self._next_delivery += 1

@@ -259,7 +259,7 @@ function tailPanel(path, controller) {
     fill(state, "Connecting…");
     stream(
       `${path}/tail`,
-      (kind, data) => {
+      (kind, data, traceId) => {
         const doc = JSON.parse(data);
         if (kind === "ready") fill(state, "Watching: events this subscription matches appear here as they arrive.");
         else if (kind === "dropped") fill(state, `${doc.dropped} events skipped (the page fell behind).`);
@@ -267,12 +267,13 @@ function tailPanel(path, controller) {
           list.prepend(
             h(
               "li",
-              { "data-event-id": doc.id },
+              { "data-event-id": doc.id, "data-trace-id": traceId || "" },
               h("span", { class: "mono" }, doc.id),
               " ",
               h("strong", {}, doc.type),
               ` from ${doc.source}`,
               doc.subject ? ` · ${doc.subject}` : "",
+              traceId ? h("span", { class: "mono trace" }, ` · trace ${traceId}`) : "",
               h("details", {}, h("summary", {}, "Event"), h("pre", {}, JSON.stringify(doc, null, 2))),
             ),
           );
