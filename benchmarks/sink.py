@@ -38,7 +38,8 @@ def _figures() -> bytes:
     def q(p: float) -> float:
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else -1.0
 
-    figures = {"count": State.count, "requests": State.requests, "p50": q(0.5), "p99": q(0.99), "max": q(1.0)}
+    figures: dict[str, float] = {"count": State.count, "requests": State.requests}
+    figures.update(p50=q(0.5), p90=q(0.9), p99=q(0.99), max=q(1.0))
     figures.update(first=State.first, last=State.last)
     return json.dumps(figures).encode()
 

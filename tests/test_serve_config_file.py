@@ -94,6 +94,8 @@ NATIVE: dict[str, tuple[str, Any]] = {
     "db": ('"postgresql://u:p@db.example:5432/c"', "postgresql://u:p@db.example:5432/c"),  # Database
     "api_keys": ('"schema.json"', Path("schema.json")),  # FilePath
     "oidc_issuer": ('"https://login.example/r"', "https://login.example/r"),  # IssuerUrl
+    "otel_exporter_otlp_headers": ('"api-key=s3cret,x-team=ops"', "api-key=s3cret,x-team=ops"),  # SecretPairs
+    "otel_traces_sampler_arg": ("0.25", 0.25),  # Ratio
 }
 
 

@@ -17,6 +17,7 @@ from support.waiting import wait_until
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.alone
 def test_serve_script_starts_quickly_without_reinstalling(tmp_path: Path) -> None:
     if not list((ROOT / ".venv").glob(".bootstrap-*")):
         pytest.skip("this .venv was not made by scripts/bootstrap.sh (no install stamp)")

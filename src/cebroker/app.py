@@ -14,17 +14,18 @@ import copy
 import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ceprotocols.egress import Resolver, system_resolver
 from ceprotocols.receiver import Limits
+from ceprotocols.registry import SenderFactory
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cebroker.api.destinations import DestinationCheck
@@ -32,6 +33,7 @@ from cebroker.api.ops import IncompleteRequests, OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
 from cebroker.api.validation import ValidationRules, build_rules, realize
 from cebroker.auth.component import AccessComponent
+from cebroker.auth.middleware import AccessMiddleware
 from cebroker.auth.rules import PUBLIC, required_scope
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import BrokerError, IncompleteRequest
@@ -49,6 +51,7 @@ from cebroker.sources.rules import SUBSCRIPTION_RULES as BRIDGE_RULES
 from cebroker.storage import Storage, StorageOptions, create_storage
 from cebroker.telemetry import Telemetry, TelemetryConfig, build_telemetry
 from cebroker.tenant_policies import load_tenant_policies
+from cebroker.web.lane import Answering, Handler, Lane
 from cebroker.web.problem import PROBLEM_MEDIA_TYPE, problem, problem_from_error
 
 log = logging.getLogger("cebroker")
@@ -201,6 +204,7 @@ def build_components(
     clock: Clock = SYSTEM_CLOCK,
     resolver: Resolver = system_resolver,
     sealer: Sealer | None = None,
+    senders: Mapping[str, SenderFactory] | None = None,
 ) -> list[Component]:
     """Create every part of the broker, wired to each other, in start order.
 
@@ -210,6 +214,10 @@ def build_components(
     network policy (tests inject one that maps names to any address). The pipeline schedules
     deliveries and retries on ``clock``; a storage made here stamps times with it too (a storage
     passed in must use the same clock).
+
+    ``senders`` maps protocol names to sender factories that take the place of the built-in
+    ones (the test suite's in-memory sender); no setting reaches it, so a broker run by the
+    command line always delivers with the real senders.
     """
     storage = storage if storage is not None else storage_from_settings(settings, clock=clock)
     # One network policy for both checks of every destination: at subscription time (the API)
@@ -253,6 +261,7 @@ def build_components(
         policies=load_tenant_policies(settings.tenant_policies),
         tracing=telemetry.tracing,
         metrics=metrics,
+        senders=senders,
         replies=storage.replies,
         health=storage.health,
     )
@@ -346,6 +355,29 @@ class SendGuard:
         await self.app(scope, receive, guarded)
 
 
+class _BrokerApp(Starlette):
+    """Starlette with the fast lane for ``POST /events`` (:class:`cebroker.web.lane.Lane`) in
+    front of its middleware stack, when ``events`` is set."""
+
+    events: ASGIApp | None = None
+    handlers: Mapping[Any, Handler] | None = None
+    events_route: BaseRoute | None = None
+
+    def build_middleware_stack(self) -> ASGIApp:
+        """The usual stack, behind the lane."""
+        stack = super().build_middleware_stack()
+        if self.events is None or self.handlers is None:
+            return stack
+        return Lane(
+            stack,
+            method="POST",
+            path="/events",
+            endpoint=self.events,
+            handlers=self.handlers,
+            route=self.events_route,
+        )
+
+
 def create_app(settings: Settings, components: Sequence[Component] | None = None) -> Starlette:
     """The broker as an ASGI app; ``components`` defaults to :func:`build_components`.
 
@@ -378,17 +410,40 @@ def create_app(settings: Settings, components: Sequence[Component] | None = None
     routes: list[BaseRoute] = []
     for part in parts:
         routes.extend(part.routes())
-    app = Starlette(
+    handlers: dict[Any, Handler] = {
+        IncompleteRequest: _incomplete,
+        BrokerError: _broker_error,
+        HTTPException: _http_error,
+        Exception: _unexpected_error,
+    }
+    pipeline = next((part for part in parts if isinstance(part, PipelineComponent)), None)
+    app = _BrokerApp(
         routes=routes,
         lifespan=lifespan,
         middleware=[Middleware(SendGuard), *telemetry_middleware, access.middleware()],
-        exception_handlers={
-            IncompleteRequest: _incomplete,
-            BrokerError: _broker_error,
-            HTTPException: _http_error,
-            Exception: _unexpected_error,
-        },
+        exception_handlers=handlers,
     )
+    if pipeline is not None:
+        # Single events are the broker's hottest call: they take a lane of their own past the
+        # generic stack, through the same middleware (request metrics and spans, then access)
+        # and with the same error answers, made inside them as the exception middleware does.
+        lane: ASGIApp = AccessMiddleware(
+            Answering(pipeline.events.handle, handlers),
+            authenticator=access.authenticator,
+            metrics_public=access.metrics_public,
+        )
+        for cls, args, kwargs in reversed(telemetry_middleware):
+            lane = cls(lane, *args, **kwargs)
+        app.events = lane
+        app.handlers = handlers
+        app.events_route = next(
+            (
+                r
+                for r in routes
+                if isinstance(r, Route) and r.path == "/events" and "POST" in (r.methods or ())
+            ),
+            None,
+        )
     app.state.settings = settings
     app.state.components = parts
     ops = next((part for part in parts if isinstance(part, OpsComponent)), None)

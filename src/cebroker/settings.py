@@ -24,6 +24,7 @@ from cebroker.options import (
     Integer,
     Kind,
     Many,
+    Ratio,
     Size,
     Text,
     check_declared,
@@ -137,25 +138,6 @@ class SecretPairs(Kind[str]):
         return ",".join(
             f"{key}=***" if sep else key for key, sep, _ in (item.partition("=") for item in text.split(","))
         )
-
-
-@dataclass(frozen=True)
-class Ratio(Kind[float]):
-    """A number from 0 to 1."""
-
-    @property
-    def metavar(self) -> str:
-        return "RATIO"
-
-    def convert(self, text: str) -> float:
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError("not a number") from None
-
-    def check(self, value: float) -> None:
-        if not 0.0 <= value <= 1.0:
-            raise ValueError("must be between 0 and 1")
 
 
 @dataclass(frozen=True)

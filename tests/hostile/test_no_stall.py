@@ -111,6 +111,7 @@ def _attempt(url: str, body: bytes, count: int) -> Attempt:
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_healthz_answers_while_a_maximum_batch_is_ingested(broker: HostileBroker) -> None:
     """Up to three batches: a busy machine can hold any process up now and then, so one batch
     that keeps the limit passes; code that blocks the loop stalls every batch (the code before

@@ -2,8 +2,9 @@
 
 Import :func:`backend` and :func:`start_broker` into a test module (fixtures are found by name):
 every test that takes ``start_broker`` then runs twice, on SQLite (a file in ``tmp_path``) and on
-PostgreSQL (the test's own database, ``postgres_url``). Two brokers started in one test share
-the database: on SQLite one after the other (a restart), on PostgreSQL also at once (instances).
+PostgreSQL (the test's own database, ``migrated_postgres_url``: the schema is in it already). Two
+brokers started in one test share the database: on SQLite one after the other (a restart), on
+PostgreSQL also at once (instances).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 def database(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str | Path:
     """The database every broker of this test uses."""
     if backend == "postgres":
-        return str(request.getfixturevalue("postgres_url"))
+        return str(request.getfixturevalue("migrated_postgres_url"))
     return tmp_path / "broker.db"
 
 

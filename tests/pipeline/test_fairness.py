@@ -107,6 +107,7 @@ def p99(values: list[float]) -> float:
     return statistics.quantiles(values, n=100)[98]
 
 
+@pytest.mark.alone
 def test_hanging_sinks_at_the_highest_concurrency_leave_a_healthy_sink_its_latency(
     broker: Broker, sink: Sink, hanging: HangingSinks
 ) -> None:
@@ -156,6 +157,7 @@ def test_a_concurrency_above_the_bound_is_refused_and_changes_nothing(broker: Br
     assert broker.http.get(f"/subscriptions/{sub['id']}").json() == sub
 
 
+@pytest.mark.alone
 def test_a_hanging_sink_times_out_opens_its_circuit_and_then_holds_one_connection(
     broker: Broker, hanging: HangingSinks
 ) -> None:

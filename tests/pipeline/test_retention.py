@@ -11,6 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import httpx
+import pytest
 from support.broker import Broker
 from support.events import event
 from support.waiting import wait_for, wait_until
@@ -40,6 +41,7 @@ def archive(broker: Broker) -> dict[str, object]:
     return dict(broker.http.get("/status").json()["archive"])
 
 
+@pytest.mark.alone
 def test_pruning_keeps_up_with_continuous_ingest_without_stalling_it(
     start_broker: Callable[..., Broker],
 ) -> None:

@@ -2,8 +2,10 @@
 
 ``mosquitto``, ``nats_server``, ``rabbitmq``, ``tansu`` and ``postgres`` are session-scoped and
 shared: tests must use their own topic/subject/queue names (``postgres_url`` gives each test its
-own database) and must not stop them. Tests that stop or
-restart a server (resilience) ask ``server_factory`` for a private one, torn down afterwards.
+own empty database; ``migrated_postgres_url``, in :mod:`support.fixtures`, one with the broker's
+schema) and must not stop them. Tests that stop or restart a server (resilience) ask
+``server_factory`` for a private one, torn down afterwards. With pytest-xdist each worker is a
+session of its own, with its own servers.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from support.lanes import require_marker
 
 from servers.base import ServerError, ServerProcess
 from servers.mosquitto import MosquittoServer
@@ -73,18 +76,22 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServe
 
 
 @pytest.fixture
-def postgres_url(postgres: PostgresServer) -> str:
+def postgres_url(request: pytest.FixtureRequest, postgres: PostgresServer) -> str:
     """The URL of a new, empty database on the shared PostgreSQL, for this test alone."""
+    require_marker(request, "postgres")
     return postgres.create_database()
 
 
 @pytest.fixture
-def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+def server_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     """Start a private server: ``server_factory(NatsServer, token="t")``. Every server it started
-    is stopped when the test ends, whatever state the test left it in."""
+    is stopped when the test ends, whatever state the test left it in. A private PostgreSQL is
+    for tests marked ``postgres`` only (the lanes select on it)."""
     started: list[ServerProcess] = []
 
     def start(kind: type[S], **options: Any) -> S:
+        if issubclass(kind, PostgresServer):
+            require_marker(request, "postgres")
         server = kind(tmp_path / f"{kind.name}-{len(started)}", **options)
         started.append(server)
         try:

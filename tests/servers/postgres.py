@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from servers.base import INSTALL_HINT, ServerError, ServerProcess, die_with_parent, port_open
@@ -43,7 +44,8 @@ def _as_postgres() -> None:
 
 
 class PostgresServer(ServerProcess):
-    """A private PostgreSQL cluster; :meth:`create_database` gives each test its own database.
+    """A private PostgreSQL cluster; :meth:`create_database` gives each test its own database,
+    empty or copied from a template database (:meth:`create_template`).
 
     ``workdir`` keeps the server's log; the cluster itself lives in a directory of its own under
     the system temporary directory, because the ``postgres`` user cannot enter the test's
@@ -210,11 +212,25 @@ class PostgresServer(ServerProcess):
         """The ``postgresql://`` URL of ``database`` on this server."""
         return f"postgresql://{USER}@{self.host}:{self.port}/{database}"
 
-    def create_database(self) -> str:
-        """A new, empty database; returns its URL."""
+    def create_database(self, *, template: str | None = None) -> str:
+        """A new database, empty or a copy of ``template`` (see :meth:`create_template`); returns
+        its URL."""
         name = f"t_{uuid.uuid4().hex[:16]}"
-        self.psql(f"CREATE DATABASE {name}")
+        self.psql(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
         return self.url(name)
+
+    def create_template(self, fill: Callable[[str], None]) -> str:
+        """A template database: a new database that ``fill`` (given its URL) sets up, then closed
+        to connections so that it can be copied; returns its name, for :meth:`create_database`.
+
+        Copying a template is one statement, however much ``fill`` did (PostgreSQL refuses to
+        copy a database while anyone is connected to it: ``fill`` must close its connections).
+        """
+        url = self.create_database()
+        fill(url)
+        name = url.rsplit("/", 1)[1]
+        self.psql(f"ALTER DATABASE {name} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false")
+        return name
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -76,6 +76,7 @@ async def test_nats_token_auth(server_factory: Callable[..., NatsServer]) -> Non
     await asyncio.sleep(0)
 
 
+@pytest.mark.postgres
 def test_postgres_restarts_and_gives_each_test_its_own_database(
     server_factory: Callable[..., PostgresServer],
 ) -> None:
@@ -90,3 +91,27 @@ def test_postgres_restarts_and_gives_each_test_its_own_database(
     result = server.psql("SELECT n FROM t", database=db)
     assert result.stdout.split() == ["n", "----", "42", "(1", "row)"]
     assert server.psql("SELECT 1 FROM t", database=second.rsplit("/", 1)[1], check=False).returncode != 0
+
+
+@pytest.mark.postgres
+def test_postgres_copies_of_a_template_hold_what_it_was_filled_with_each_on_its_own(
+    server_factory: Callable[..., PostgresServer],
+) -> None:
+    """A template filled once is copied whole into each new database; a copy's changes stay its
+    own, and the template takes no connections (so copying it never waits for one)."""
+    server = server_factory(PostgresServer)
+    filled: list[str] = []
+
+    def fill(url: str) -> None:
+        filled.append(url)
+        server.psql("CREATE TABLE t (n int); INSERT INTO t VALUES (7)", database=url.rsplit("/", 1)[1])
+
+    template = server.create_template(fill)
+    assert filled == [server.url(template)]
+    first, second = (server.create_database(template=template).rsplit("/", 1)[1] for _ in range(2))
+    server.psql("INSERT INTO t VALUES (8)", database=first)
+    assert server.psql("SELECT sum(n) FROM t", database=first).stdout.split()[2] == "15"
+    assert server.psql("SELECT sum(n) FROM t", database=second).stdout.split()[2] == "7"
+    refused = server.psql("SELECT 1", database=template, check=False)
+    assert refused.returncode != 0
+    assert "not currently accepting connections" in refused.stderr

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from cebroker.storage import Storage
-from storage.support import STORAGES
+from storage.support import BACKEND_PARAMS, STORAGES
 
 
-@pytest.fixture(params=sorted(STORAGES))
+@pytest.fixture(params=BACKEND_PARAMS)
 def backend(request: pytest.FixtureRequest) -> str:
     """The name of the backend under test."""
     return str(request.param)

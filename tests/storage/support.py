@@ -25,13 +25,19 @@ def sqlite_storage(request: pytest.FixtureRequest, tmp: Path, **options: Any) ->
 
 
 def postgres_storage(request: pytest.FixtureRequest, tmp: Path, **options: Any) -> Storage:
-    """The PostgreSQL backend on the test's own database (the ``postgres_url`` fixture: the same
-    database for every call within one test)."""
-    return PostgresStorage(str(request.getfixturevalue("postgres_url")), StorageOptions(**options))
+    """The PostgreSQL backend on the test's own database, the broker's schema already in it (the
+    ``migrated_postgres_url`` fixture: the same database for every call within one test)."""
+    return PostgresStorage(str(request.getfixturevalue("migrated_postgres_url")), StorageOptions(**options))
 
 
 #: Every backend the contract suites run against: a factory of ``(request, scratch dir, options)``.
 STORAGES: dict[str, Callable[..., Storage]] = {"sqlite": sqlite_storage, "postgres": postgres_storage}
+
+#: The markers of the backends that need a real server (for the lanes: ``-m "not postgres"``).
+_MARKS = {"postgres": pytest.mark.postgres}
+
+#: The backends' names as pytest parameters, each with its server's marker.
+BACKEND_PARAMS = [pytest.param(name, marks=_MARKS.get(name, ())) for name in sorted(STORAGES)]
 
 
 @contextlib.asynccontextmanager

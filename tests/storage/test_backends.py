@@ -11,10 +11,10 @@ import pytest
 from cebroker.storage import BACKENDS, Storage, create_storage
 from cebroker.storage.postgres import PostgresStorage
 from cebroker.storage.sqlite import SqliteStorage
-from storage.support import STORAGES
+from storage.support import BACKEND_PARAMS, STORAGES
 
 
-@pytest.mark.parametrize("backend", sorted(STORAGES))
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
 def test_every_backend_is_a_storage(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> None:
     assert isinstance(STORAGES[backend](request, tmp_path), Storage)
 

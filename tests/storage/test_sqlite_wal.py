@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from cebroker.storage.sqlite.checkpoint import Checkpointer
 
 MIB = 1024 * 1024
@@ -97,6 +99,7 @@ def checkpoints(path: Path, truncate_at: int) -> Iterator[Checkpointer]:
         checkpointer.stop()
 
 
+@pytest.mark.alone
 def test_passive_checkpoints_alone_let_a_busy_writer_grow_the_wal(tmp_path: Path) -> None:
     """Why the checkpointer truncates: passive checkpoints (and truncations that wait for nobody)
     let the WAL of a writer that hardly pauses grow far past the bound the other test keeps."""
@@ -106,6 +109,7 @@ def test_passive_checkpoints_alone_let_a_busy_writer_grow_the_wal(tmp_path: Path
     assert max(sizes) > 16 * MIB
 
 
+@pytest.mark.alone
 def test_the_wal_is_truncated_at_its_bound_under_a_busy_writer_and_reader(tmp_path: Path) -> None:
     path = tmp_path / "bounded.db"
     with checkpoints(path, truncate_at=2 * MIB) as checkpointer, busy(path, checkpointer):

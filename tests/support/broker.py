@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 from ceprotocols.egress import Resolver, system_resolver
+from ceprotocols.registry import SenderFactory
 from servers import free_port
 from starlette.applications import Starlette
 
@@ -89,11 +90,14 @@ class Brokers:
         clock: Clock = SYSTEM_CLOCK,
         storage: Storage | None = None,
         resolver: Resolver = system_resolver,
+        senders: Mapping[str, SenderFactory] | None = None,
         **overrides: Any,
     ) -> Broker:
         """A broker with these ``Settings`` overrides, scheduling on ``clock``, over ``storage``
         (by default the SQLite file the settings name), resolving the names of destinations
-        with ``resolver`` (tests map names to any address)."""
+        with ``resolver`` (tests map names to any address), delivering with ``senders`` in the
+        place of the built-in senders of the protocols it names (the in-memory sender, see
+        :mod:`support.memory`)."""
         fields: dict[str, Any] = {
             "db": self._directory / f"broker{len(self._served)}.db",
             "webhook_validation": False,
@@ -106,7 +110,8 @@ class Brokers:
         if key is not None and "secrets_key" not in fields:
             fields["secrets_key"] = key
         settings = Settings(**fields)
-        app = create_app(settings, build_components(settings, storage, clock=clock, resolver=resolver))
+        parts = build_components(settings, storage, clock=clock, resolver=resolver, senders=senders)
+        app = create_app(settings, parts)
         server, client = self._served.start(app, force_exit=self._force_exit)
         return Broker(server, client, app)
 

@@ -120,6 +120,9 @@ class HttpTransport:
         self._guard = guard if guard is not None and guard.restricted else None
         self._session: aiohttp.ClientSession | None = None
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        # URLs whose host the guard has passed: the policy and a URL's literal host never change,
+        # so each sink URL is parsed and checked once rather than on every request.
+        self._passed: set[str] = set()
 
     def _open(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(
@@ -159,8 +162,11 @@ class HttpTransport:
 
         Raises :class:`HttpTransportError` when it cannot be sent, fails or times out.
         """
-        if self._guard is not None:
+        if self._guard is not None and url not in self._passed:
             _check_literal(url, self._guard)
+            if len(self._passed) >= _PASSED_KEPT:
+                self._passed.clear()
+            self._passed.add(url)
         session = self._session or self._open()
         try:
             async with session.request(
@@ -194,6 +200,10 @@ class HttpTransport:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+#: URLs remembered as passed by the guard (a bound on the memory they take).
+_PASSED_KEPT = 4096
 
 
 def _check_literal(url: str, guard: ConnectGuard) -> None:

@@ -20,6 +20,7 @@ from cebroker.options.kinds import (
     Integer,
     Kind,
     Many,
+    Ratio,
     Size,
     Text,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "Many",
     "Option",
     "OptionParser",
+    "Ratio",
     "Size",
     "Text",
     "argument_type",

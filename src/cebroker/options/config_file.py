@@ -6,7 +6,7 @@ on one is refused here too, with the same reason. A value may be written as the 
 take (``"64KiB"``, ``"10s"``, ``"on"``) or, where TOML has the type, natively:
 
 - switches: ``true`` / ``false``;
-- whole numbers, sizes (bytes) and durations (seconds): numbers (``8080``, ``65536``, ``0.5``);
+- whole numbers, sizes (bytes), durations (seconds) and ratios: numbers (``8080``, ``65536``, ``0.5``);
 - repeatable settings and networks: arrays of strings (``sources = ["mqtt://...", "nats://..."]``).
 
 Relative file names are taken from the working directory, as for flags and variables. An unknown
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cebroker.options.declare import Option
-from cebroker.options.kinds import Boolean, Duration, Integer, Kind, Many, Size
+from cebroker.options.kinds import Boolean, Duration, Integer, Kind, Many, Ratio, Size
 
 
 class ConfigFileError(ValueError):
@@ -82,11 +82,11 @@ def _value(kind: Kind[Any], raw: object) -> Any:
             raise ValueError(f"must be {_expected(kind)}, not a boolean")
         return raw
     if isinstance(raw, int | float):
-        if isinstance(raw, float) and not isinstance(kind, Duration):
+        if isinstance(raw, float) and not isinstance(kind, Duration | Ratio):
             raise ValueError(f"must be {_expected(kind)}, not a fractional number")
-        if not isinstance(kind, Integer | Size | Duration):
+        if not isinstance(kind, Integer | Size | Duration | Ratio):
             raise ValueError(f"must be {_expected(kind)}, not a number")
-        if isinstance(kind, Duration):
+        if isinstance(kind, Duration | Ratio):
             kind.check(float(raw))
             return float(raw)
         kind.check(int(raw))
@@ -111,6 +111,8 @@ def _expected(kind: Kind[Any]) -> str:
         return "a size (bytes, or a string with a unit)"
     if isinstance(kind, Duration):
         return "a duration (seconds, or a string with a unit)"
+    if isinstance(kind, Ratio):
+        return "a number from 0 to 1"
     return "a string"
 
 

@@ -322,3 +322,22 @@ class Many(Kind[tuple[T, ...]]):
 
     def show(self, value: tuple[T, ...]) -> str:
         return " ".join(self.element.show(item) for item in value) if value else "none"
+
+
+@dataclass(frozen=True)
+class Ratio(Kind[float]):
+    """A number from 0 to 1."""
+
+    @property
+    def metavar(self) -> str:
+        return "RATIO"
+
+    def convert(self, text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError("not a number") from None
+
+    def check(self, value: float) -> None:
+        if not 0.0 <= value <= 1.0:
+            raise ValueError("must be between 0 and 1")

@@ -13,12 +13,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from cefilters.cel import compile_cel
 from ceprotocols.egress import NetworkPolicy, Resolver, system_resolver
+from ceprotocols.registry import SenderFactory
 from starlette.routing import BaseRoute
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
@@ -76,7 +77,8 @@ class PipelineComponent:
     ``resolver`` bound where the senders connect (default: the settings' policy,
     :func:`cebroker.network.sink_policy`, with the system's resolver). ``archive`` is the
     storage's event archive; without it (a pipeline run alone) there are no replays and no
-    pruning.
+    pruning. ``senders`` replaces the built-in senders of the protocols it names (see
+    :class:`SenderPool`).
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class PipelineComponent:
         policies: TenantPolicies | None = None,
         tracing: Tracing = NO_TRACING,
         metrics: PipelineMetrics | None = None,
+        senders: Mapping[str, SenderFactory] | None = None,
         replies: ReplyChannel | None = None,
         health: StorageHealth | None = None,
     ) -> None:
@@ -118,6 +121,7 @@ class PipelineComponent:
             # Never unrestricted: the settings' own policy unless the composition root passes it.
             policy=policy if policy is not None else sink_policy(settings),
             resolver=resolver,
+            factories=senders,
         )
         # Transformed events are checked against the registry as ingested ones are.
         check = output_check(validator, ValidationMode(settings.event_validation))
@@ -188,17 +192,19 @@ class PipelineComponent:
             waiters=self.waiters,
         )
         deliveries = DeliveriesApi(store, self.log, circuits, self.dispatcher)
+        #: ``POST /events``, which the app also serves through its fast lane.
+        self.events = EventsApi(
+            self.pipeline,
+            self.metrics,
+            max_event_size=settings.max_event_size,
+            max_batch_size=settings.max_batch_size,
+            policies=tenant_policies,
+            waiters=self.waiters,
+        )
         self._apis: list[
             EventsApi | MetricsApi | DeliveriesApi | TailApi | ExplainApi | OverviewApi | ReplaysApi
         ] = [
-            EventsApi(
-                self.pipeline,
-                self.metrics,
-                max_event_size=settings.max_event_size,
-                max_batch_size=settings.max_batch_size,
-                policies=tenant_policies,
-                waiters=self.waiters,
-            ),
+            self.events,
             MetricsApi(self.metrics),
             deliveries,
             TailApi(self.tail, self._store.get),

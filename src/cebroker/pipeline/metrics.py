@@ -81,6 +81,7 @@ class PipelineMetrics:
         )
         self.replayed = Counter("cebroker_replay_deliveries", "Deliveries queued by replays", registry=r)
         self._labelled: set[str] = set()
+        self._delivered: dict[str, tuple[Counter, Histogram]] = {}
         #: When each subscription last had a delivery confirmed (epoch seconds), since the start.
         self.last_delivered: dict[str, float] = {}
 
@@ -92,6 +93,18 @@ class PipelineMetrics:
             self._labelled.add(subscription)
             return subscription
         return OTHER
+
+    def delivered(self, subscription: str) -> tuple[Counter, Histogram]:
+        """The ``delivered`` count and the latency histogram of ``subscription``'s label, looked
+        up once per label rather than once per delivery (labels are never removed)."""
+        label = self.label(subscription)
+        found = self._delivered.get(label)
+        if found is None:
+            found = self._delivered[label] = (
+                self.deliveries.labels(label, "delivered"),
+                self.latency.labels(label),
+            )
+        return found
 
     def over_budget(self, dialect: str, reason: str) -> None:
         """``cefilters.BudgetObserver``: count one evaluation stopped by its budget."""

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 
 from ceprotocols.egress import NetworkPolicy, Resolver, system_resolver
 from ceprotocols.errors import DeliveryError
 from ceprotocols.http import HttpSender
-from ceprotocols.registry import create_sender
+from ceprotocols.registry import SenderFactory, create_sender
 from ceprotocols.sender import Destination, Event, Sender
 from ceprotocols.tracecontext import TraceContext
 
@@ -71,6 +72,10 @@ class SenderPool:
         resolver: how senders resolve host names before checking them.
         buckets: a shared delivery log whose token buckets hold the webhook handshake's allowed
             rates for every instance together (None: each sender caps its own rate).
+        factories: protocol name -> factory of the sender that takes the built-in one's place
+            (the test suite's in-memory sender). It is given the same policy and resolver. Only
+            code that builds a broker can pass it: no setting names a sender, so the senders a
+            subscription can reach are the registry's unless the embedding code says otherwise.
     """
 
     def __init__(
@@ -81,12 +86,14 @@ class SenderPool:
         policy: NetworkPolicy,
         resolver: Resolver = system_resolver,
         buckets: DeliveryLog | None = None,
+        factories: Mapping[str, SenderFactory] | None = None,
     ) -> None:
         self._webhook_origin = webhook_origin
         self._validate_webhooks = validate_webhooks
         self._policy = policy
         self._resolver = resolver
         self._buckets = buckets
+        self._factories = dict(factories or {})
         self._senders: dict[str, Sender] = {}
 
     def get(self, protocol: str) -> Sender:
@@ -97,6 +104,9 @@ class SenderPool:
         return sender
 
     def _create(self, protocol: str) -> Sender:
+        factory = self._factories.get(protocol)
+        if factory is not None:
+            return factory(policy=self._policy, resolver=self._resolver)
         if protocol == "HTTP":
             # No shared connection cap: each subscription's lane bounds its own deliveries in
             # flight (its concurrency, at most MAX_CONCURRENCY), so one connection each; a cap

@@ -178,10 +178,11 @@ class Attempts:
             await self._failures.failed(lane, item, policy, problem, circuit_open=False)
 
     async def _delivered(self, lane: Lane, item: Item) -> None:
-        label = self._metrics.label(lane.id)
-        self._metrics.deliveries.labels(label, "delivered").inc()
-        self._metrics.last_delivered[lane.id] = self._clock.now()
-        self._metrics.latency.labels(label).observe(max(0.0, self._clock.now() - item.row.first_at))
+        delivered, latency = self._metrics.delivered(lane.id)
+        delivered.inc()
+        now = self._clock.now()
+        self._metrics.last_delivered[lane.id] = now
+        latency.observe(max(0.0, now - item.row.first_at))
         self._completions.delivered(lane, item)
         await self._circuits.answered(lane.id)
 

@@ -24,6 +24,7 @@ from ceprotocols.tracecontext import TraceContext
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
 
 from cebroker.errors import FieldProblem, NoReply, PayloadTooLarge, UnsupportedMediaType, ValidationError
 from cebroker.pipeline.gcpause import PAUSE
@@ -39,6 +40,10 @@ from cebroker.web.problem import RequestPartProblem
 
 _STRUCTURED = "application/cloudevents+json"
 _BATCH = "application/cloudevents-batch+json"
+
+
+def _accepted_headers(length: int) -> list[tuple[bytes, bytes]]:
+    return [(b"content-length", str(length).encode()), (b"content-type", b"application/json")]
 
 
 class EventsApi:
@@ -65,8 +70,26 @@ class EventsApi:
         """``POST /events``."""
         return [Route("/events", self.post, methods=["POST"])]
 
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``POST /events`` as a plain ASGI endpoint, for the app's fast lane
+        (:class:`cebroker.web.lane.Lane`): the same as :meth:`post`, the answer sent directly."""
+        body = await self._accept(Request(scope, receive))
+        if isinstance(body, Response):  # request-reply: the reply (200)
+            await body(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": 202, "headers": _accepted_headers(len(body))})
+        await send({"type": "http.response.body", "body": body})
+
     async def post(self, request: Request) -> Response:
         """Decode, validate and durably accept the events of one request."""
+        body = await self._accept(request)
+        if isinstance(body, Response):  # request-reply: the reply (200)
+            return body
+        return Response(body, status_code=202, media_type="application/json")
+
+    async def _accept(self, request: Request) -> bytes | Response:
+        """The body of the 202 answer, once every event of the request is committed; with
+        ``Prefer: wait`` on one event, the whole answer (the reply)."""
         paused: list[bool] = []
         try:
             try:
@@ -97,8 +120,7 @@ class EventsApi:
         finally:
             if paused:  # a large batch held off full garbage collections (see pipeline.gcpause)
                 PAUSE.release()
-        body = {"accepted": result.accepted, "duplicates": result.duplicates}
-        return Response(orjson.dumps(body), status_code=202, media_type="application/json")
+        return orjson.dumps({"accepted": result.accepted, "duplicates": result.duplicates})
 
     async def _request_reply(
         self,
