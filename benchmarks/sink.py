@@ -6,7 +6,9 @@ returns JSON figures (counts, latency quantiles, arrival times of the first and 
 delivery); ``GET /reset`` clears them. ``GET /down`` makes it answer every POST with 503 (still
 counted: an attempt), ``GET /up`` with 204 again. A POST to a path under ``/slow/`` is answered
 after 200 ms, and the arrival times of every event under ``/track/`` are kept by its ``ce-id``
-(``GET /arrivals`` returns them). Usage: ``python benchmarks/sink.py PORT``."""
+(``GET /arrivals`` returns them). A POST to a path under ``/reply/`` is answered 200 with a small
+binary-mode CloudEvent (id ``r-<the event's ce-id>``, type ``com.example.benchreply``).
+Usage: ``python benchmarks/sink.py PORT``."""
 
 from __future__ import annotations
 
@@ -97,7 +99,15 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                     State.arrivals.setdefault(event_id, []).append(State.last)
                 if b"/slow/" in target:
                     await asyncio.sleep(0.2)
-                writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+                if b"/reply/" in target and event_id is not None:
+                    answer = b'{"ok":true}'
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\nce-specversion: 1.0\r\nce-id: r-%s\r\nce-source: /benchsink\r\n"
+                        b"ce-type: com.example.benchreply\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (event_id.encode(), len(answer), answer)
+                    )
+                else:
+                    writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass

@@ -39,6 +39,7 @@ BOTTOM = frozenset(
         "principal",
         "network",
         "tenant_policies",
+        "broker_events",
     }
 )
 #: Storage: the contracts and backends of every table the broker keeps.

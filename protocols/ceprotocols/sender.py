@@ -7,7 +7,9 @@ delivery report, NATS flush or JetStream ack). Failures raise
 :class:`ceprotocols.errors.DeliveryError` subclasses, never a client library's exception.
 :mod:`ceprotocols.registry` maps protocol names to sender factories.
 
-A sender that can carry several events in one message also implements :class:`BatchSender`.
+A sender that can carry several events in one message also implements :class:`BatchSender`;
+one whose protocol lets a sink answer a delivery with events (HTTP: a CloudEvent in a 2xx
+response) also implements :class:`ReplyingSender`.
 """
 
 from __future__ import annotations
@@ -65,4 +67,37 @@ class BatchSender(Protocol):
     ) -> None:
         """Send ``events`` in one message and return once the protocol confirmed it: all of them
         are delivered; raise DeliveryError if not (then none of them counts as delivered)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a sink answered to a delivery, as events in the JSON form (attribute checks are the
+    caller's): none when the answer holds no event; ``problem`` says why an answer that tried to
+    be one could not be read (too large, not decodable), and then ``events`` is empty."""
+
+    events: Sequence[dict[str, Any]] = ()
+    problem: str | None = None
+
+
+@runtime_checkable
+class ReplyingSender(Protocol):
+    """Delivers like :class:`Sender` and returns the sink's answer as events."""
+
+    async def deliver_replying(
+        self, event: Event, destination: Destination, *, limit: int, trace: TraceContext | None = None
+    ) -> Reply:
+        """Deliver ``event`` as :meth:`Sender.deliver` does; return the events of the sink's
+        confirming answer, read up to ``limit`` bytes (a longer answer is a problem)."""
+        ...
+
+    async def deliver_batch_replying(
+        self,
+        events: Sequence[Event],
+        destination: Destination,
+        *,
+        limit: int,
+        trace: TraceContext | None = None,
+    ) -> Reply:
+        """Deliver ``events`` as :meth:`BatchSender.deliver_batch` does, returning the answer."""
         ...

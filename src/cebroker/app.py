@@ -239,6 +239,7 @@ def build_components(
         storage.registry,
         settings.public_url,
         document_schema=settings.registry_document_schema,
+        broker_events=settings.broker_events,
         check_events=settings.event_validation != "off",
     )
     # The event pipeline follows the store's change feed, so it starts after the storage is open.
@@ -262,6 +263,8 @@ def build_components(
         tracing=telemetry.tracing,
         metrics=metrics,
         senders=senders,
+        replies=storage.replies,
+        health=storage.health,
     )
     components.append(pipeline)
     # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it. (With no

@@ -144,6 +144,14 @@ class QuotaExceeded(BrokerError):
     type_suffix = "quota-exceeded"
 
 
+class NoReply(BrokerError):
+    """A request published with ``Prefer: wait`` got no reply in time (it was accepted, though)."""
+
+    status = 504
+    title = "No reply in time"
+    type_suffix = "no-reply"
+
+
 class TooManyReplays(BrokerError):
     """A subscription, or its tenant, already has as many replays scanning the archive as it
     may; the client should retry after ``retry_after`` seconds."""

@@ -219,6 +219,26 @@ class Settings:
     max_backlog: int = setting(
         1_000_000, Integer(minimum=1), "pending deliveries above which ingress answers 503 with Retry-After"
     )
+    #: Replies (``config.reply: publish``, docs/replies.md): a reply whose chain of replies
+    #: would grow past this many hops (``cebrokerhops``) is not published, and the delivery that
+    #: produced it is dead-lettered with that reason.
+    reply_max_hops: int = setting(
+        8,
+        Integer(minimum=1, maximum=1000),
+        "longest chain of sink replies before a delivery is dead-lettered",
+    )
+    #: Request-reply (``POST /events`` with ``Prefer: wait``): a longer wait asked for is cut
+    #: to this (``Preference-Applied`` says the wait applied).
+    reply_max_wait: float = setting(
+        30.0,
+        Duration(positive=True),
+        "longest wait of POST /events with Prefer: wait for a reply",
+    )
+    #: Broker events (docs/broker-events.md): CloudEvents of type ``dev.cebroker.*`` about the
+    #: broker itself (circuits, dead letters, subscription changes), published into itself.
+    #: Off by default: once on, every subscription without filters receives them too (its own
+    #: tenant's), a change of what existing subscriptions get that operators choose.
+    broker_events: bool = setting(False, Boolean(), "publish the broker's own events (dev.cebroker.* types)")
     #: A subscription's ``config.probemaxdelay`` overrides it.
     probe_max_delay: float = setting(
         10.0,

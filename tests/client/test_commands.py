@@ -194,3 +194,40 @@ def test_send_reads_standard_input(cli: Cli, monkeypatch: pytest.MonkeyPatch) ->
     refused = cli("events", "send")
     assert refused.code == 2
     assert refused.err.startswith("the event in standard input is not JSON")
+
+
+def test_get_shows_the_replies_of_a_replying_subscription(cli: Cli, broker_url: str) -> None:
+    with served_sink() as sink:
+        answer = {"specversion": "1.0", "id": "cli-reply", "source": "/replier", "type": "com.example.answer"}
+        sink.default["/svc"] = Reply(
+            200, {"content-type": "application/cloudevents+json"}, json.dumps(answer).encode()
+        )
+        body = {
+            "protocol": "HTTP",
+            "sink": f"{sink.url}/svc",
+            "types": ["com.example.cli"],
+            "config": {"reply": "publish"},
+        }
+        sub_id = httpx.post(f"{broker_url}/subscriptions", json=body).json()["id"]
+        structured = {"content-type": "application/cloudevents+json"}
+        assert httpx.post(f"{broker_url}/events", json=_event(1), headers=structured).status_code == 202
+        wait_until(
+            lambda: (
+                httpx.get(f"{broker_url}/subscriptions/{sub_id}/status")
+                .json()
+                .get("replies", {})
+                .get("published")
+                == 1
+            ),
+            timeout=15,
+            message="the reply published",
+        )
+    shown = cli("subscriptions", "get", sub_id)
+    assert shown.code == 0, shown.err
+    lines = {
+        line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
+        for line in shown.out.splitlines()
+        if ":" in line
+    }
+    assert lines["replies published"] == "1"
+    assert lines["replies refused"] == "0"

@@ -13,6 +13,11 @@ over the exact body sent, computed for each attempt. A 2xx confirms; 5xx, 408 an
 rejections carrying ``Retry-After``; other statuses (redirects are never followed) are final.
 A request that cannot be sent at all (a header value with a control character, an unusable
 URL) is a final rejection too: sending it again would fail the same way.
+
+:meth:`HttpSender.deliver_replying` also reads the confirming answer as events: a body with
+``Content-Type: application/cloudevents+json`` is one event (structured mode),
+``application/cloudevents-batch+json`` a batch, and an answer with a ``ce-specversion`` header
+one event in binary mode; any other answer (an empty 204, plain JSON) holds no event.
 """
 
 from __future__ import annotations
@@ -25,16 +30,30 @@ from typing import TYPE_CHECKING, Any
 
 from ceprotocols.egress import ConnectGuard, NetworkPolicy, Resolver, system_resolver
 from ceprotocols.errors import BindingError, DeliveryRejected
-from ceprotocols.http.binding import HTTPMessage, to_batch, to_binary, to_structured
+from ceprotocols.http.binding import (
+    HTTPMessage,
+    from_batch,
+    from_binary,
+    from_structured,
+    to_batch,
+    to_binary,
+    to_structured,
+)
 from ceprotocols.http.credentials import CredentialResolver
-from ceprotocols.http.transport import HttpResponse, HttpTransport, HttpTransportError, delivery_error
+from ceprotocols.http.transport import (
+    BODY_KEEP,
+    HttpResponse,
+    HttpTransport,
+    HttpTransportError,
+    delivery_error,
+)
 from ceprotocols.http.webhook import CapFactory, WebhookGate
-from ceprotocols.sender import Destination, Event
+from ceprotocols.sender import Destination, Event, Reply
 from ceprotocols.signing import SIGNATURE_HEADERS, signed_batch_headers, signed_headers
 from ceprotocols.tracecontext import TRACEPARENT, TRACESTATE, TraceContext
 
 if TYPE_CHECKING:
-    from ceprotocols.sender import BatchSender, Sender
+    from ceprotocols.sender import BatchSender, ReplyingSender, Sender
 
 #: Largest part of a response body kept for a dead letter.
 BODY_LIMIT = 2048
@@ -93,6 +112,28 @@ class HttpSender:
         self, event: Event, destination: Destination, *, trace: TraceContext | None = None
     ) -> None:
         """POST (or the configured method) the event; raise a DeliveryError unless 2xx."""
+        await self._deliver(event, destination, BODY_KEEP, trace)
+
+    async def deliver_replying(
+        self, event: Event, destination: Destination, *, limit: int, trace: TraceContext | None = None
+    ) -> Reply:
+        """Like :meth:`deliver`; the confirming answer read as events (see the module)."""
+        return _reply(await self._deliver(event, destination, limit + 1, trace), limit)
+
+    async def deliver_batch_replying(
+        self,
+        events: Sequence[Event],
+        destination: Destination,
+        *,
+        limit: int,
+        trace: TraceContext | None = None,
+    ) -> Reply:
+        """Like :meth:`deliver_batch`; the confirming answer read as events (see the module)."""
+        return _reply(await self._deliver_batch(events, destination, limit + 1, trace), limit)
+
+    async def _deliver(
+        self, event: Event, destination: Destination, keep: int, trace: TraceContext | None
+    ) -> HttpResponse:
         settings = destination.settings
         try:
             message = to_structured(event) if _structured(settings) else to_binary(event)
@@ -100,13 +141,18 @@ class HttpSender:
             raise DeliveryRejected(f"event cannot be encoded for HTTP: {exc}", retryable=False) from exc
         webhook = destination.webhook
         signing = (lambda body, at: signed_headers(webhook, event, body, at)) if webhook is not None else None
-        await self._exchange(message, destination, signing, trace)
+        return await self._exchange(message, destination, signing, keep, trace)
 
     async def deliver_batch(
         self, events: Sequence[Event], destination: Destination, *, trace: TraceContext | None = None
     ) -> None:
         """POST the events as one ``application/cloudevents-batch+json`` array; a 2xx confirms
         every one of them, anything else none (a DeliveryError as for one event)."""
+        await self._deliver_batch(events, destination, BODY_KEEP, trace)
+
+    async def _deliver_batch(
+        self, events: Sequence[Event], destination: Destination, keep: int, trace: TraceContext | None
+    ) -> HttpResponse:
         try:
             message = to_batch(events)
         except BindingError as exc:
@@ -117,15 +163,16 @@ class HttpSender:
             if webhook is not None
             else None
         )
-        await self._exchange(message, destination, signing, trace)
+        return await self._exchange(message, destination, signing, keep, trace)
 
     async def _exchange(
         self,
         message: HTTPMessage,
         destination: Destination,
         signing: Callable[[bytes, int], dict[str, str]] | None,
+        keep: int,
         trace: TraceContext | None = None,
-    ) -> None:
+    ) -> HttpResponse:
         settings = destination.settings
         headers = {str(k): str(v) for k, v in (settings.get("headers") or {}).items()}
         headers.update(message.headers)
@@ -142,24 +189,25 @@ class HttpSender:
             headers = {k: v for k, v in headers.items() if k.lower() not in SIGNATURE_HEADERS}
             headers.update(signing(message.body, int(time.time())))
         method = str(settings.get("method") or "POST").upper()
-        response = await self._send(method, destination, headers, message.body)
+        response = await self._send(method, destination, headers, message.body, keep)
         if response.status == 401 and self._credentials.invalidate(destination.credential):
-            response = await self._send(method, destination, headers, message.body)
+            response = await self._send(method, destination, headers, message.body, keep)
         self._check(response)
+        return response
 
     async def aclose(self) -> None:
         """Close every connection."""
         await self._transport.aclose()
 
     async def _send(
-        self, method: str, destination: Destination, headers: dict[str, str], body: bytes
+        self, method: str, destination: Destination, headers: dict[str, str], body: bytes, keep: int
     ) -> HttpResponse:
         auth = await self._credentials.authorization(destination.credential)
         if auth is not None:
             headers["Authorization"] = auth
         try:
             return await self._transport.request(
-                method, destination.sink, headers, body, deadline=destination.timeout
+                method, destination.sink, headers, body, deadline=destination.timeout, keep=keep
             )
         except HttpTransportError as exc:
             raise delivery_error(exc) from exc
@@ -179,6 +227,31 @@ class HttpSender:
         )
 
 
+_STRUCTURED = "application/cloudevents+json"
+_BATCH = "application/cloudevents-batch+json"
+
+
+def _reply(response: HttpResponse, limit: int) -> Reply:
+    """The events of a confirming answer (see the module); a problem when it cannot be read."""
+    media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    binary = "ce-specversion" in response.headers
+    if media not in (_STRUCTURED, _BATCH) and not binary:
+        return Reply()
+    if response.truncated or len(response.body) > limit:
+        return Reply(problem=f"the answer is larger than {limit} bytes")
+    try:
+        if media == _BATCH:
+            events = from_batch(response.body)
+            if not all(isinstance(e, dict) for e in events):
+                return Reply(problem="a member of the answered batch is not a JSON object")
+            return Reply(events=events)
+        if media == _STRUCTURED:
+            return Reply(events=[from_structured(response.body)])
+        return Reply(events=[from_binary(response.headers, response.body)])
+    except BindingError as exc:
+        return Reply(problem=f"the answer is not a readable CloudEvent: {exc}")
+
+
 def _structured(settings: Mapping[str, Any]) -> bool:
     return str(settings.get("contentmode") or "binary").lower() in ("structured", "batch")
 
@@ -186,3 +259,4 @@ def _structured(settings: Mapping[str, Any]) -> bool:
 if TYPE_CHECKING:
     _check_contract: Sender = HttpSender()
     _check_batches: BatchSender = HttpSender()
+    _check_replies: ReplyingSender = HttpSender()

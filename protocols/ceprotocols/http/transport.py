@@ -90,6 +90,8 @@ class HttpResponse:
     status: int
     headers: Mapping[str, str]
     body: bytes
+    #: True when the body was longer than the bytes kept (the rest was read and dropped).
+    truncated: bool = False
 
     @property
     def text(self) -> str:
@@ -146,9 +148,17 @@ class HttpTransport:
         return timeout
 
     async def request(
-        self, method: str, url: str, headers: Mapping[str, str], body: bytes, *, deadline: float
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        deadline: float,
+        keep: int = BODY_KEEP,
     ) -> HttpResponse:
-        """One exchange that must complete within ``deadline`` seconds, body included.
+        """One exchange that must complete within ``deadline`` seconds, body included; at most
+        ``keep`` bytes of the answer's body are kept (the rest is read and dropped).
 
         Raises :class:`HttpTransportError` when it cannot be sent, fails or times out.
         """
@@ -167,8 +177,8 @@ class HttpTransport:
                 allow_redirects=False,
                 timeout=self._timeout(deadline),
             ) as response:
-                kept = await _read_prefix(response.content)
-                return HttpResponse(response.status, response.headers, kept)
+                kept, truncated = await _read_prefix(response.content, keep)
+                return HttpResponse(response.status, response.headers, kept, truncated)
         except TimeoutError as exc:  # aiohttp's timeout errors derive from it too
             raise HttpTransportError(f"no answer from {url} within {deadline}s", Failure.TIMEOUT) from exc
         except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
@@ -209,22 +219,23 @@ def _check_literal(url: str, guard: ConnectGuard) -> None:
             raise HttpTransportError(f"refused: host {reason}", Failure.REFUSED)
 
 
-async def _read_prefix(content: aiohttp.StreamReader) -> bytes:
-    """Up to :data:`BODY_KEEP` bytes of the body; the rest is read and dropped."""
-    first = await content.read(BODY_KEEP)
+async def _read_prefix(content: aiohttp.StreamReader, keep: int) -> tuple[bytes, bool]:
+    """Up to ``keep`` bytes of the body, and whether there was more (read and dropped)."""
+    first = await content.read(keep)
     if not first:
-        return b""
+        return b"", False
     parts = [first]
     kept = len(first)
-    while kept < BODY_KEEP:
-        chunk = await content.read(BODY_KEEP - kept)
+    while kept < keep:
+        chunk = await content.read(keep - kept)
         if not chunk:
-            return b"".join(parts)
+            return b"".join(parts), False
         parts.append(chunk)
         kept += len(chunk)
+    truncated = False
     while await content.read(_DRAIN_CHUNK):
-        pass
-    return b"".join(parts)
+        truncated = True
+    return b"".join(parts), truncated
 
 
 def delivery_error(exc: HttpTransportError, during: str | None = None) -> DeliveryError:

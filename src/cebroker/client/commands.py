@@ -90,6 +90,14 @@ def get_subscription(args: argparse.Namespace, client: BrokerClient) -> None:
             for name in ("delivered", "failed", "pending", "deadlettered", "lastError", "lastErrorAt")
         ]
     )
+    replies = status.get("replies")
+    if isinstance(replies, dict):  # config.reply: publish (docs/replies.md)
+        render.fields(
+            [
+                (f"replies {name}", replies.get(name))
+                for name in ("published", "duplicates", "refused", "lastRefusal")
+            ]
+        )
 
 
 _SHOWN = (

@@ -23,17 +23,21 @@ from ceprotocols.registry import SenderFactory
 from starlette.routing import BaseRoute
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
-from cebroker.contracts import EventValidator, ValidationMode
+from cebroker.contracts import EventValidator, IngestResult, ValidationMode
 from cebroker.network import sink_policy
+from cebroker.pipeline.brokerevents import BrokerEvents
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.dispatch.replies import Replies
 from cebroker.pipeline.ingest import Pipeline
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.pull import Puller
+from cebroker.pipeline.redaction import redact_userinfo
 from cebroker.pipeline.replays.pruner import Pruner
 from cebroker.pipeline.replays.replayer import Replayer
 from cebroker.pipeline.replays.starts import begin, start_of
+from cebroker.pipeline.requestreply import ReplyWaiters
 from cebroker.pipeline.routes.deliveries import DeliveriesApi
 from cebroker.pipeline.routes.eventgrid import EventGridApi
 from cebroker.pipeline.routes.events import EventsApi
@@ -50,7 +54,9 @@ from cebroker.settings import Settings
 from cebroker.storage.archive import EventArchive
 from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.health import StorageHealth
 from cebroker.storage.pull import PullLog
+from cebroker.storage.replies import LocalReplyChannel, ReplyChannel
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange, SubscriptionStore
 from cebroker.subscription import Subscription
 from cebroker.telemetry import NO_TRACING, Tracing
@@ -97,6 +103,8 @@ class PipelineComponent:
         tracing: Tracing = NO_TRACING,
         metrics: PipelineMetrics | None = None,
         senders: Mapping[str, SenderFactory] | None = None,
+        replies: ReplyChannel | None = None,
+        health: StorageHealth | None = None,
     ) -> None:
         self._store = store
         self.tracing = tracing
@@ -129,6 +137,20 @@ class PipelineComponent:
             if pull is not None
             else None
         )
+        self._policies = tenant_policies
+        #: Sink replies enter through the same ingest as any publish, as the subscription's tenant.
+        #: The broker's own events, ingested as the broker (docs/broker-events.md).
+        self.broker_events = BrokerEvents(
+            self._publish_own,
+            source=f"/cebroker/{urlsplit(settings.public_url).netloc or settings.host}",
+            enabled=settings.broker_events,
+            counter=self.metrics.broker_events,
+        )
+        if health is not None:
+            health.observe(self._storage_changed)
+        self.replies = Replies(
+            self._publish_reply, max_hops=settings.reply_max_hops, limit=settings.max_event_size
+        )
         self.dispatcher = Dispatcher(
             self.log,
             self.matcher,
@@ -141,6 +163,8 @@ class PipelineComponent:
             output_check=check,
             pulled=self.puller.waiters.notify if self.puller is not None else lambda _: None,
             tracing=tracing,
+            replies=self.replies,
+            broker_events=self.broker_events,
         )
         self.archive = archive
         self.replayer: Replayer | None = None
@@ -165,6 +189,8 @@ class PipelineComponent:
                 pruned=self.metrics.archive_pruned,
             )
         self.tail = TailHub()
+        # Requests waiting for replies hear of them on the storage's channel (every instance's).
+        self.waiters = ReplyWaiters(replies or LocalReplyChannel(), max_wait=settings.reply_max_wait)
         self.pipeline = Pipeline(
             self.log,
             store,
@@ -176,6 +202,7 @@ class PipelineComponent:
             validation_mode=ValidationMode(settings.event_validation),
             tail=self.tail,
             tracing=tracing,
+            waiters=self.waiters,
         )
         deliveries = DeliveriesApi(
             store, self.log, circuits, self.dispatcher, locks=pull.locks if pull is not None else None
@@ -187,6 +214,7 @@ class PipelineComponent:
             max_event_size=settings.max_event_size,
             max_batch_size=settings.max_batch_size,
             policies=tenant_policies,
+            waiters=self.waiters,
         )
         self._apis: list[
             EventsApi
@@ -203,7 +231,9 @@ class PipelineComponent:
             MetricsApi(self.metrics),
             deliveries,
             TailApi(self.tail, self._store.get),
-            OverviewApi(self.metrics, self.log, circuits, self.matcher, self.dispatcher, archive),
+            OverviewApi(
+                self.metrics, self.log, circuits, self.matcher, self.dispatcher, archive, self.replies
+            ),
         ]
         if self.puller is not None:
             self._apis.append(PullApi(store, self.puller))
@@ -235,6 +265,7 @@ class PipelineComponent:
                     max_event_size=settings.max_event_size,
                     max_subscription_body=settings.max_subscription_body,
                     check=check,
+                    policies=tenant_policies,
                 )
             )
         self._unsubscribe: Callable[[], None] | None = None
@@ -242,6 +273,30 @@ class PipelineComponent:
         self._shutdown_grace = settings.shutdown_grace
         #: When the grace ends (monotonic seconds), once told to stop; None until then.
         self._grace_ends: float | None = None
+
+    async def _publish_reply(self, events: Sequence[dict[str, Any]], tenant: str | None) -> IngestResult:
+        """Publish a sink's reply as ``tenant`` would (its publish policy applies; none: an
+        admin's subscription, unrestricted)."""
+        policies = self._policies
+        permit = None
+        if tenant is not None and tenant in policies.tenants:
+
+            def permit(event: dict[str, Any]) -> bool:
+                return policies.may_publish(tenant, event)
+
+        # De-duplicated among the tenant's own publishes (a retried delivery's reply counts once).
+        return await self.pipeline.accept(list(events), batch=len(events) > 1, permit=permit, tenant=tenant)
+
+    def _storage_changed(self, cause: str | None) -> None:
+        """The broker events of a storage outage (held until the storage takes them)."""
+        if cause is not None:
+            self.broker_events.emit("storage.unavailable", {"cause": cause}, tenant=None)
+        else:
+            self.broker_events.emit("storage.available", {}, tenant=None)
+
+    async def _publish_own(self, events: Sequence[dict[str, Any]]) -> IngestResult:
+        """Ingest the broker's own events (reserved types allowed, no publish policy)."""
+        return await self.pipeline.accept(list(events), batch=True, own=True)
 
     def routes(self) -> Sequence[BaseRoute]:
         """Every route of the pipeline."""
@@ -260,6 +315,7 @@ class PipelineComponent:
         # Follow the feed before reading everything, so no change can fall in between.
         self._unsubscribe = self._store.changes.subscribe(self._on_change)
         self.matcher.load(await self._store.all())
+        self.broker_events.start()
         await self.dispatcher.start()
         self._keep(self._sweep_seen())
         if self.replayer is not None and self._pruner is not None:
@@ -288,12 +344,27 @@ class PipelineComponent:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         grace = self._shutdown_grace if self._grace_ends is None else self._grace_ends - time.monotonic()
         await self.dispatcher.stop(max(0.0, grace))
+        await self.broker_events.stop()  # ingests what is queued (dead letters of the last attempts)
         await self.senders.aclose()
 
     def _on_change(self, change: SubscriptionChange) -> None:
         self.matcher.apply(change)
+        sub = change.subscription
+        # Every instance hears every change: the id names the change, so de-duplication keeps one.
+        self.broker_events.emit(
+            f"subscription.{change.kind.value.lower()}",
+            {
+                "subscription": sub.id,
+                "revision": sub.revision,
+                "protocol": sub.protocol,
+                "sink": redact_userinfo(sub.sink),
+            },
+            tenant=sub.tenant,
+            key=f"{sub.id}/{sub.revision}",
+        )
         if change.kind is ChangeKind.DELETED:
             self.tail.end(change.subscription.id)
+            self.replies.forget(change.subscription.id)
             self._keep(self.dispatcher.forget(change.subscription.id))
         elif change.kind is ChangeKind.UPDATED:
             self.dispatcher.replaced(change.subscription)

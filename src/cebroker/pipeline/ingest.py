@@ -9,12 +9,16 @@ from typing import Any
 
 from ceprotocols.tracecontext import TraceContext
 
+from cebroker.broker_events import RESERVED
 from cebroker.contracts import Event, EventValidator, IngestResult, ValidationMode
 from cebroker.errors import FieldProblem, Forbidden, Overloaded, ValidationError
+from cebroker.pipeline.brokerevents import is_reserved
 from cebroker.pipeline.dispatch import Dispatcher
+from cebroker.pipeline.dispatch.replies import IN_REPLY_TO
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.ordering import partition_key
+from cebroker.pipeline.requestreply import ReplyWaiters
 from cebroker.pipeline.tail import TailHub
 from cebroker.pipeline.validation import event_problems, normalize
 from cebroker.storage.deliveries import Appended, DeliveryLog, Incoming
@@ -66,8 +70,11 @@ class Pipeline:
         validation_mode: ValidationMode = ValidationMode.OFF,
         tail: TailHub | None = None,
         tracing: Tracing = NO_TRACING,
+        waiters: ReplyWaiters | None = None,
     ) -> None:
         self._tracing = tracing
+        #: Requests waiting for replies; every committed reply is announced to them.
+        self.waiters = waiters
         self._log = journal
         self._store = store
         self._matcher = matcher
@@ -112,6 +119,7 @@ class Pipeline:
         protocol: str | None = None,
         tenant: str | None = None,
         carried: Sequence[TraceContext | None] = (),
+        own: bool = False,
     ) -> IngestResult:
         """Like :meth:`ingest`; ``batch=False`` names problems ``/<attribute>`` (one event).
 
@@ -121,10 +129,11 @@ class Pipeline:
         A large batch is checked and matched in slices of :data:`SLICE` events with a pause for
         the event loop in between, so that other requests are served meanwhile. ``permit`` is the
         publisher's publish policy: an event it refuses makes the whole request a 403 naming that
-        event, before anything is written. With tracing on, every event accepted gets a publish
-        span, child of its own ``traceparent`` attribute, else of the context its message
-        ``carried`` (per event, protocol sources), else of ``transport`` (the request's context),
-        over ``protocol`` (``http``, ...).
+        event, before anything is written. Types beginning ``dev.cebroker.`` are the broker's
+        own (``own``): anyone else's is refused the same way (403). With tracing on, every event
+        accepted gets a publish span, child of its own ``traceparent`` attribute, else of the
+        context its message ``carried`` (per event, protocol sources), else of ``transport``
+        (the request's context), over ``protocol`` (``http``, ...).
         """
         problems: list[FieldProblem] = []
         clean: list[dict[str, Any]] = []
@@ -140,6 +149,15 @@ class Pipeline:
         if problems:
             self._metrics.events_rejected.labels("invalid").inc()
             raise ValidationError(problems)
+        if not own:
+            for index, event in enumerate(clean):
+                if is_reserved(event):
+                    self._metrics.events_rejected.labels("reserved").inc()
+                    where = f"event /{index}" if batch else "the event"
+                    raise Forbidden(
+                        f"{where} (type {str(event['type'])[:200]!r}) may not be published: types"
+                        f" beginning {RESERVED!r} are the broker's own events"
+                    )
         if permit is not None:
             for index, event in enumerate(clean):
                 if not permit(event):
@@ -163,6 +181,7 @@ class Pipeline:
         else:
             written = await self._append(clean, tenant or "")
         duplicates = matches = 0
+        replies: list[dict[str, Any]] = []
         for start in range(0, len(clean), SLICE):
             if start:
                 await asyncio.sleep(0)
@@ -170,6 +189,10 @@ class Pipeline:
             self._dispatcher.accept(events, done, None if traces is None else traces[start : start + SLICE])
             if self.tail is not None and self.tail.active:
                 self.tail.publish(events, done, None if traces is None else traces[start : start + SLICE])
+            if self.waiters is not None:
+                replies.extend(
+                    e for e, w in zip(events, done, strict=True) if w is not None and IN_REPLY_TO in e
+                )
             duplicates += sum(1 for w in done if w is None)
             matches += sum(len(w.deliveries) for w in done if w is not None)
         self._accepted.inc(len(clean) - duplicates)
@@ -177,6 +200,8 @@ class Pipeline:
             self._duplicates.inc(duplicates)
         self._metrics.matches.inc(matches)
         accepted = len(clean)
+        if replies and self.waiters is not None:
+            await self.waiters.announce(replies)
         await release(written, clean)
         return IngestResult(accepted=accepted, duplicates=duplicates)
 

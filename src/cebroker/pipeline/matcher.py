@@ -16,6 +16,7 @@ from typing import Any
 from cefilters import BudgetObserver, Explanation, FilterError, SubscriptionIndex
 
 from cebroker.contracts import Event
+from cebroker.pipeline.brokerevents import isolation_filter
 from cebroker.pipeline.ordering import is_ordered
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange
 from cebroker.subscription import Subscription
@@ -69,9 +70,15 @@ class Matcher:
         return self._index.explain(subscription, event)
 
     def receive_filter(self, subscription: Subscription) -> dict[str, Any] | None:
-        """The receive policy of the subscription's tenant, conjoined with its own filters (a
-        replay applies it too)."""
-        return self._policies.receive_filter(subscription.tenant)
+        """The receive policy of the subscription's tenant and the isolation of broker events,
+        conjoined with its own filters (a replay applies it too)."""
+        tenant = subscription.tenant
+        policy = self._policies.receive_filter(tenant)
+        if tenant is None:
+            return policy
+        # A tenant's subscriptions see only that tenant's broker events (docs/broker-events.md).
+        isolation = isolation_filter(tenant)
+        return isolation if policy is None else {"all": [policy, isolation]}
 
     def _put(self, subscription: Subscription) -> None:
         filters = list(subscription.filters)

@@ -41,6 +41,9 @@ class PipelineMetrics:
         self.deliveries = Counter(
             "cebroker_deliveries", "Delivery attempts by outcome", ["subscription", "outcome"], registry=r
         )
+        self.broker_events = Counter(
+            "cebroker_broker_events", "Broker events (dev.cebroker.*) by outcome", ["outcome"], registry=r
+        )
         self.retries = Counter("cebroker_delivery_retries", "Retries scheduled", ["subscription"], registry=r)
         self.dead_letters = Counter("cebroker_dead_letters", "Dead letters", ["subscription"], registry=r)
         # Pull delivery (docs/pull.md): what consumers received, how they settled it, which of

@@ -7,6 +7,7 @@ refused at create/replace time with a pointer instead of being discovered at del
 * ``config.transform`` (:mod:`cebroker.pipeline.transform`): an expression that does not
   compile, or costs more than the transformations' budget, is refused with its reason and
   position.
+* ``config.reply`` (:mod:`cebroker.pipeline.dispatch.replies`): ``publish`` or ``off``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from cebroker.errors import ValidationError
+from cebroker.pipeline.dispatch.replies import CONFIG_KEY as REPLY_KEY
+from cebroker.pipeline.dispatch.replies import reply_mode_problems
 from cebroker.pipeline.policy import POLICY_KEYS, parse_policy
 from cebroker.pipeline.transform import CONFIG_KEY as TRANSFORM_KEY
 from cebroker.pipeline.transform import transform_problems
@@ -52,5 +55,6 @@ SUBSCRIPTION_RULES = SubscriptionRules(
     config_keys=(
         *(ConfigKeyRule(name=key, check=_policy_check(key)) for key in POLICY_KEYS),
         ConfigKeyRule(name=TRANSFORM_KEY, check=transform_problems),
+        ConfigKeyRule(name=REPLY_KEY, check=reply_mode_problems),
     ),
 )

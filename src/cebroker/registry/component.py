@@ -23,6 +23,7 @@ from cebroker.contracts import Ingestor
 from cebroker.errors import BrokerError
 from cebroker.registry import jsonout
 from cebroker.registry.advertise import Advertiser
+from cebroker.registry.brokerdefs import BrokerEventDefinitions
 from cebroker.registry.changes import ChangeLog, build_events
 from cebroker.registry.datachecks import CompiledSchemas
 from cebroker.registry.documents import DocumentSchema
@@ -54,10 +55,13 @@ class RegistryComponent:
         document_schema: Path | None = None,
         advertiser: Advertiser | None = None,
         check_events: bool = True,
+        broker_events: bool = False,
     ) -> None:
         self.base = base_url.rstrip("/")
         self.store = store
         self.core = RegistryCore(self.base, DocumentSchema(document_schema) if document_schema else None)
+        if broker_events:  # before the advertiser, which lists every message group
+            self.core.hooks.append(BrokerEventDefinitions())
         self.core.hooks.append(advertiser or Advertiser(self.base))
         self.ingestor = ingestor
         self.validator = RegistryValidator()

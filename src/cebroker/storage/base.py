@@ -12,6 +12,7 @@ from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.health import StorageHealth
 from cebroker.storage.pull import PullLog
 from cebroker.storage.registry import RegistryStore
+from cebroker.storage.replies import ReplyChannel
 from cebroker.storage.subscriptions import SubscriptionStore
 
 
@@ -80,6 +81,11 @@ class Storage(Protocol):
     @property
     def registry(self) -> RegistryStore:
         """The registry store."""
+        ...
+
+    @property
+    def replies(self) -> ReplyChannel:
+        """Where committed replies are announced to every instance (request-reply)."""
         ...
 
     @property

@@ -34,6 +34,20 @@ class StorageHealth:
         self._since = 0.0
         self._episode = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: Called with the cause when an episode starts, and with None when it ends.
+        self._observers: list[Callable[[str | None], None]] = []
+
+    def observe(self, observer: Callable[[str | None], None]) -> None:
+        """Call ``observer(cause)`` when the storage becomes unavailable, ``observer(None)`` when
+        it is available again (on the event loop; it must not block)."""
+        self._observers.append(observer)
+
+    def _tell(self, cause: str | None) -> None:
+        for observer in list(self._observers):
+            try:
+                observer(cause)
+            except Exception:
+                log.exception("a storage health observer failed")
 
     @property
     def ok(self) -> bool:
@@ -46,6 +60,8 @@ class StorageHealth:
             self._since = time.monotonic()
             log.warning("%s: %s; requests that need it answer 503 until it recovers", self.name, error)
             self._episode.set()
+            self.cause = error.cause
+            self._tell(error.cause)
         self.cause = error.cause
 
     def succeeded(self) -> None:
@@ -60,6 +76,7 @@ class StorageHealth:
         )
         self.cause = None
         self._episode.clear()
+        self._tell(None)
 
     def watch(self, probe: Callable[[], Awaitable[None]], interval: float = PROBE_INTERVAL) -> None:
         """Run ``probe`` (a tiny write) every ``interval`` seconds while an episode lasts."""

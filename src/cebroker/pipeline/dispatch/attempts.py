@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ceprotocols.errors import DeliveryError
-from ceprotocols.sender import Destination
+from ceprotocols.sender import Destination, ReplyingSender
+from ceprotocols.tracecontext import TraceContext
 from opentelemetry import trace
 
 from cebroker.clock import Clock
@@ -23,6 +24,8 @@ from cebroker.pipeline.dispatch.completions import Completions, Release
 from cebroker.pipeline.dispatch.failures import Failures, Schedule
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.dispatch.replies import HopLimit, Replies, wants_replies
+from cebroker.pipeline.dispatch.retry import GiveUp
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
@@ -77,8 +80,10 @@ class Attempts:
         schedule: Schedule,
         transformer: Transformer,
         tracing: Tracing = NO_TRACING,
+        replies: Replies | None = None,
     ) -> None:
         self._tracing = tracing
+        self._replies = replies
         self._log = journal
         self._senders = senders
         self._transformer = transformer
@@ -125,11 +130,52 @@ class Attempts:
             await self._traced(lane, item, event, subscription, policy, destination)
             return
         try:
-            await self._senders.get(subscription.protocol).deliver(event, destination)
+            problem = await self._send(lane, item, subscription, event, destination, None)
         except Exception as exc:
             await self._failures.failed(lane, item, policy, sender_error(exc, subscription.protocol))
         else:
+            await self._settle(lane, item, policy, problem)
+
+    async def _send(
+        self,
+        lane: Lane,
+        item: Item,
+        subscription: Subscription,
+        event: Mapping[str, Any],
+        destination: Destination,
+        context: TraceContext | None,
+    ) -> HopLimit | DeliveryError | None:
+        """Send ``event``; with ``config.reply: publish``, publish the sink's reply before the
+        delivery may count as done (a crash in between retries the delivery). Raises what the
+        sender raises; returns what keeps the delivery from being done: the reply's chain is too
+        long, or the reply could not be committed (None: done)."""
+        sender = self._senders.get(subscription.protocol)
+        replies = self._replies
+        if replies is None or not wants_replies(subscription) or not isinstance(sender, ReplyingSender):
+            await sender.deliver(event, destination, trace=context)
+            return None
+        reply = await sender.deliver_replying(event, destination, limit=replies.limit, trace=context)
+        await self._circuits.answered(lane.id)  # the sink answered, whatever its reply
+        try:
+            await replies.publish(subscription, [item.event], reply)
+        except (HopLimit, DeliveryError) as exc:
+            return exc
+        return None
+
+    async def _settle(
+        self, lane: Lane, item: Item, policy: DeliveryPolicy, problem: HopLimit | DeliveryError | None
+    ) -> None:
+        """Record a delivery the sink confirmed: done, or held back by its reply (a dead letter
+        past the hop limit; a retry, not counted toward the sink's circuit, when the reply
+        could not be committed)."""
+        if problem is None:
             await self._delivered(lane, item)
+        elif isinstance(problem, HopLimit):
+            await self._failures.give_up(
+                lane, item, policy, GiveUp(item.row.attempts + 1, str(problem), None, None)
+            )
+        else:
+            await self._failures.failed(lane, item, policy, problem, circuit_open=False)
 
     async def _delivered(self, lane: Lane, item: Item) -> None:
         delivered, latency = self._metrics.delivered(lane.id)
@@ -165,7 +211,7 @@ class Attempts:
         )
         with trace.use_span(span, end_on_exit=False):
             try:
-                await self._senders.get(subscription.protocol).deliver(event, destination, trace=context)
+                problem = await self._send(lane, item, subscription, event, destination, context)
             except Exception as exc:
                 error = sender_error(exc, subscription.protocol)
                 outcome = "unrecorded"  # the outcome's write failed: the loader takes it again
@@ -176,4 +222,4 @@ class Attempts:
                     Tracing.attempted(span, outcome, status=error.status, error=error, circuit=circuit)
                 return
         Tracing.attempted(span, "delivered")
-        await self._delivered(lane, item)
+        await self._settle(lane, item, policy, problem)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ceprotocols.errors import DeliveryError, DeliveryRejected
-from ceprotocols.sender import BatchSender, Destination
+from ceprotocols.sender import BatchSender, Destination, ReplyingSender
 from ceprotocols.tracecontext import TraceContext
 from opentelemetry import trace
 
@@ -32,7 +32,8 @@ from cebroker.pipeline.dispatch.completions import Completions, Release
 from cebroker.pipeline.dispatch.failures import Failures, Schedule
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
-from cebroker.pipeline.dispatch.retry import Retry, decide
+from cebroker.pipeline.dispatch.replies import HopLimit, Replies, wants_replies
+from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
@@ -62,8 +63,10 @@ class BatchAttempts:
         schedule: Schedule,
         transformer: Transformer,
         tracing: Tracing = NO_TRACING,
+        replies: Replies | None = None,
     ) -> None:
         self._tracing = tracing
+        self._replies = replies
         self._log = journal
         self._circuits = circuits
         self._transformer = transformer
@@ -130,23 +133,53 @@ class BatchAttempts:
             await self._traced(lane, held, events, subscription, policy, destination)
             return
         try:
-            await self._send(subscription, events, destination, None)
+            problem = await self._send(lane, held, subscription, events, destination, None)
         except Exception as exc:
             await self._failed(lane, held, policy, sender_error(exc, subscription.protocol))
         else:
-            await self._delivered(lane, held)
+            await self._settle(lane, held, policy, problem)
 
     async def _send(
         self,
+        lane: Lane,
+        held: list[Item],
         subscription: Subscription,
         events: list[Mapping[str, Any]],
         destination: Destination,
         context: TraceContext | None,
-    ) -> None:
+    ) -> HopLimit | DeliveryError | None:
+        """Send the batch; with ``config.reply: publish``, publish the sink's answer before the
+        deliveries may count as done (see :meth:`.attempts.Attempts._send`)."""
         sender = self._senders.get(subscription.protocol)
         if not isinstance(sender, BatchSender):
             raise DeliveryRejected(f"{subscription.protocol} deliveries cannot be batched", retryable=False)
-        await sender.deliver_batch(events, destination, trace=context)
+        replies = self._replies
+        if replies is None or not wants_replies(subscription) or not isinstance(sender, ReplyingSender):
+            await sender.deliver_batch(events, destination, trace=context)
+            return None
+        reply = await sender.deliver_batch_replying(events, destination, limit=replies.limit, trace=context)
+        await self._circuits.answered(lane.id)  # the sink answered, whatever its reply
+        try:
+            await replies.publish(subscription, [item.event for item in held], reply)
+        except (HopLimit, DeliveryError) as exc:
+            return exc
+        return None
+
+    async def _settle(
+        self, lane: Lane, held: list[Item], policy: DeliveryPolicy, problem: HopLimit | DeliveryError | None
+    ) -> None:
+        """Record a batch the sink confirmed: done, or held back by its reply (dead letters past
+        the hop limit; retries, not counted toward the sink's circuit, when the reply could not
+        be committed)."""
+        if problem is None:
+            await self._delivered(lane, held)
+            return
+        for item in held:
+            if isinstance(problem, HopLimit):
+                outcome = GiveUp(item.row.attempts + 1, str(problem), None, None)
+                await self._failures.give_up(lane, item, policy, outcome)
+            else:
+                await self._failures.failed(lane, item, policy, problem, circuit_open=False)
 
     async def _delivered(self, lane: Lane, held: list[Item]) -> None:
         label = self._metrics.label(lane.id)
@@ -185,7 +218,7 @@ class BatchAttempts:
         )
         with trace.use_span(span, end_on_exit=False):
             try:
-                await self._send(subscription, events, destination, context)
+                problem = await self._send(lane, held, subscription, events, destination, context)
             except Exception as exc:
                 error = sender_error(exc, subscription.protocol)
                 try:
@@ -195,7 +228,7 @@ class BatchAttempts:
                     Tracing.attempted(span, "failed", status=error.status, error=error, circuit=circuit)
                 return
         Tracing.attempted(span, "delivered")
-        await self._delivered(lane, held)
+        await self._settle(lane, held, policy, problem)
 
     async def _failed(
         self, lane: Lane, items: list[Item], policy: DeliveryPolicy, error: DeliveryError

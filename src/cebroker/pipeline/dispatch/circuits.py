@@ -31,10 +31,12 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 
 from ceprotocols.errors import DeliveryError
 
 from cebroker.clock import Clock, wait_or_sleep
+from cebroker.pipeline.brokerevents import BrokerEvents
 from cebroker.pipeline.dispatch.backlog import Backlog
 from cebroker.pipeline.dispatch.circuit import OPEN_AFTER, SinkCircuit, counts, expiry_reason, probe_delay
 from cebroker.pipeline.dispatch.deadletters import DeadLetterForwarder
@@ -44,6 +46,7 @@ from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.retry import GiveUp
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
+from cebroker.pipeline.redaction import redact_userinfo
 from cebroker.storage.circuits import Circuit, CircuitStore
 from cebroker.storage.deliveries import DeliveryLog, Limits, Pending
 from cebroker.subscription import Subscription
@@ -78,7 +81,9 @@ class Circuits:
         forwarder: DeadLetterForwarder,
         schedule: Callable[[str, float], None],
         probe_max_delay: float,
+        events: BrokerEvents | None = None,
     ) -> None:
+        self._events = events
         self._store = store
         self._log = journal
         self._lanes = lanes
@@ -197,6 +202,7 @@ class Circuits:
         else:
             if sink.open is local:  # else it closed meanwhile
                 sink.open = stored  # an instance that opened it first keeps its time
+        self._emit("circuit.opened", subscription, sink.open or local, error=str(error))
         self._wake.set()
 
     async def _probe_failed(
@@ -241,6 +247,7 @@ class Circuits:
             return
         sink.open = None
         self._metrics.circuit_open.labels(self._metrics.label(subscription)).dec()
+        self._emit("circuit.closed", subscription, opened, reason=why)
         log.info(
             "circuit of subscription %s closed: %s after %.1fs unavailable (%d failed probes); "
             "its backlog flows again",
@@ -250,6 +257,25 @@ class Circuits:
             opened.failed_probes,
         )
         self._schedule(subscription, 0.0)
+
+    def _emit(self, kind: str, subscription: str, circuit: Circuit, **more: str) -> None:
+        """The broker event of a transition; its id derives from the circuit's opening time
+        (the one every instance shares), so instances that see the same transition emit it once."""
+        if self._events is None:
+            return
+        current = self._subscriptions.get(subscription)
+        data: dict[str, object] = {
+            "subscription": subscription,
+            "sink": redact_userinfo(current.sink) if current is not None else None,
+            "openedAt": datetime.fromtimestamp(circuit.opened_at, UTC).isoformat().replace("+00:00", "Z"),
+            **more,
+        }
+        self._events.emit(
+            kind,
+            data,
+            tenant=current.tenant if current is not None else None,
+            key=f"{subscription}/{circuit.opened_at!r}",
+        )
 
     # -- restart ------------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
+from cebroker.pipeline.brokerevents import BrokerEvents
 from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, Attempts
 from cebroker.pipeline.dispatch.backlog import Backlog
 from cebroker.pipeline.dispatch.batches import BatchAttempts
@@ -34,6 +35,7 @@ from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.loader import Loader
 from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.dispatch.replies import Replies
 from cebroker.pipeline.dispatch.tasks import Tasks
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.matcher import Matcher
@@ -77,7 +79,13 @@ class Dispatcher:
         output_check: OutputCheck | None = None,
         pulled: Callable[[str | None], None] = lambda _: None,
         tracing: Tracing = NO_TRACING,
+        replies: Replies | None = None,
+        broker_events: BrokerEvents | None = None,
     ) -> None:
+        #: Sink replies of subscriptions with ``config.reply: publish`` (None: never published).
+        self.replies = replies
+        #: The broker's own events (None: none emitted).
+        self.broker_events = broker_events
         self._log = journal
         self._pulled = pulled
         self._clock = clock
@@ -87,7 +95,9 @@ class Dispatcher:
         self.backlog = Backlog(metrics.backlog)
         self._last_delivered = metrics.last_delivered
         self._completions = Completions(journal, self.backlog, self._release, clock)
-        self._forwarder = DeadLetterForwarder(senders)
+        self._forwarder = DeadLetterForwarder(
+            senders, events=broker_events, subscriptions=self._subscriptions
+        )
         self._lanes = Lanes(
             capacity=lane_capacity,
             clock=clock,
@@ -107,6 +117,7 @@ class Dispatcher:
             forwarder=self._forwarder,
             schedule=self._schedule,
             probe_max_delay=probe_max_delay,
+            events=broker_events,
         )
         failures = Failures(
             journal=journal,
@@ -137,6 +148,7 @@ class Dispatcher:
             schedule=self._schedule,
             transformer=transformer,
             tracing=tracing,
+            replies=replies,
         )
         self._batches = BatchAttempts(
             journal=journal,
@@ -151,6 +163,7 @@ class Dispatcher:
             schedule=self._schedule,
             transformer=transformer,
             tracing=tracing,
+            replies=replies,
         )
         self._loader = Loader(
             journal,

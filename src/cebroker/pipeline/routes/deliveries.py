@@ -1,7 +1,9 @@
 """Per-subscription delivery state: status, dead letters and their re-drive.
 
 * ``GET /subscriptions/{id}/status``: delivered, failed (attempts), pending and dead-lettered
-  counts, the last error and the sink's circuit.
+  counts, the last error and the sink's circuit; with ``config.reply: publish``, ``replies``:
+  the sink's replies published, de-duplicated and refused (with the last refusal) since the
+  broker started (this instance's counts).
 * ``GET /subscriptions/{id}/deadletters?limit=&after=``: dead letters oldest first, each with the
   event and the reason; ``next`` is the ``after`` value of the following page.
 * ``POST /subscriptions/{id}/deadletters/redrive``: deliver dead letters again through the same
@@ -104,6 +106,10 @@ class DeliveriesApi:
             doc["oldestLockAt"] = _timestamp(stats.oldest_lock)
         doc["lastErrorAt"] = _timestamp(doc["lastErrorAt"])
         doc["circuit"] = circuit_document((await self._circuits.circuits()).get(subscription_id))
+        replies = self._dispatcher.replies
+        counts = replies.counts.get(subscription_id) if replies is not None else None
+        if counts is not None:
+            doc["replies"] = counts.document()
         return JSONResponse({"id": subscription_id, **doc})
 
     async def dead_letters(self, request: Request) -> Response:
@@ -136,6 +142,14 @@ class DeliveriesApi:
         count = await self._log.redrive(subscription_id, ids)
         if count:
             self._dispatcher.redriven(subscription_id, count)
+        events = self._dispatcher.broker_events
+        if events is not None and events.enabled:
+            found = await self._store.get(subscription_id)
+            events.emit(
+                "redrive.done",
+                {"subscription": subscription_id, "redriven": count, "chosen": ids is not None},
+                tenant=found.tenant if found is not None else None,
+            )
         return JSONResponse({"redriven": count}, status_code=202)
 
     @staticmethod

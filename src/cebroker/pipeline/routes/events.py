@@ -3,6 +3,11 @@
 Binary mode (``ce-`` headers, payload as body), structured mode
 (``application/cloudevents+json``) and batched mode (``application/cloudevents-batch+json``).
 ``202 Accepted`` is answered only once every event of the request is committed to disk.
+
+Request-reply (:mod:`cebroker.pipeline.requestreply`): one event (binary or structured) with
+``Prefer: wait=<seconds>`` is answered ``200`` with its first reply, in the request's mode, or
+``504`` when none came in time (the event is accepted either way); ``Preference-Applied`` names
+the wait applied (cut to ``--reply-max-wait``). A batch ignores the preference (202).
 """
 
 from __future__ import annotations
@@ -13,17 +18,19 @@ from typing import Any
 
 import orjson
 from ceprotocols.errors import BindingError
-from ceprotocols.http.binding import decode_header, from_binary
+from ceprotocols.http.binding import decode_header, from_binary, to_binary, to_structured
 from ceprotocols.jsontext import JsonTextError
+from ceprotocols.tracecontext import TraceContext
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from cebroker.errors import FieldProblem, PayloadTooLarge, UnsupportedMediaType, ValidationError
+from cebroker.errors import FieldProblem, NoReply, PayloadTooLarge, UnsupportedMediaType, ValidationError
 from cebroker.pipeline.gcpause import PAUSE
 from cebroker.pipeline.ingest import Pipeline, release
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.requestreply import ReplyWaiters, parse_wait
 from cebroker.principal import Principal
 from cebroker.telemetry.tracing import transport_context
 from cebroker.tenant_policies import TenantPolicies
@@ -50,7 +57,9 @@ class EventsApi:
         max_event_size: int,
         max_batch_size: int,
         policies: TenantPolicies | None = None,
+        waiters: ReplyWaiters | None = None,
     ) -> None:
+        self._waiters = waiters
         self._pipeline = pipeline
         self._policies = policies or TenantPolicies()
         self._metrics = metrics
@@ -65,15 +74,22 @@ class EventsApi:
         """``POST /events`` as a plain ASGI endpoint, for the app's fast lane
         (:class:`cebroker.web.lane.Lane`): the same as :meth:`post`, the answer sent directly."""
         body = await self._accept(Request(scope, receive))
+        if isinstance(body, Response):  # request-reply: the reply (200)
+            await body(scope, receive, send)
+            return
         await send({"type": "http.response.start", "status": 202, "headers": _accepted_headers(len(body))})
         await send({"type": "http.response.body", "body": body})
 
     async def post(self, request: Request) -> Response:
         """Decode, validate and durably accept the events of one request."""
-        return Response(await self._accept(request), status_code=202, media_type="application/json")
+        body = await self._accept(request)
+        if isinstance(body, Response):  # request-reply: the reply (200)
+            return body
+        return Response(body, status_code=202, media_type="application/json")
 
-    async def _accept(self, request: Request) -> bytes:
-        """The body of the 202 answer, once every event of the request is committed."""
+    async def _accept(self, request: Request) -> bytes | Response:
+        """The body of the 202 answer, once every event of the request is committed; with
+        ``Prefer: wait`` on one event, the whole answer (the reply)."""
         paused: list[bool] = []
         try:
             try:
@@ -82,13 +98,20 @@ class EventsApi:
                 self._metrics.events_rejected.labels(type(exc).__name__.lower()).inc()
                 raise
             principal = principal_of(request)
-            # De-duplicated per publishing tenant: one tenant cannot suppress another's events.
-            # Counts its own refusals. The request's trace context is read only when tracing.
+            permit = self._permit(principal)
+            # The request's trace context is read only when tracing.
             transport = transport_context(request.headers) if self._pipeline.traced else None
+            wait = parse_wait(request.headers.get("prefer")) if self._waiters is not None else None
+            if wait is not None and not batch and isinstance(events[0], dict):
+                return await self._request_reply(
+                    request, events[0], permit, principal.tenant, wait, transport
+                )
+            # De-duplicated per publishing tenant: one tenant cannot suppress another's events.
+            # Counts its own refusals.
             result = await self._pipeline.accept(
                 events,
                 batch=batch,
-                permit=self._permit(principal),
+                permit=permit,
                 tenant=principal.tenant,
                 transport=transport,
                 protocol="http",
@@ -98,6 +121,41 @@ class EventsApi:
             if paused:  # a large batch held off full garbage collections (see pipeline.gcpause)
                 PAUSE.release()
         return orjson.dumps({"accepted": result.accepted, "duplicates": result.duplicates})
+
+    async def _request_reply(
+        self,
+        request: Request,
+        event: dict[str, Any],
+        permit: Callable[[dict[str, Any]], bool] | None,
+        tenant: str | None,
+        wait: float,
+        transport: TraceContext | None,
+    ) -> Response:
+        """Accept ``event``, then wait up to ``wait`` seconds (at most the broker's limit) for
+        its first reply: 200 with it, in the request's mode, or 504."""
+        waiters = self._waiters
+        assert waiters is not None  # only called with request-reply on
+        applied = min(wait, waiters.max_wait)
+        preference = {"Preference-Applied": f"wait={applied:g}"}
+        with waiters.expect(str(event.get("id"))) as future:
+            await self._pipeline.accept(
+                [event], batch=False, permit=permit, tenant=tenant, transport=transport, protocol="http"
+            )
+            try:
+                reply = await asyncio.wait_for(future, applied)
+            except TimeoutError:
+                error = NoReply(
+                    f"the event (id {str(event.get('id'))[:200]!r}) was accepted, but no reply came"
+                    f" within {applied:g}s; a later reply is delivered as any event"
+                )
+                error.headers = preference
+                raise error from None
+        structured = request.headers.get("content-type", "").split(";", 1)[0].strip().lower() == _STRUCTURED
+        try:
+            message = to_structured(reply) if structured else to_binary(reply)
+        except BindingError:  # a reply that binary mode cannot carry goes structured
+            message = to_structured(reply)
+        return Response(message.body, status_code=200, headers={**message.headers, **preference})
 
     def _permit(self, principal: Principal) -> Callable[[dict[str, Any]], bool] | None:
         """The publish policy of ``principal``'s tenant, or None when it is not restricted."""

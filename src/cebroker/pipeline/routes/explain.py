@@ -10,6 +10,11 @@ For a subscription with a transformation (``config.transform``) a matched event'
 ``transform``: the outgoing event or the drop, as the sink would receive it
 (:mod:`cebroker.pipeline.transform.preview`).
 
+A draft request may add ``reply``, a sample of what the sink would answer: the answer then adds
+``reply``, ``{"accepted": bool, "reason": ...}``: whether the broker would publish it as the
+subscription's reply (``config.reply: publish``, a type that is not reserved, the publish policy
+of the subscription's tenant; registry validation and the hop limit are not previewed).
+
 An invalid event is a 400 naming each attribute (``/time``; ``/event/time`` in a draft request),
 an invalid draft the 400 of a create with its pointers under ``/subscription``.
 """
@@ -24,12 +29,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from cebroker.errors import FieldProblem, NotFound, ValidationError
+from cebroker.pipeline.brokerevents import is_reserved
+from cebroker.pipeline.dispatch.replies import wants_replies
 from cebroker.pipeline.explain import Explanation, explain_draft, to_json
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.transform import OutputCheck
 from cebroker.pipeline.transform.preview import preview
 from cebroker.pipeline.validation import event_problems, normalize
 from cebroker.subscription import Subscription
+from cebroker.tenant_policies import TenantPolicies
 from cebroker.web.access import principal_of
 from cebroker.web.body import read_json
 
@@ -57,7 +65,9 @@ class ExplainApi:
         max_event_size: int,
         max_subscription_body: int,
         check: OutputCheck | None = None,
+        policies: TenantPolicies | None = None,
     ) -> None:
+        self._policies = policies or TenantPolicies()
         self._matcher = matcher
         self._check = check
         self._realize = realize
@@ -94,9 +104,9 @@ class ExplainApi:
             FieldProblem(f"/{name}", "is required") for name in ("subscription", "event") if name not in body
         ]
         problems += [
-            FieldProblem(f"/{name}", "unknown member; expected 'subscription' and 'event'")
+            FieldProblem(f"/{name}", "unknown member; expected 'subscription', 'event' and 'reply'")
             for name in body
-            if name not in ("subscription", "event")
+            if name not in ("subscription", "event", "reply")
         ]
         if problems:
             raise ValidationError(problems)
@@ -105,11 +115,31 @@ class ExplainApi:
         except ValidationError as exc:
             problems = [FieldProblem("/subscription" + p.pointer, p.message) for p in exc.problems]
         event_errors = event_problems(body["event"], "/event")
+        if "reply" in body:
+            event_errors += event_problems(body["reply"], "/reply")
         if problems or event_errors:
             raise ValidationError([*problems, *event_errors])
         event = normalize(body["event"])
         explanation = explain_draft(draft, event, self._matcher.observer)
-        return JSONResponse(_answer(explanation, draft, event, self._check))
+        answer = _answer(explanation, draft, event, self._check)
+        if "reply" in body:
+            # A draft is the caller's: its replies would be published as the caller's tenant.
+            tenant = principal_of(request).tenant
+            answer["reply"] = self._reply_verdict(draft, tenant, normalize(body["reply"]))
+        return JSONResponse(answer)
+
+    def _reply_verdict(
+        self, subscription: Subscription, tenant: str | None, reply: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Whether ``reply`` would be published as ``subscription``'s reply, and why not."""
+        reason: str | None = None
+        if not wants_replies(subscription):
+            reason = "the subscription does not publish replies (config.reply is not 'publish')"
+        elif is_reserved(reply):
+            reason = "its type is reserved for the broker's own events"
+        elif not self._policies.may_publish(tenant, reply):
+            reason = "the publish policy of the subscription's tenant refuses it"
+        return {"accepted": reason is None, "reason": reason}
 
 
 def _answer(

@@ -34,6 +34,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from cebroker.pipeline.dispatch import Dispatcher
+from cebroker.pipeline.dispatch.replies import Replies
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.redaction import redact_userinfo
@@ -78,7 +79,9 @@ class OverviewApi:
         matcher: Matcher,
         dispatcher: Dispatcher,
         archive: EventArchive | None = None,
+        replies: Replies | None = None,
     ) -> None:
+        self._replies = replies
         self._archive = archive
         self._metrics = metrics
         self._log = journal
@@ -142,6 +145,11 @@ class OverviewApi:
             if start:
                 await asyncio.sleep(0)  # let other calls run between slices
             items = [self._health(sub, statuses, circuits, last) for sub in visible[start : start + SLICE]]
+            if self._replies is not None:
+                for item in items:
+                    counts = self._replies.counts.get(item["id"])
+                    if counts is not None:
+                        item["replies"] = counts.document()
             chunks.append(orjson.dumps(items)[1:-1])  # the items, without the array's brackets
         body = b'{"items":[' + b",".join(chunks) + b"]}"
         return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})

@@ -225,6 +225,13 @@ class ReplaysApi:
             await self._check_caps(subscription)
             replay = await self._archive.create_replay(request_)
         self._replayer.started(replay)
+        if self._dispatcher.broker_events is not None:
+            self._dispatcher.broker_events.emit(
+                "replay.started",
+                {"subscription": subscription_id, "replay": replay.id, "events": events},
+                tenant=subscription.tenant,
+                key=replay.id,
+            )
         location = f"{self._base}/subscriptions/{subscription_id}/replays/{replay.id}"
         started = {"replay": replay.id, "events": events}
         return JSONResponse(started, status_code=202, headers={"Location": location})

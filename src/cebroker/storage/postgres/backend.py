@@ -16,6 +16,7 @@ from cebroker.storage.postgres.instances import Membership
 from cebroker.storage.postgres.listener import Listener
 from cebroker.storage.postgres.pull import PostgresPullLog
 from cebroker.storage.postgres.registry import PostgresRegistryStore
+from cebroker.storage.postgres.replies import PostgresReplyChannel
 from cebroker.storage.postgres.subscriptions import PostgresSubscriptionStore
 from cebroker.storage.postgres.url import display_name
 
@@ -48,6 +49,7 @@ class PostgresStorage:
         self.pull = PostgresPullLog(self._db, self.deliveries, clock=chosen.clock)
         self.circuits = PostgresCircuitStore(self._db)
         self.registry = PostgresRegistryStore(self._db, self._listener)
+        self.replies = PostgresReplyChannel(self._db, self._listener)
         self._open = False
 
     @property

@@ -1,10 +1,11 @@
 """LISTEN/NOTIFY: one connection that hears what other instances commit.
 
-Three channels: ``cebroker_subscriptions`` (a subscription change committed; the payload is its
+Four channels: ``cebroker_subscriptions`` (a subscription change committed; the payload is its
 version), ``cebroker_due`` (deliveries wait unclaimed; the payload names their subscriptions,
-or is ``*``) and ``cebroker_registry`` (a registry write committed; the payload is its
-version). A notification is only a hint to look: the tables are the truth, so a notification
-missed while the connection was down costs nothing but a delay. When the
+or is ``*``), ``cebroker_registry`` (a registry write committed; the payload is its
+version) and ``cebroker_replies`` (a reply committed; the payload is the event, see
+:mod:`.replies`). A notification is only a hint to look: the tables are the truth, so a
+notification missed while the connection was down costs nothing but a delay. When the
 connection is lost the listener reconnects by itself and then calls every ``on_connect``
 handler, which reads what may have been missed.
 """
@@ -25,6 +26,7 @@ log = logging.getLogger("cebroker.storage")
 SUBSCRIPTIONS = "cebroker_subscriptions"
 DUE = "cebroker_due"
 REGISTRY = "cebroker_registry"
+REPLIES = "cebroker_replies"
 #: Seconds between reconnection attempts (doubling up to the maximum).
 RETRY_FIRST, RETRY_MAX = 0.2, 2.0
 
@@ -37,7 +39,7 @@ class Listener:
     def __init__(self, url: str, kwargs: dict[str, Any]) -> None:
         self._url = url
         self._kwargs = kwargs
-        self._handlers: dict[str, list[Handler]] = {SUBSCRIPTIONS: [], DUE: [], REGISTRY: []}
+        self._handlers: dict[str, list[Handler]] = {SUBSCRIPTIONS: [], DUE: [], REGISTRY: [], REPLIES: []}
         self._on_connect: list[Callable[[], None]] = []
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cebroker.storage.base import StorageOptions
 from cebroker.storage.health import StorageHealth
+from cebroker.storage.replies import LocalReplyChannel
 from cebroker.storage.sqlite.archive import SqliteEventArchive
 from cebroker.storage.sqlite.circuits import SqliteCircuitStore
 from cebroker.storage.sqlite.database import Database
@@ -44,6 +45,7 @@ class SqliteStorage:
         self.pull = SqlitePullLog(self._db, self.deliveries, clock=chosen.clock)
         self.circuits = SqliteCircuitStore(self._db)
         self.registry = SqliteRegistryStore(self._db)
+        self.replies = LocalReplyChannel()
 
     @property
     def name(self) -> str:

@@ -83,6 +83,19 @@ export async function detail(main, id) {
               ["Locked by consumers", h("span", { "data-status": "locked" }, count(state.locked))],
               ["Oldest lock", h("span", { "data-status": "oldest-lock" }, lockAge(state.oldestLockAt))],
             ]),
+        ...(state.replies
+          ? [
+              [
+                "Replies",
+                h(
+                  "span",
+                  { "data-status": "replies" },
+                  `${count(state.replies.published)} published, ${count(state.replies.duplicates)} duplicates, ${count(state.replies.refused)} refused`,
+                ),
+              ],
+              ["Last refused reply", state.replies.lastRefusal ? h("span", { class: "error-text" }, state.replies.lastRefusal) : "none"],
+            ]
+          : []),
       ]),
     );
     renderDeadLetters(deadletters, path, page.items, selected, refresh);
