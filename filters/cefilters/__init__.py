@@ -21,8 +21,6 @@ evaluation over its run-time budget is "no match", told to the ``observer``.
 
 from __future__ import annotations
 
-from importlib.metadata import version as _version
-
 from . import sql
 from .base import Event, Filter
 from .checks import Check, Explainable, Explanation
@@ -44,5 +42,13 @@ __all__ = [
     "sql",
 ]
 
-#: The installed distribution's version (its one source is the repository's VERSION file).
-__version__ = _version("cefilters")
+
+def __getattr__(name: str) -> str:
+    """``__version__``: the installed distribution's version (its one source is the repository's
+    VERSION file), read when asked for. ``importlib.metadata`` loads the ``email`` and ``socket``
+    modules, which this IO-free library keeps out of a process that only filters."""
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("cefilters")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,6 +10,7 @@ package data for this to pass: the installed broker runs outside the source tree
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,14 +45,35 @@ def run(*command: str | Path, timeout: float = 600.0) -> subprocess.CompletedPro
     return result
 
 
+#: What a build of the source tree never needs: the copy it builds from leaves them out.
+NOT_SOURCES = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "*.egg-info",
+    "build",
+    "dist",
+    "__pycache__",
+    ".*_cache",
+    ".hypothesis",
+    "*.db*",
+    "spark-warehouse",
+)
+
+
 @pytest.fixture(scope="session")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Wheels and sdists of the three packages, built from the source tree."""
+    """Wheels and sdists of the three packages, built from a copy of the source tree: a build
+    writes its metadata (``*.egg-info``) and staging directories beside the sources, so builds
+    in the tree itself would race each other under pytest-xdist (one build per worker) and read
+    a manifest left by an earlier tree."""
     out = tmp_path_factory.mktemp("dist")
+    source = tmp_path_factory.mktemp("source") / "tree"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=NOT_SOURCES)
     started = time.monotonic()
     for directory in PACKAGES.values():
         # --no-isolation: the build backend of the test environment (the dev extra has it).
-        run(sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", out, directory)
+        copy = source / directory.relative_to(ROOT)
+        run(sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", out, copy)
     print(f"\nbuilt the packages in {time.monotonic() - started:.0f} s")
     return out
 
