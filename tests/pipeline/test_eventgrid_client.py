@@ -4,9 +4,6 @@ acknowledge, release with a delay, reject and renew; the results match the nativ
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
-import os
 import ssl
 import time
 from collections.abc import Iterator
@@ -18,45 +15,14 @@ from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
 from azure.core.messaging import CloudEvent
 from azure.eventgrid import EventGridConsumerClient, EventGridPublisherClient
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from security.support import write_api_keys
 from support.broker import BrokerProcess, BrokerProcesses
+from support.tls import self_signed
 from support.waiting import wait_until
 
 from cebroker.principal import EVENTS_PUBLISH, EVENTS_RECEIVE, SUBSCRIPTIONS_READ, SUBSCRIPTIONS_WRITE
 
 TOPIC = "orders"
-
-
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    os.chmod(key_file, 0o600)
-    return cert_file, key_file
 
 
 class Served:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.tls import self_signed
 
 from cebroker.sealing.keys import load_key_file
 from security.processes import Served, run_cli
@@ -173,38 +174,7 @@ def test_a_bad_api_keys_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_https(tmp_path: Path, served: list[Served]) -> None:
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    os.chmod(key_file, 0o600)
+    cert_file, key_file = self_signed(tmp_path)
     broker = Served(
         tmp_path / "tls.db",
         tmp_path / "tls.log",
