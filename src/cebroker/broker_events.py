@@ -76,6 +76,20 @@ CATALOG: dict[str, tuple[str, dict[str, Any]]] = {
         "A replay of archived events to a subscription was created",
         _schema({"subscription": _SUBSCRIPTION, "replay": {"type": "string"}, "events": {"type": "integer"}}),
     ),
+    "replay.finished": (
+        "A replay finished: every delivery it queued settled, or it was cancelled",
+        _schema(
+            {
+                "subscription": _SUBSCRIPTION,
+                "replay": {"type": "string"},
+                "state": {"type": "string", "enum": ["done", "cancelled"]},
+                "matched": {"type": "integer"},
+                "delivered": {"type": "integer"},
+                "deadlettered": {"type": "integer"},
+                "removed": {"type": "integer"},
+            }
+        ),
+    ),
     "storage.unavailable": (
         "Writes to the broker's storage started failing (concerns no tenant)",
         _schema({"cause": {"type": "string"}}),
