@@ -90,6 +90,17 @@ CATALOG: dict[str, tuple[str, dict[str, Any]]] = {
             }
         ),
     ),
+    "source.quarantined": (
+        "A protocol source set a message aside that it refused (concerns no tenant)",
+        _schema(
+            {
+                "source": {"type": "string", "description": "the source's name"},
+                "reason": {"type": "string"},
+                "size": {"type": "integer", "description": "the message's size in bytes"},
+                "time": _TIME,
+            }
+        ),
+    ),
     "storage.unavailable": (
         "Writes to the broker's storage started failing (concerns no tenant)",
         _schema({"cause": {"type": "string"}}),

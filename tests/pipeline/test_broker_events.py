@@ -169,6 +169,7 @@ def test_the_registry_describes_them_and_enforce_validates_them(
         "dev.cebroker.redrive.done",
         "dev.cebroker.replay.started",
         "dev.cebroker.replay.finished",
+        "dev.cebroker.source.quarantined",
         "dev.cebroker.storage.unavailable",
         "dev.cebroker.storage.available",
     }
