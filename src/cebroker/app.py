@@ -274,6 +274,7 @@ def build_components(
         pipeline.pipeline,
         metrics=pipeline.metrics.registry,
         limits=Limits(max_size=settings.max_event_size),
+        broker_events=pipeline.broker_events,
     )
     components.append(sources)
     registry.ingestor = pipeline.pipeline

@@ -76,6 +76,31 @@ CATALOG: dict[str, tuple[str, dict[str, Any]]] = {
         "A replay of archived events to a subscription was created",
         _schema({"subscription": _SUBSCRIPTION, "replay": {"type": "string"}, "events": {"type": "integer"}}),
     ),
+    "replay.finished": (
+        "A replay finished: every delivery it queued settled, or it was cancelled",
+        _schema(
+            {
+                "subscription": _SUBSCRIPTION,
+                "replay": {"type": "string"},
+                "state": {"type": "string", "enum": ["done", "cancelled"]},
+                "matched": {"type": "integer"},
+                "delivered": {"type": "integer"},
+                "deadlettered": {"type": "integer"},
+                "removed": {"type": "integer"},
+            }
+        ),
+    ),
+    "source.quarantined": (
+        "A protocol source set a message aside that it refused (concerns no tenant)",
+        _schema(
+            {
+                "source": {"type": "string", "description": "the source's name"},
+                "reason": {"type": "string"},
+                "size": {"type": "integer", "description": "the message's size in bytes"},
+                "time": _TIME,
+            }
+        ),
+    ),
     "storage.unavailable": (
         "Writes to the broker's storage started failing (concerns no tenant)",
         _schema({"cause": {"type": "string"}}),

@@ -1,7 +1,8 @@
 """Contracts between the event pipeline and the parts that feed or inspect it.
 
 The registry and protocol ingress feed events in through an :class:`Ingestor`; the registry
-checks events for the pipeline as an :class:`EventValidator`. They live here, below every
+checks events for the pipeline as an :class:`EventValidator`; protocol ingress tells its
+broker events (docs/broker-events.md) through a :class:`BrokerEventEmitter`. They live here, below every
 part, so that neither the registry nor the sources depend on the pipeline's modules, nor the
 pipeline on the registry's.
 
@@ -75,4 +76,17 @@ class EventValidator(Protocol):
 
     def validate(self, event: Event) -> list[Violation]:
         """Every violation of the event's definition; empty when it conforms or has none."""
+        ...
+
+
+class BrokerEventEmitter(Protocol):
+    """Where a part below the pipeline tells a broker event (the pipeline's emitter is one).
+
+    ``emit`` queues the event ``dev.cebroker.<kind>`` with JSON ``data`` concerning ``tenant``
+    (None: no tenant) and returns at once; ``key`` makes its id unique across instances (None:
+    a random id). Called on the event loop's thread only.
+    """
+
+    def emit(self, kind: str, data: Mapping[str, Any], *, tenant: str | None, key: str | None = None) -> None:
+        """Queue the broker event; never blocks, never raises."""
         ...

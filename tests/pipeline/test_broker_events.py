@@ -168,6 +168,8 @@ def test_the_registry_describes_them_and_enforce_validates_them(
         "dev.cebroker.subscription.deleted",
         "dev.cebroker.redrive.done",
         "dev.cebroker.replay.started",
+        "dev.cebroker.replay.finished",
+        "dev.cebroker.source.quarantined",
         "dev.cebroker.storage.unavailable",
         "dev.cebroker.storage.available",
     }
@@ -200,7 +202,7 @@ def test_a_redrive_and_a_replay_are_announced(make_broker: Callable[..., Broker]
     broker = make_broker(broker_events=True)
     broker.subscribe(
         f"{sink.url}/ops",
-        types=["dev.cebroker.redrive.done", "dev.cebroker.replay.started"],
+        types=["dev.cebroker.redrive.done", "dev.cebroker.replay.started", "dev.cebroker.replay.finished"],
         protocolsettings=STRUCTURED,
     )
     failing = broker.subscribe(f"{sink.url}/fails", types=["com.example.test"], config={"maxattempts": "1"})
@@ -225,6 +227,42 @@ def test_a_redrive_and_a_replay_are_announced(make_broker: Callable[..., Broker]
         "replay": started.json()["replay"],
         "events": 1,
     }
+    sink.wait("/ops", 3)
+    finished = sink.events("/ops")[2]
+    assert finished["type"] == "dev.cebroker.replay.finished"
+    assert finished["id"] == f"replay.finished/{started.json()['replay']}"
+    assert finished["data"] == {
+        "subscription": failing["id"],
+        "replay": started.json()["replay"],
+        "state": "done",
+        "matched": 1,
+        "delivered": 1,
+        "deadlettered": 0,
+        "removed": 0,
+    }
+    assert len(sink.at("/fails")) == 3  # the first attempt, the redrive, the replay
+
+
+def test_a_cancelled_replay_is_announced_finished(make_broker: Callable[..., Broker], sink: Sink) -> None:
+    broker = make_broker(broker_events=True)
+    broker.subscribe(f"{sink.url}/ops", types=["dev.cebroker.replay.finished"], protocolsettings=STRUCTURED)
+    down = broker.subscribe(f"{sink.url}/down", types=["com.example.test"], config=FAST)
+    sink.default["/down"] = Reply(503)
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    for n in range(3):
+        assert broker.send(event(n)).status_code == 202
+    window = {"from": since.isoformat().replace("+00:00", "Z")}
+    started = broker.http.post(f"/subscriptions/{down['id']}/replay", json=window)
+    assert started.status_code == 202, started.text
+    replay = started.json()["replay"]
+    cancelled = broker.http.delete(f"/subscriptions/{down['id']}/replays/{replay}")
+    assert cancelled.json()["state"] == "cancelled"
+    (got,) = [json.loads(r.body) for r in sink.wait("/ops", 1)]
+    assert got["type"] == "dev.cebroker.replay.finished"
+    assert got["id"] == f"replay.finished/{replay}"
+    assert got["data"]["replay"] == replay
+    assert got["data"]["state"] == "cancelled"
+    assert got["data"]["delivered"] == 0
 
 
 async def test_events_wait_while_the_storage_is_unavailable() -> None:

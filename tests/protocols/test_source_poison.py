@@ -3,7 +3,8 @@ servers: good events interleaved with every kind of poison (a nesting bomb in bo
 an oversized event, invalid UTF-8 in headers where the protocol carries it to us, random bytes,
 missing attributes, and a decoder failing with an exception type nobody expected). Every good
 event arrives exactly once; every poison is counted and kept in the source's quarantine once;
-the source never restarts; after the broker restarts nothing comes back.
+the source never restarts; after the broker restarts nothing comes back. With broker events on,
+each poison set aside is announced as ``dev.cebroker.source.quarantined`` (concerning no tenant).
 
 MQTT 5 is not sent invalid UTF-8 in user properties: the MQTT specification makes that a
 malformed packet, which the server refuses before anything reaches the source."""
@@ -299,8 +300,14 @@ def inject_unexpected(monkeypatch: pytest.MonkeyPatch) -> None:
 class Broker:
     """The broker app served on a free port, restartable on the same database."""
 
-    def __init__(self, db: Path, source: str, sink: Sink) -> None:
-        self.settings = Settings(db=db, sources=(source,), max_event_size=MAX_EVENT, webhook_validation=False)
+    def __init__(self, db: Path, source: str, sink: Sink, *, broker_events: bool = False) -> None:
+        self.settings = Settings(
+            db=db,
+            sources=(source,),
+            max_event_size=MAX_EVENT,
+            webhook_validation=False,
+            broker_events=broker_events,
+        )
         self.sink = sink
         self.server: ServerThread | None = None
 
@@ -388,6 +395,37 @@ def test_poison_is_refused_once_and_good_events_arrive_once(
         assert sorted(ids) == sorted(goods | {"marker"})  # each exactly once
         assert _metric(http, "cebroker_source_invalid_total") == 0
         assert http.get("/sources").json()[0]["invalid"] == 0
+    finally:
+        http.close()
+        broker.stop()
+
+
+@pytest.mark.nats
+def test_a_quarantined_message_is_announced(nats_server: NatsServer, tmp_path: Path, sink: Sink) -> None:
+    name = unique_name("quarantined")
+    broker = Broker(tmp_path / "broker.db", f"{nats_server.url}/{name}", sink, broker_events=True)
+    http = broker.start()
+    try:
+        ops = {
+            "protocol": "HTTP",
+            "sink": f"{sink.url}/ops",
+            "types": ["dev.cebroker.source.quarantined"],
+            "protocolsettings": {"contentmode": "structured"},
+        }
+        assert http.post("/subscriptions", json=ops).status_code == 201
+        _until(lambda: _metric(http, "cebroker_source_subscribed") == 1.0, "the source to subscribe")
+        poison = _structured("missing-attributes", {"specversion": "1.0", "id": "m1"})
+        good = _structured("good", _event("good", data={"n": 1}), good=True)
+        _publish_nats(nats_server, name, [poison, good])
+        (got,) = [json.loads(r.body) for r in sink.wait("/ops", 1, timeout=30.0)]
+        assert got["type"] == "dev.cebroker.source.quarantined"
+        assert "cebrokertenant" not in got  # a source concerns no tenant
+        source = http.get("/sources").json()[0]
+        assert got["data"]["source"] == source["name"]
+        (kept,) = http.get(source["rejectsUrl"]).json()["items"]
+        assert got["data"]["reason"] == kept["reason"]
+        assert got["data"]["size"] == kept["size"] == len(poison.payload)
+        assert got["data"]["time"] == kept["time"]
     finally:
         http.close()
         broker.stop()

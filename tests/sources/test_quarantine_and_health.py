@@ -5,9 +5,11 @@ that real servers cannot be made to show on demand; tests/protocols covers the r
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,12 +22,46 @@ from cebroker.contracts import Event, IngestResult
 from cebroker.settings import Settings
 from cebroker.sources import component as sources_module
 from cebroker.sources.component import SourcesComponent
-from cebroker.sources.quarantine import MemoryRejects
+from cebroker.sources.quarantine import MemoryRejects, quarantine
 
 
 def _reject(n: int, payload: bytes = b"x", size: int | None = None) -> Reject:
     raw = RawMessage(size if size is not None else len(payload), payload, (("h", str(n)),))
     return Reject(f"reason {n}", raw, 1_700_000_000.0 + n)
+
+
+class Told:
+    """Records each broker event told, with the thread it was told on."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple[str, dict[str, Any], str | None, int]] = []
+
+    def emit(self, kind: str, data: Mapping[str, Any], *, tenant: str | None, key: str | None = None) -> None:
+        self.told.append((kind, dict(data), tenant, threading.get_ident()))
+
+
+async def test_a_reject_from_a_receiver_thread_is_told_on_the_loop() -> None:
+    """Receivers may report from their own threads; the emitter (an asyncio queue) is not
+    thread-safe, so the event is handed to the loop's thread."""
+    told = Told()
+    rejects = MemoryRejects()
+    on_reject = quarantine("src", rejects, told, asyncio.get_running_loop())
+    await asyncio.to_thread(on_reject, _reject(1, b"abc"))
+    on_reject(_reject(2))  # on the loop: told at once
+    await asyncio.sleep(0)  # the handed-over call runs
+    loop_thread = threading.get_ident()
+    assert len(rejects) == 2
+    assert [(kind, tenant, thread) for kind, _, tenant, thread in told.told] == [
+        ("source.quarantined", None, loop_thread),
+        ("source.quarantined", None, loop_thread),
+    ]
+    first = next(data for _, data, _, _ in told.told if data["reason"] == "reason 1")
+    assert first == {
+        "source": "src",
+        "reason": "reason 1",
+        "size": 3,
+        "time": rejects.page(0, 1)[0].to_json()["time"],
+    }
 
 
 def test_bounded_by_count_oldest_dropped_first() -> None:

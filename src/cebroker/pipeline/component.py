@@ -51,7 +51,7 @@ from cebroker.pipeline.senders import SenderPool
 from cebroker.pipeline.tail import TailHub
 from cebroker.pipeline.transform import output_check
 from cebroker.settings import Settings
-from cebroker.storage.archive import EventArchive
+from cebroker.storage.archive import EventArchive, Replay
 from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.health import StorageHealth
@@ -178,6 +178,7 @@ class PipelineComponent:
                 receive=self.matcher.receive_filter,
                 observer=self.metrics,
                 tracing=tracing,
+                finished=self._replay_finished,
             )
             self._pruner = Pruner(
                 archive,
@@ -393,6 +394,23 @@ class PipelineComponent:
     def _replayed(self, subscription: str, count: int) -> None:
         self.metrics.replayed.inc(count)
         self.dispatcher.replayed(subscription, count)
+
+    def _replay_finished(self, replay: Replay, subscription: Subscription) -> None:
+        # Every instance that stepped the replay may tell it: the id names it, de-duplicated.
+        self.broker_events.emit(
+            "replay.finished",
+            {
+                "subscription": replay.subscription,
+                "replay": replay.id,
+                "state": replay.state,
+                "matched": replay.queued,
+                "delivered": replay.delivered,
+                "deadlettered": replay.deadlettered,
+                "removed": replay.removed,
+            },
+            tenant=subscription.tenant,
+            key=replay.id,
+        )
 
     def _replay_settled(self) -> None:
         if self.replayer is not None:

@@ -31,10 +31,10 @@ from ceprotocols.tracecontext import TraceContext
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
-from cebroker.contracts import Ingestor
+from cebroker.contracts import BrokerEventEmitter, Ingestor
 from cebroker.errors import Overloaded, ValidationError
 from cebroker.sources.metrics import SourcesCollector
-from cebroker.sources.quarantine import MemoryRejects, Rejects
+from cebroker.sources.quarantine import MemoryRejects, Rejects, quarantine
 
 log = logging.getLogger("cebroker.sources")
 
@@ -102,8 +102,10 @@ class SourcesComponent:
         metrics: CollectorRegistry | None = None,
         limits: Limits | None = None,
         down_after: float = DOWN_AFTER,
+        broker_events: BrokerEventEmitter | None = None,
     ) -> None:
         self.urls = list(urls)
+        self._events = broker_events
         self.names = source_names(self.urls)
         self._ingestor = ingestor
         self._factory = receiver_factory
@@ -190,9 +192,10 @@ class SourcesComponent:
         # bug ending ingress from a source for good. Restarts are counted and the source reports
         # not subscribed while it is down.
         receiver = source.receiver
+        on_reject = quarantine(source.name, source.rejects, self._events, asyncio.get_running_loop())
         while True:
             try:
-                await receiver.run(self._ingest, source.rejects.add)
+                await receiver.run(self._ingest, on_reject)
                 return
             except asyncio.CancelledError:
                 raise

@@ -6,12 +6,18 @@ user can see what was sent. The oldest are dropped first once a source holds mor
 :data:`MAX_REJECTS` messages or :data:`MAX_BYTES` bytes of them; drops are counted.
 
 :class:`Rejects` is the interface the sources use; :class:`MemoryRejects` keeps them in memory
-only (they do not survive a restart).
+only (they do not survive a restart). :func:`quarantine` makes a source's handler of refused
+messages: it keeps each and tells the broker event ``dev.cebroker.source.quarantined``, which
+concerns no tenant (a source belongs to the broker, not to a tenant), so only subscriptions
+without a tenant see it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import functools
+import logging
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -19,11 +25,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from ceprotocols.receiver import Reject
+from ceprotocols.receiver import OnReject, Reject
+
+from cebroker.contracts import BrokerEventEmitter
+
+log = logging.getLogger("cebroker.sources")
 
 #: Per source: most refused messages kept, and most bytes of them (payload and headers).
 MAX_REJECTS = 1000
 MAX_BYTES = 4 * 1024 * 1024
+
+
+def _time(at: float) -> str:
+    """``at`` (seconds since the epoch) in RFC 3339, to the millisecond, in UTC."""
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +59,7 @@ class Kept:
         raw = self.reject.raw
         doc: dict[str, Any] = {
             "seq": self.seq,
-            "time": datetime.fromtimestamp(self.reject.at, UTC).isoformat(timespec="milliseconds")[:-6] + "Z",
+            "time": _time(self.reject.at),
             "reason": self.reject.reason,
             "size": raw.size,
             "headers": [{"name": name, "value": value} for name, value in raw.headers],
@@ -114,3 +129,33 @@ class MemoryRejects:
 
 
 _: type[Rejects] = MemoryRejects
+
+
+def quarantine(
+    name: str, rejects: Rejects, events: BrokerEventEmitter | None, loop: asyncio.AbstractEventLoop
+) -> OnReject:
+    """The handler of the source ``name``'s refused messages: keep each in ``rejects``, then tell
+    ``events`` (None: nothing to tell) the broker event ``source.quarantined`` with the source's
+    name (never its URL, which may carry credentials), the reason, the message's size and when
+    it was refused; it concerns no tenant. Receivers may call it from their own threads: the
+    event is then emitted on ``loop``'s."""
+
+    def quarantined(reject: Reject) -> None:
+        rejects.add(reject)
+        if events is None:
+            return
+        data = {"source": name, "reason": reject.reason, "size": reject.raw.size, "time": _time(reject.at)}
+        emit = functools.partial(events.emit, "source.quarantined", data, tenant=None)
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            emit()
+            return
+        try:
+            loop.call_soon_threadsafe(emit)
+        except RuntimeError:  # the loop is closed: the broker has stopped, its emitter with it
+            log.warning("source %s: a quarantined message was not announced: the broker has stopped", name)
+
+    return quarantined

@@ -8,6 +8,12 @@ settle the dispatcher wakes the replayer, which queues the next ones (on a share
 instance may step a replay, one at a time). Every running replay is looked at again every
 :data:`POLL` seconds, which finds the replays other instances created and those whose
 deliveries settled elsewhere.
+
+A replay that drops out of the running ones (scanned to its end, or cancelled elsewhere) is
+watched at every look until it is finished (``done``: every delivery settled, or
+``cancelled``); then ``finished`` is told once. Every instance that stepped it tells it (the
+broker event's id derives from the replay's, so de-duplication keeps one); a replay whose last
+deliveries settle while no instance that stepped it is running is not told.
 """
 
 from __future__ import annotations
@@ -56,8 +62,11 @@ class Replayer:
         receive: Callable[[Subscription], Mapping[str, Any] | None] = lambda subscription: None,
         observer: BudgetObserver | None = None,
         tracing: Tracing = NO_TRACING,
+        finished: Callable[[Replay, Subscription], None] = lambda replay, subscription: None,
     ) -> None:
         self._tracing = tracing
+        self._finished = finished
+        self._finishing: dict[str, Replay] = {}
         self._archive = archive
         self._observer = observer
         self._receive = receive
@@ -81,6 +90,14 @@ class Replayer:
         """A replay was cancelled (or its subscription deleted)."""
         self._running.pop(replay, None)
         self._filters.pop(replay, None)
+        self._finishing.pop(replay, None)
+
+    def ended(self, replay: Replay) -> None:
+        """``replay`` is finished (``done`` or ``cancelled``): tell ``finished`` (nothing if its
+        subscription is gone)."""
+        subscription = self._subscriptions.get(replay.subscription)
+        if subscription is not None:
+            self._finished(replay, subscription)
 
     async def run(self) -> None:
         """Step the running replays whenever woken, and every :data:`POLL` seconds; forever."""
@@ -94,15 +111,33 @@ class Replayer:
                 except Exception:
                     log_failure("looking for running replays failed")
                 else:
-                    self._running = {replay.id: replay for replay in found}
+                    running = {replay.id: replay for replay in found}
+                    for left in set(self._running) - set(running):
+                        self._finishing[left] = self._running[left]
+                    self._running = running
                     for gone in set(self._filters) - set(self._running):
                         del self._filters[gone]
+                    await self._watch_finishing()
             for replay in list(self._running.values()):
                 try:
                     await self._step(replay)
                 except Exception:
                     log_failure("replay %s: queueing deliveries failed", replay.id)
             await wait_or_sleep(self._wake, POLL, self._clock)
+
+    async def _watch_finishing(self) -> None:
+        """Tell the replays that left the running ones and are now finished."""
+        for replay in list(self._finishing.values()):
+            try:
+                now = [r for r in await self._archive.replays(replay.subscription) if r.id == replay.id]
+            except Exception:
+                log_failure("replay %s: reading its state failed", replay.id)
+                continue
+            if not now:  # its subscription was deleted, and it with it
+                del self._finishing[replay.id]
+            elif now[0].state != "running":
+                del self._finishing[replay.id]
+                self.ended(now[0])
 
     async def _step(self, replay: Replay) -> None:
         subscription = self._subscriptions.get(replay.subscription)

@@ -255,6 +255,8 @@ class ReplaysApi:
             replay, removed = cancelled
             self._dispatcher.withdrawn(removed)
             self._replayer.stopped(replay.id)
+            if replay.state == "cancelled":  # a repeated cancel emits the same id: de-duplicated
+                self._replayer.ended(replay)
             return JSONResponse(replay_json(replay))
         for replay in await self._archive.replays(subscription_id):
             if replay.id == replay_id:
