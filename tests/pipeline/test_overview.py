@@ -46,6 +46,7 @@ def test_overview_and_health_follow_deliveries(broker: Broker, sink: Sink) -> No
     assert "400" in items[bad["id"]]["lastError"]
     assert items[bad["id"]]["protocol"] == "HTTP"
     assert items[bad["id"]]["sink"] == f"{sink.url}/bad"
-    assert broker.http.post(f"/subscriptions/{bad['id']}/deadletters/redrive").status_code == 202
+    # The sink recovers before the redrive: a redriven delivery may be attempted at once.
     sink.default["/bad"] = Reply(status=200)
+    assert broker.http.post(f"/subscriptions/{bad['id']}/deadletters/redrive").status_code == 202
     wait_until(lambda: broker.http.get("/status").json()["deadletters"] == 0)
