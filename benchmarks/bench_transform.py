@@ -15,15 +15,10 @@ Usage: ``python benchmarks/bench_transform.py [--events 5000] [--concurrency 32]
 from __future__ import annotations
 
 import argparse
-import asyncio
-import time
 from pathlib import Path
 
-import httpx
 from drains import InProcess, median_round, options, run_rounds
-from harness import sink_stats
 
-from cebroker.storage import Incoming
 from cebroker.subscription import Subscription
 
 #: Three fields of the data, two attributes renamed, the rest as stored.
@@ -56,20 +51,7 @@ def order(n: int, run: str) -> dict[str, object]:
 
 async def drain(pipeline: InProcess, subscription: str, run: str, count: int, sink_url: str) -> float:
     """Deliveries/s delivering ``count`` events of ``subscription``."""
-    batch = [
-        Incoming(e, "/shop", str(e["id"]), (subscription,)) for e in (order(n, run) for n in range(count))
-    ]
-    await asyncio.to_thread(httpx.get, sink_url + "/reset")
-    await pipeline.append(batch)
-    started = time.perf_counter()
-    await pipeline.start()
-    await pipeline.drained()
-    rate = count / (time.perf_counter() - started)
-    await pipeline.stop()
-    stats = await asyncio.to_thread(sink_stats, sink_url)
-    if stats["count"] < count:
-        raise RuntimeError(f"the sink got {stats['count']} of {count} events")
-    return rate
+    return await pipeline.delivery_rate(subscription, [order(n, run) for n in range(count)], sink_url)
 
 
 async def measure(

@@ -15,7 +15,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness import sink
+import httpx
+from harness import sink, sink_stats
 
 from cebroker.pipeline.component import PipelineComponent
 from cebroker.settings import Settings
@@ -131,6 +132,22 @@ class InProcess:
                 return
             await asyncio.sleep(0.005)
         raise RuntimeError("the deliveries did not drain in ten minutes")
+
+    async def delivery_rate(self, subscription: str, events: list[dict[str, Any]], sink_url: str) -> float:
+        """Deliveries/s of ``events``, written to the log for ``subscription`` alone and delivered
+        by a pipeline started for the run; the sink (reset first) must have got every one."""
+        batch = [Incoming(e, str(e["source"]), str(e["id"]), (subscription,)) for e in events]
+        await asyncio.to_thread(httpx.get, sink_url + "/reset")
+        await self.append(batch)
+        started = time.perf_counter()
+        await self.start()
+        await self.drained()
+        rate = len(events) / (time.perf_counter() - started)
+        await self.stop()
+        stats = await asyncio.to_thread(sink_stats, sink_url)
+        if stats["count"] < len(events):
+            raise RuntimeError(f"the sink got {stats['count']} of {len(events)} events")
+        return rate
 
     async def replay(self, subscription: str, replay_id: str, since: float) -> float:
         """Seconds from the creation of a replay of everything since ``since`` to its end."""
