@@ -265,6 +265,7 @@ def build_components(
         senders=senders,
         replies=storage.replies,
         health=storage.health,
+        claims=storage.claims,
     )
     components.append(pipeline)
     # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it. (With no
