@@ -61,6 +61,7 @@ from cebroker.storage.postgres import ordering
 from cebroker.storage.postgres.database import AsyncConn, Database
 from cebroker.storage.postgres.instances import Membership, notify_due
 from cebroker.storage.postgres.listener import DUE, Listener
+from cebroker.storage.stats import NO_STATS, SubscriptionCounts, counts, every_count
 
 log = logging.getLogger("cebroker.storage")
 
@@ -846,10 +847,10 @@ class PostgresDeliveryLog:
 
         return await self._db.run(job)
 
-    async def status(self, subscription: str) -> dict[str, Any]:
+    async def status(self, subscription: str) -> SubscriptionCounts:
         """Counts and the last error of one subscription (the same on every instance)."""
 
-        async def job(conn: AsyncConn) -> dict[str, Any]:
+        async def job(conn: AsyncConn) -> SubscriptionCounts:
             cur = await conn.execute(
                 "SELECT (SELECT count(*) FROM pipeline_deliveries WHERE subscription = %s),"
                 " (SELECT count(*) FROM pipeline_deadletters WHERE subscription = %s)",
@@ -861,50 +862,26 @@ class PostgresDeliveryLog:
                 " WHERE subscription = %s",
                 (subscription,),
             )
-            row = await cur.fetchone() or (0, 0, 0, None, None)
-            return {
-                "delivered": int(row[0]),
-                "failed": int(row[1]),
-                "pending": int(pending),
-                "deadlettered": int(dead),
-                "deadletteredTotal": int(row[2]),
-                "lastError": row[3],
-                "lastErrorAt": row[4],
-            }
+            row = await cur.fetchone()
+            return counts(pending, dead, (row[0], row[1], row[2], row[3], row[4]) if row else NO_STATS)
 
         return await self._db.run(job, write=False)
 
-    async def statuses(self) -> dict[str, dict[str, Any]]:
+    async def statuses(self) -> dict[str, SubscriptionCounts]:
         """:meth:`status` of every subscription the log knows anything about, in one snapshot."""
 
-        async def job(conn: AsyncConn) -> dict[str, dict[str, Any]]:
+        async def job(conn: AsyncConn) -> dict[str, SubscriptionCounts]:
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            found: dict[str, dict[str, Any]] = {}
-
-            def entry(subscription: str) -> dict[str, Any]:
-                blank: dict[str, Any] = {"delivered": 0, "failed": 0, "pending": 0, "deadlettered": 0}
-                blank.update(deadletteredTotal=0, lastError=None, lastErrorAt=None)
-                return found.setdefault(subscription, blank)
-
             cur = await conn.execute("SELECT subscription, count(*) FROM pipeline_deliveries GROUP BY 1")
-            for sub, count in await cur.fetchall():
-                entry(str(sub))["pending"] = int(count)
+            pending = {str(sub): int(count) for sub, count in await cur.fetchall()}
             cur = await conn.execute("SELECT subscription, count(*) FROM pipeline_deadletters GROUP BY 1")
-            for sub, count in await cur.fetchall():
-                entry(str(sub))["deadlettered"] = int(count)
+            dead = {str(sub): int(count) for sub, count in await cur.fetchall()}
             cur = await conn.execute(
                 "SELECT subscription, delivered, failed, deadlettered, last_error, last_error_at"
                 " FROM pipeline_stats"
             )
-            for row in await cur.fetchall():
-                entry(str(row[0])).update(
-                    delivered=int(row[1]),
-                    failed=int(row[2]),
-                    deadletteredTotal=int(row[3]),
-                    lastError=row[4],
-                    lastErrorAt=row[5],
-                )
-            return found
+            stats = {str(r[0]): (r[1], r[2], r[3], r[4], r[5]) for r in await cur.fetchall()}
+            return every_count(pending, dead, stats)
 
         return await self._db.run(job, write=False)
 

@@ -30,6 +30,7 @@ from cebroker.storage.buckets import TokenBuckets
 from cebroker.storage.deliveries import HELD_AT, Appended, DeadLetter, Incoming, Limits, Pending
 from cebroker.storage.sqlite import ordering
 from cebroker.storage.sqlite.database import Database
+from cebroker.storage.stats import NO_STATS, SubscriptionCounts, counts, every_count
 
 BUMP = (
     "INSERT INTO pipeline_stats (subscription, {col}) VALUES (?, ?) "
@@ -541,10 +542,10 @@ class SqliteDeliveryLog:
 
         return await self._db.write(job)
 
-    async def status(self, subscription: str) -> dict[str, Any]:
+    async def status(self, subscription: str) -> SubscriptionCounts:
         """Counts and the last error of one subscription."""
 
-        def job(conn: sqlite3.Connection) -> dict[str, Any]:
+        def job(conn: sqlite3.Connection) -> SubscriptionCounts:
             (pending,) = conn.execute(
                 "SELECT COUNT(*) FROM pipeline_deliveries WHERE subscription = ?", (subscription,)
             ).fetchone()
@@ -555,59 +556,29 @@ class SqliteDeliveryLog:
                 "SELECT delivered, failed, deadlettered, last_error, last_error_at FROM pipeline_stats "
                 "WHERE subscription = ?",
                 (subscription,),
-            ).fetchone() or (0, 0, 0, None, None)
-            return {
-                "delivered": row[0],
-                "failed": row[1],
-                "pending": pending,
-                "deadlettered": dead,
-                "deadletteredTotal": row[2],
-                "lastError": row[3],
-                "lastErrorAt": row[4],
-            }
+            ).fetchone()
+            return counts(pending, dead, (row[0], row[1], row[2], row[3], row[4]) if row else NO_STATS)
 
         return await self._db.read(job)
 
-    async def statuses(self) -> dict[str, dict[str, Any]]:
+    async def statuses(self) -> dict[str, SubscriptionCounts]:
         """:meth:`status` of every subscription the log knows anything about, in one read."""
 
-        def job(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
-            found: dict[str, dict[str, Any]] = {}
-
-            def entry(subscription: str) -> dict[str, Any]:
-                return found.setdefault(
-                    subscription,
-                    {
-                        "delivered": 0,
-                        "failed": 0,
-                        "pending": 0,
-                        "deadlettered": 0,
-                        "deadletteredTotal": 0,
-                        "lastError": None,
-                        "lastErrorAt": None,
-                    },
+        def job(conn: sqlite3.Connection) -> dict[str, SubscriptionCounts]:
+            pending = dict(
+                conn.execute("SELECT subscription, COUNT(*) FROM pipeline_deliveries GROUP BY subscription")
+            )
+            dead = dict(
+                conn.execute("SELECT subscription, COUNT(*) FROM pipeline_deadletters GROUP BY subscription")
+            )
+            stats = {
+                row[0]: (row[1], row[2], row[3], row[4], row[5])
+                for row in conn.execute(
+                    "SELECT subscription, delivered, failed, deadlettered, last_error, last_error_at "
+                    "FROM pipeline_stats"
                 )
-
-            for sub, count in conn.execute(
-                "SELECT subscription, COUNT(*) FROM pipeline_deliveries GROUP BY subscription"
-            ):
-                entry(sub)["pending"] = count
-            for sub, count in conn.execute(
-                "SELECT subscription, COUNT(*) FROM pipeline_deadletters GROUP BY subscription"
-            ):
-                entry(sub)["deadlettered"] = count
-            for row in conn.execute(
-                "SELECT subscription, delivered, failed, deadlettered, last_error, last_error_at "
-                "FROM pipeline_stats"
-            ):
-                entry(row[0]).update(
-                    delivered=row[1],
-                    failed=row[2],
-                    deadletteredTotal=row[3],
-                    lastError=row[4],
-                    lastErrorAt=row[5],
-                )
-            return found
+            }
+            return every_count(pending, dead, stats)
 
         return await self._db.read(job)
 
