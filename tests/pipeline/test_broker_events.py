@@ -205,6 +205,7 @@ def test_a_redrive_and_a_replay_are_announced(make_broker: Callable[..., Broker]
         f"{sink.url}/ops",
         types=["dev.cebroker.redrive.done", "dev.cebroker.replay.started", "dev.cebroker.replay.finished"],
         protocolsettings=STRUCTURED,
+        config={"concurrency": "1"},  # one at a time: delivered in the order they were emitted
     )
     failing = broker.subscribe(f"{sink.url}/fails", types=["com.example.test"], config={"maxattempts": "1"})
     sink.default["/fails"] = Reply(400)
