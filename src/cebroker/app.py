@@ -34,7 +34,7 @@ from cebroker.api.subscriptions import SubscriptionsComponent
 from cebroker.api.validation import ValidationRules, build_rules, realize
 from cebroker.auth.component import AccessComponent
 from cebroker.auth.middleware import AccessMiddleware
-from cebroker.auth.rules import PUBLIC, required_scope
+from cebroker.auth.scopes import PUBLIC, required_scope
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import BrokerError, IncompleteRequest
 from cebroker.network import sink_policy
@@ -128,7 +128,7 @@ _FORBIDDEN = {
 
 def _describe_access(path: str, method: str, operation: dict[str, Any]) -> None:
     """What the access rules add to an operation: nothing for a public one (no credentials
-    needed), else 401 and 403 (src/cebroker/auth/rules.py decides, the document follows)."""
+    needed), else 401 and 403 (src/cebroker/auth/scopes.py decides, the document follows)."""
     if required_scope(method.upper(), path) == PUBLIC:
         operation["security"] = []
         return

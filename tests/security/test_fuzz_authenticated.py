@@ -29,7 +29,7 @@ from cebroker.app import create_app, openapi_document, validation_rules
 
 if TYPE_CHECKING:
     from schemathesis.specs.openapi.schemas import OpenApiCase
-from cebroker.auth.rules import PUBLIC, required_scope
+from cebroker.auth.scopes import PUBLIC, required_scope
 from cebroker.principal import ADMIN, SCOPES
 from cebroker.settings import Settings
 
