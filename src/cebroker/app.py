@@ -39,8 +39,8 @@ from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import BrokerError, IncompleteRequest
 from cebroker.network import sink_policy
 from cebroker.pipeline.component import PipelineComponent
+from cebroker.pipeline.delivery_rules import SUBSCRIPTION_RULES as PIPELINE_RULES
 from cebroker.pipeline.metrics import PipelineMetrics
-from cebroker.pipeline.rules import SUBSCRIPTION_RULES as PIPELINE_RULES
 from cebroker.registry.component import RegistryComponent
 from cebroker.sealing.cipher import Sealer
 from cebroker.sealing.keys import key_ring

@@ -6,6 +6,6 @@ dead-letter and metrics routes), ``validation`` (checks at the edge), ``ingest``
 durable log (the :class:`~cebroker.storage.DeliveryLog` contract of the storage layer),
 ``dispatch`` (the dispatcher and its parts: lanes, attempts, retry decisions, dead letters,
 completions, the loader, the backlog count) with ``policy`` and ``senders``, ``metrics``,
-``rules`` (what the pipeline declares for subscription validation) and ``component``
+``delivery_rules`` (what the pipeline declares for subscription validation) and ``component``
 (creation, wiring and lifecycle).
 """
