@@ -41,13 +41,13 @@ from cebroker.network import sink_policy
 from cebroker.pipeline.component import PipelineComponent
 from cebroker.pipeline.delivery_rules import SUBSCRIPTION_RULES as PIPELINE_RULES
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.sender_rules import SUBSCRIPTION_RULES as SENDER_RULES
 from cebroker.registry.component import RegistryComponent
 from cebroker.sealing.cipher import Sealer
 from cebroker.sealing.keys import key_ring
 from cebroker.sealing.store import SealedSubscriptionStore
 from cebroker.settings import Settings
 from cebroker.sources.component import SourcesComponent
-from cebroker.sources.rules import SUBSCRIPTION_RULES as BRIDGE_RULES
 from cebroker.storage import Storage, StorageOptions, create_storage
 from cebroker.telemetry import Telemetry, TelemetryConfig, build_telemetry
 from cebroker.tenant_policies import load_tenant_policies
@@ -193,8 +193,8 @@ def secrets_sealer(settings: Settings) -> Sealer:
 
 def validation_rules() -> ValidationRules:
     """The Subscriptions API's rules: its own, plus the settings and ``config`` keys the pipeline
-    (retry policy, HTTP content mode) and the protocol bridge (content modes, Kafka key) declare."""
-    return build_rules(PIPELINE_RULES, BRIDGE_RULES)
+    (retry policy, HTTP content mode) and its senders (content modes, Kafka key) declare."""
+    return build_rules(PIPELINE_RULES, SENDER_RULES)
 
 
 def build_components(
