@@ -28,10 +28,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cebroker.api.admission import ValidationRules, build_rules, realize
 from cebroker.api.destinations import DestinationCheck
 from cebroker.api.ops import IncompleteRequests, OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
-from cebroker.api.validation import ValidationRules, build_rules, realize
 from cebroker.auth.component import AccessComponent
 from cebroker.auth.middleware import AccessMiddleware
 from cebroker.auth.scopes import PUBLIC, required_scope

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from cebroker.api.validation import realize
+from cebroker.api.admission import realize
 from cebroker.app import create_app, validation_rules
 from cebroker.settings import Settings
 from cebroker.storage import create_storage

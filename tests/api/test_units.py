@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from starlette.datastructures import QueryParams
 
+from cebroker.api.admission import build_rules, realize
 from cebroker.api.query import next_link, parse_query
-from cebroker.api.validation import build_rules, realize
 from cebroker.app import validation_rules
 from cebroker.errors import PreconditionFailed, ValidationError
 from cebroker.storage import SubscriptionQuery
@@ -126,7 +126,7 @@ def test_sender_refusals_are_reported_with_a_pointer(monkeypatch: pytest.MonkeyP
     subscriber's text all the same)."""
     from ceprotocols import SettingsError
 
-    from cebroker.api.validation import delivery
+    from cebroker.api.admission import delivery
 
     def refuse(field: str) -> Any:
         def check(protocol: str, sink: str, settings: Any) -> None:

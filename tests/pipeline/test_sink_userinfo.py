@@ -24,7 +24,7 @@ from support.events import event
 from support.sinks import Reply, Sink
 from support.waiting import wait_for
 
-from cebroker.api.validation import realize
+from cebroker.api.admission import realize
 from cebroker.app import storage_from_settings, validation_rules
 from cebroker.settings import Settings
 

@@ -3,7 +3,7 @@
 Paths, parameters, headers and status codes are written out here by hand; the body schemas
 live in :mod:`cebroker.api.openapi_schemas`. The settings other parts declare (each with its
 ``schema``, see :mod:`cebroker.subscription_rules`) are merged in from the same
-:class:`~cebroker.api.validation.ValidationRules` the validator uses, so the document keeps
+:class:`~cebroker.api.admission.ValidationRules` the validator uses, so the document keeps
 describing what the validator accepts.
 """
 
@@ -13,9 +13,9 @@ import copy
 from typing import Any
 
 from cebroker import __version__
+from cebroker.api.admission.rules import ValidationRules
 from cebroker.api.openapi_schemas import SCHEMAS, SETTINGS_SCHEMAS, Schema, ref
 from cebroker.api.query import MAX_LIMIT
-from cebroker.api.validation.rules import ValidationRules
 
 _BODY_TYPES = ("application/json", "application/cloudevents-subscription+json")
 

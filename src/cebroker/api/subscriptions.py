@@ -23,10 +23,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from cebroker.api.admission import ValidationRules, realize
 from cebroker.api.destinations import DestinationCheck
 from cebroker.api.openapi import openapi_document
 from cebroker.api.query import next_link, parse_query
-from cebroker.api.validation import ValidationRules, realize
 from cebroker.api.webhooks import rotate_webhook_secret
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import NotFound

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from cebroker.api.validation.checks import Check
-from cebroker.api.validation.problems import Problems
-from cebroker.api.validation.protocols import ProtocolRules, builtin_protocols
+from cebroker.api.admission.checks import Check
+from cebroker.api.admission.problems import Problems
+from cebroker.api.admission.protocols import ProtocolRules, builtin_protocols
 from cebroker.subscription_rules import SubscriptionRules, ValueCheck
 
 
