@@ -3,7 +3,7 @@
 Each part of the service (subscriptions API, event pipeline, registry, ...) is a
 :class:`Component`: it contributes routes and has a start/stop lifecycle. ``build_components``
 is the one place where the parts are created and wired to each other, and
-:func:`validation_rules` the one place where the Subscriptions API learns what the other parts
+:func:`admission_rules` the one place where the Subscriptions API learns what the other parts
 declare about subscriptions.
 """
 
@@ -28,7 +28,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cebroker.api.admission import ValidationRules, build_rules, realize
+from cebroker.api.admission import AdmissionRules, build_rules, realize
 from cebroker.api.destinations import DestinationCheck
 from cebroker.api.ops import IncompleteRequests, OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
@@ -82,7 +82,7 @@ class Described(Protocol):
         ...
 
 
-def openapi_document(parts: Sequence[object], rules: ValidationRules) -> dict[str, Any]:
+def openapi_document(parts: Sequence[object], rules: AdmissionRules) -> dict[str, Any]:
     """The broker's OpenAPI document: the Subscriptions API's (its settings schemas from
     ``rules``), with every other part's paths and schemas merged in (a name defined twice is a
     bug, refused here)."""
@@ -191,7 +191,7 @@ def secrets_sealer(settings: Settings) -> Sealer:
     return Sealer(ring)
 
 
-def validation_rules() -> ValidationRules:
+def admission_rules() -> AdmissionRules:
     """The Subscriptions API's rules: its own, plus the settings and ``config`` keys the pipeline
     (retry policy, HTTP content mode) and its senders (content modes, Kafka key) declare."""
     return build_rules(PIPELINE_RULES, SENDER_RULES)
@@ -226,7 +226,7 @@ def build_components(
     # The one subscription store; parts that read or follow subscriptions get this instance. It
     # seals secrets on their way to the backend, whichever it is.
     store = SealedSubscriptionStore(storage.subscriptions, sealer or secrets_sealer(settings))
-    rules = validation_rules()
+    rules = admission_rules()
     subscriptions = SubscriptionsComponent(
         store, settings, rules, destinations=DestinationCheck(policy, resolver), clock=clock
     )

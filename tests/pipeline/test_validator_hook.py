@@ -13,7 +13,7 @@ from support.servers import ServerThread
 
 from cebroker.api.ops import OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
-from cebroker.app import Component, StorageComponent, create_app, validation_rules
+from cebroker.app import Component, StorageComponent, admission_rules, create_app
 from cebroker.contracts import Event, Ingestor, Violation
 from cebroker.errors import ValidationError
 from cebroker.pipeline.component import PipelineComponent
@@ -40,7 +40,7 @@ def _app(tmp_path: Path, mode: str) -> tuple[Any, PipelineComponent]:
     )
     parts: list[Component] = [
         StorageComponent(storage),
-        SubscriptionsComponent(store, settings, validation_rules()),
+        SubscriptionsComponent(store, settings, admission_rules()),
         pipeline,
         OpsComponent(storage.health),
     ]

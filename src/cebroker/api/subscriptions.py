@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from cebroker.api.admission import ValidationRules, realize
+from cebroker.api.admission import AdmissionRules, realize
 from cebroker.api.destinations import DestinationCheck
 from cebroker.api.openapi import openapi_document
 from cebroker.api.query import next_link, parse_query
@@ -59,7 +59,7 @@ class SubscriptionsComponent:
         self,
         store: SubscriptionStore,
         settings: Settings,
-        rules: ValidationRules,
+        rules: AdmissionRules,
         describe: Callable[[], dict[str, Any]] | None = None,
         *,
         destinations: DestinationCheck | None = None,
