@@ -53,7 +53,7 @@ async def test_every_route_and_method_is_described(app_and_doc: tuple[Any, dict[
             missing.append(path)
             continue
         methods = {m.lower() for m in (route.methods or set())} - {"head"}
-        if route.methods is None:  # a MethodDispatcher: its own methods are described
+        if route.methods is None:  # a MethodRouter: its own methods are described
             continue
         refused += [(method, path) for method in sorted(methods - set(described[path]))]
     assert missing == []

@@ -38,7 +38,7 @@ from cebroker.subscription import WEBHOOK_SECRET, Subscription
 from cebroker.web.access import principal_of
 from cebroker.web.body import read_json
 from cebroker.web.conditional import check_if_match
-from cebroker.web.methods import Handler, MethodDispatcher
+from cebroker.web.methods import Handler, MethodRouter
 from cebroker.web.params import no_parameters
 from cebroker.web.problem import request_error
 
@@ -93,8 +93,8 @@ class SubscriptionsComponent:
     def routes(self) -> Sequence[BaseRoute]:
         """The collection, the item and the OpenAPI document."""
         return [
-            Route("/subscriptions", MethodDispatcher(self._collection)),
-            Route("/subscriptions/{id}", MethodDispatcher(self._item)),
+            Route("/subscriptions", MethodRouter(self._collection)),
+            Route("/subscriptions/{id}", MethodRouter(self._item)),
             Route("/openapi.json", self._openapi, methods=["GET", "HEAD"]),
         ]
 
