@@ -271,13 +271,13 @@ def build_components(
     # sources it only serves an empty GET /sources.)
     sources = SourcesComponent(
         settings.sources,
-        pipeline.pipeline,
+        pipeline.ingestor,
         metrics=pipeline.metrics.registry,
         limits=Limits(max_size=settings.max_event_size),
         broker_events=pipeline.broker_events,
     )
     components.append(sources)
-    registry.ingestor = pipeline.pipeline
+    registry.ingestor = pipeline.ingestor
     from cebroker.console import ConsoleComponent
 
     # The console's pages are fixed paths; they must come before the registry's catch-all ones.

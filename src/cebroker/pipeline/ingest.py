@@ -47,7 +47,7 @@ async def release(*lists: list[Any]) -> None:
                 await asyncio.sleep(0)
 
 
-class Pipeline:
+class EventIngestor:
     """The durable entry of events into the broker (implements ``Ingestor``).
 
     Args:
