@@ -18,6 +18,7 @@ from cebroker.clock import Clock, wait_or_sleep
 from cebroker.pipeline.dispatch.lane import Item
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.storage.deliveries import HELD_AT, DeliveryLog, Limits
 from cebroker.subscription import Subscription
@@ -44,11 +45,13 @@ class Loader:
         lanes: Lanes,
         *,
         subscriptions: Mapping[str, Subscription],
+        setups: DeliverySetups,
         metrics: PipelineMetrics,
         clock: Clock,
         deleted: Callable[[str], None],
         closed: Callable[[str], bool],
     ) -> None:
+        self._setups = setups
         self._log = journal
         self._lanes = lanes
         self._subscriptions = subscriptions
@@ -138,13 +141,13 @@ class Loader:
             return
         if not self._closed(subscription):
             return  # its sink's circuit is open
-        lane = self._lanes.get(subscription)
-        room = lane.room(current, self._log.instances)
+        lane = self._lanes.get(current)
+        policy = self._setups.of(current).policy
+        room = lane.room(policy, self._log.instances)
         if room <= 0:
             return  # the lane wakes the loader when it makes room
         try:
             if self._log.shared:  # claims: only what this lane takes, within the global limits
-                policy = lane.configure(current)[0]
                 limits = Limits(policy.concurrency, policy.ratelimit)
                 rows, later = await self._log.due(subscription, room, limits)
             else:  # rows in memory come back too; they are skipped below
