@@ -44,6 +44,7 @@ from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.senders import SenderPool
 from cebroker.pipeline.transform import OutputCheck
 from cebroker.storage.circuits import CircuitStore
+from cebroker.storage.claims import Claims
 from cebroker.storage.deliveries import Appended, DeliveryLog, Pending
 from cebroker.storage.errors import StorageUnavailable
 from cebroker.subscription import Subscription
@@ -62,7 +63,9 @@ class Dispatcher:
 
     ``clock`` is the time every part reads and sleeps on (the log must use the same one);
     ``circuits`` is the store of open circuits and ``probe_max_delay`` the broker's longest
-    wait between two probes of a sink whose circuit is open.
+    wait between two probes of a sink whose circuit is open. ``claims`` (a shared backend's, see
+    :class:`~cebroker.storage.claims.Claims`) makes every part take its work by claims within
+    limits held for all instances; without it the dispatcher is the log's only reader.
     """
 
     def __init__(
@@ -82,12 +85,14 @@ class Dispatcher:
         tracing: Tracing = NO_TRACING,
         replies: Replies | None = None,
         broker_events: BrokerEvents | None = None,
+        claims: Claims | None = None,
     ) -> None:
         #: Sink replies of subscriptions with ``config.reply: publish`` (None: never published).
         self.replies = replies
         #: The broker's own events (None: none emitted).
         self.broker_events = broker_events
         self._log = journal
+        self._claims = claims
         self._pulled = pulled
         self._clock = clock
         self._subscriptions = matcher.subscriptions
@@ -108,7 +113,7 @@ class Dispatcher:
             setups=self._setups,
             attempt=self._attempt,
             attempt_batch=self._attempt_batch,
-            local_limits=not journal.shared,
+            local_limits=claims is None,
         )
         self.circuits = Circuits(
             store=circuits,
@@ -123,6 +128,7 @@ class Dispatcher:
             schedule=self._schedule,
             probe_max_delay=probe_max_delay,
             events=broker_events,
+            claims=claims,
         )
         failures = Failures(
             journal=journal,
@@ -141,7 +147,6 @@ class Dispatcher:
             completions=self._completions, failures=failures, metrics=metrics, check=output_check
         )
         self._attempts = Attempts(
-            journal=journal,
             senders=senders,
             subscriptions=self._subscriptions,
             metrics=metrics,
@@ -155,9 +160,9 @@ class Dispatcher:
             setups=self._setups,
             tracing=tracing,
             replies=replies,
+            claims=claims,
         )
         self._batches = BatchAttempts(
-            journal=journal,
             senders=senders,
             subscriptions=self._subscriptions,
             metrics=metrics,
@@ -171,6 +176,7 @@ class Dispatcher:
             setups=self._setups,
             tracing=tracing,
             replies=replies,
+            claims=claims,
         )
         self._loader = Loader(
             journal,
@@ -181,6 +187,7 @@ class Dispatcher:
             clock=clock,
             deleted=self._deleted,
             closed=self.circuits.closed,
+            claims=claims,
         )
         self._loops = Tasks()
         self._cleanups = Tasks()
@@ -205,8 +212,8 @@ class Dispatcher:
         self._loops.spawn(self._loader.run(), name="cebroker-loader")
         self._loops.spawn(self._completions.run(), name="cebroker-completions")
         self._loops.spawn(self.circuits.run(), name="cebroker-circuits")
-        if self._log.shared:
-            self._unwatch = self._log.watch(self._heard)
+        if self._claims is not None:  # other instances share the log: hear of their work too
+            self._unwatch = self._claims.watch(self._heard)
             self._loops.spawn(self._loader.rescan(RESCAN_EVERY), name="cebroker-rescan")
             self._loops.spawn(self._follow_backlog(), name="cebroker-backlog")
             self._loops.spawn(self.circuits.follow(RESCAN_EVERY), name="cebroker-circuits-follow")
