@@ -29,7 +29,7 @@ from cebroker.pipeline.brokerevents import BrokerEvents
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.replies import Replies
-from cebroker.pipeline.ingest import Pipeline
+from cebroker.pipeline.ingest import EventIngestor
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.pull import Puller
@@ -197,7 +197,7 @@ class PipelineComponent:
         self.tail = TailHub()
         # Requests waiting for replies hear of them on the storage's channel (every instance's).
         self.waiters = ReplyWaiters(replies or LocalReplyChannel(), max_wait=settings.reply_max_wait)
-        self.pipeline = Pipeline(
+        self.ingestor = EventIngestor(
             self.log,
             store,
             self.matcher,
@@ -215,7 +215,7 @@ class PipelineComponent:
         )
         #: ``POST /events``, which the app also serves through its fast lane.
         self.events = EventsApi(
-            self.pipeline,
+            self.ingestor,
             self.metrics,
             max_event_size=settings.max_event_size,
             max_batch_size=settings.max_batch_size,
@@ -291,7 +291,7 @@ class PipelineComponent:
                 return policies.may_publish(tenant, event)
 
         # De-duplicated among the tenant's own publishes (a retried delivery's reply counts once).
-        return await self.pipeline.accept(list(events), batch=len(events) > 1, permit=permit, tenant=tenant)
+        return await self.ingestor.accept(list(events), batch=len(events) > 1, permit=permit, tenant=tenant)
 
     def _storage_changed(self, cause: str | None) -> None:
         """The broker events of a storage outage (held until the storage takes them)."""
@@ -302,7 +302,7 @@ class PipelineComponent:
 
     async def _publish_own(self, events: Sequence[dict[str, Any]]) -> IngestResult:
         """Ingest the broker's own events (reserved types allowed, no publish policy)."""
-        return await self.pipeline.accept(list(events), batch=True, own=True)
+        return await self.ingestor.accept(list(events), batch=True, own=True)
 
     def routes(self) -> Sequence[BaseRoute]:
         """Every route of the pipeline."""
@@ -384,7 +384,7 @@ class PipelineComponent:
             return
         # An ingest that matched part of its events before the subscription existed writes them
         # after this point when it pauses between slices: the boundary must come after it.
-        await self.pipeline.matched()
+        await self.ingestor.matched()
         while subscription.id in self.matcher.subscriptions:
             try:
                 replay = await begin(self.archive, subscription)

@@ -26,6 +26,7 @@ from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.replies import HopLimit, Replies, wants_replies
 from cebroker.pipeline.dispatch.retry import GiveUp
+from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
@@ -78,10 +79,12 @@ class Attempts:
         release: Release,
         schedule: Schedule,
         transformer: Transformer,
+        setups: DeliverySetups,
         tracing: Tracing = NO_TRACING,
         replies: Replies | None = None,
         claims: Claims | None = None,
     ) -> None:
+        self._setups = setups
         self._tracing = tracing
         self._replies = replies
         self._claims = claims
@@ -119,7 +122,8 @@ class Attempts:
         if not self._circuits.admits(lane.id, item.row.id):
             await let_go(self._claims, lane, [item], self._release, self._schedule)
             return
-        policy, destination = lane.configure(subscription)
+        setup = self._setups.of(subscription)
+        policy, destination = setup.policy, setup.destination
         prepared = await self._transformer.apply(lane, item, subscription, policy, destination)
         if prepared is None:  # the transformation dropped it or failed: settled already
             return

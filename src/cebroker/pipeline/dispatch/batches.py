@@ -34,6 +34,7 @@ from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.replies import HopLimit, Replies, wants_replies
 from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
+from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
@@ -61,10 +62,12 @@ class BatchAttempts:
         release: Release,
         schedule: Schedule,
         transformer: Transformer,
+        setups: DeliverySetups,
         tracing: Tracing = NO_TRACING,
         replies: Replies | None = None,
         claims: Claims | None = None,
     ) -> None:
+        self._setups = setups
         self._tracing = tracing
         self._replies = replies
         self._claims = claims
@@ -111,7 +114,8 @@ class BatchAttempts:
             held = admitted
         if not held:
             return
-        policy, destination = lane.configure(subscription)
+        setup = self._setups.of(subscription)
+        policy, destination = setup.policy, setup.destination
         # Each delivery transformed on its own: those dropped or failed are settled here, the
         # rest go out together (a batch carries no per-event $delivery).
         events = []

@@ -44,8 +44,9 @@ from cebroker.pipeline.dispatch.lane import Item
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.retry import GiveUp
+from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.metrics import PipelineMetrics
-from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
+from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.redaction import redact_userinfo
 from cebroker.storage.circuits import Circuit, CircuitStore
 from cebroker.storage.claims import Claims
@@ -77,6 +78,7 @@ class Circuits:
         journal: DeliveryLog,
         lanes: Lanes,
         subscriptions: Mapping[str, Subscription],
+        setups: DeliverySetups,
         metrics: PipelineMetrics,
         clock: Clock,
         backlog: Backlog,
@@ -87,6 +89,7 @@ class Circuits:
         claims: Claims | None = None,
     ) -> None:
         self._events = events
+        self._setups = setups
         self._store = store
         self._log = journal
         self._claims = claims
@@ -350,7 +353,7 @@ class Circuits:
                 lane = self._lanes.find(subscription)
                 if subscription_now is None or (lane is not None and lane.inflight):
                     continue  # deleted, or attempts still end: a release wakes this loop
-                policy = _policy(subscription_now)
+                policy = self._setups.of(subscription_now).policy
                 if sink.sweep_at <= self._clock.now():
                     await self._sweep(subscription, sink, policy)
                 if (
@@ -358,12 +361,13 @@ class Circuits:
                     and sink.probe is None
                     and sink.open.next_probe_at <= self._clock.now()
                 ):
-                    await self._probe(subscription, sink, policy)
+                    await self._probe(subscription_now, sink, policy)
                 if sink.open is not None and sink.probe is None:
                     wake_at = min(wake_at, sink.sweep_at, sink.open.next_probe_at)
             await wait_or_sleep(self._wake, max(0.0, wake_at - self._clock.now()), self._clock)
 
-    async def _probe(self, subscription: str, sink: SinkCircuit, policy: DeliveryPolicy) -> None:
+    async def _probe(self, probed: Subscription, sink: SinkCircuit, policy: DeliveryPolicy) -> None:
+        subscription = probed.id
         now = self._clock.now()
         try:
             if self._claims is not None:  # claimed for this instance, within the limits of all
@@ -403,7 +407,7 @@ class Circuits:
         if not granted:  # another instance probes, or its next probe is later than ours
             await self._give_back(row)
             return
-        lane = self._lanes.get(subscription)
+        lane = self._lanes.get(self._subscriptions.get(subscription) or probed)
         if row.id in lane.inflight:
             return
         sink.probe = row.id
@@ -448,10 +452,3 @@ class Circuits:
 
     def _cap(self, policy: DeliveryPolicy) -> float:
         return policy.probemaxdelay if policy.probemaxdelay is not None else self._probe_max_delay
-
-
-def _policy(subscription: Subscription) -> DeliveryPolicy:
-    try:
-        return parse_policy(subscription.config)
-    except ValueError:
-        return DeliveryPolicy()  # refused at the API; the dispatcher delivers with the defaults

@@ -36,6 +36,7 @@ from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.loader import Loader
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.replies import Replies
+from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.tasks import Tasks
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.matcher import Matcher
@@ -97,6 +98,8 @@ class Dispatcher:
         self._subscriptions = matcher.subscriptions
         self._ordered = matcher.ordered
         self._replay_settled = replay_settled
+        #: Every subscription's delivery setup (policy, destination, batches), made once per revision.
+        self._setups = DeliverySetups(clock)
         self.backlog = Backlog(metrics.backlog)
         self._last_delivered = metrics.last_delivered
         self._completions = Completions(journal, self.backlog, self._release, clock)
@@ -107,6 +110,7 @@ class Dispatcher:
             capacity=lane_capacity,
             clock=clock,
             subscriptions=self._subscriptions,
+            setups=self._setups,
             attempt=self._attempt,
             attempt_batch=self._attempt_batch,
             local_limits=claims is None,
@@ -116,6 +120,7 @@ class Dispatcher:
             journal=journal,
             lanes=self._lanes,
             subscriptions=self._subscriptions,
+            setups=self._setups,
             metrics=metrics,
             clock=clock,
             backlog=self.backlog,
@@ -152,6 +157,7 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
             transformer=transformer,
+            setups=self._setups,
             tracing=tracing,
             replies=replies,
             claims=claims,
@@ -167,6 +173,7 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
             transformer=transformer,
+            setups=self._setups,
             tracing=tracing,
             replies=replies,
             claims=claims,
@@ -175,6 +182,7 @@ class Dispatcher:
             journal,
             self._lanes,
             subscriptions=self._subscriptions,
+            setups=self._setups,
             metrics=metrics,
             clock=clock,
             deleted=self._deleted,
@@ -267,7 +275,7 @@ class Dispatcher:
                 # It waits in the log while older ones do (the lane's order), the lane is full
                 # or the sink's circuit is open.
                 waits = self._loader.waiting(subscription) or not self.circuits.closed(subscription)
-                lane = None if waits else self._lanes.get(subscription)
+                lane = None if waits or current is None else self._lanes.get(current)
                 if lane is None or lane.free <= 0:
                     self._loader.schedule(subscription, 0.0)
                     continue
@@ -283,7 +291,9 @@ class Dispatcher:
         self._loader.schedule(subscription, 0.0)
 
     def replaced(self, subscription: Subscription) -> None:
-        """A subscription was replaced: a circuit open for its former sink closes."""
+        """A subscription was replaced: its lane follows the new revision, and a circuit open
+        for its former sink closes."""
+        self._lanes.replaced(subscription)
         self._cleanups.spawn(self.circuits.replaced(subscription))
 
     def replayed(self, subscription: str, count: int) -> None:
@@ -304,6 +314,7 @@ class Dispatcher:
         """A subscription was deleted: drop its lane and everything the log keeps for it."""
         self._loader.forget(subscription)
         self._lanes.drop(subscription)
+        self._setups.forget(subscription)
         self._last_delivered.pop(subscription, None)
         self.circuits.forget(subscription)
         await self.circuits.discard_stored(subscription)

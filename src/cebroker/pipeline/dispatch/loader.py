@@ -18,6 +18,7 @@ from cebroker.clock import Clock, wait_or_sleep
 from cebroker.pipeline.dispatch.lane import Item
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.storage.claims import Claims
 from cebroker.storage.deliveries import HELD_AT, DueQueue, Limits
@@ -46,12 +47,14 @@ class Loader:
         lanes: Lanes,
         *,
         subscriptions: Mapping[str, Subscription],
+        setups: DeliverySetups,
         metrics: PipelineMetrics,
         clock: Clock,
         deleted: Callable[[str], None],
         closed: Callable[[str], bool],
         claims: Claims | None = None,
     ) -> None:
+        self._setups = setups
         self._log = journal
         self._claims = claims
         self._lanes = lanes
@@ -146,13 +149,13 @@ class Loader:
             return
         if not self._closed(subscription):
             return  # its sink's circuit is open
-        lane = self._lanes.get(subscription)
-        room = lane.room(current, self._claims.instances if self._claims is not None else 1)
+        lane = self._lanes.get(current)
+        policy = self._setups.of(current).policy
+        room = lane.room(policy, self._claims.instances if self._claims is not None else 1)
         if room <= 0:
             return  # the lane wakes the loader when it makes room
         try:
             if self._claims is not None:  # claims: only what this lane takes, within the global limits
-                policy = lane.configure(current)[0]
                 limits = Limits(policy.concurrency, policy.ratelimit)
                 rows, later = await self._log.due(subscription, room, limits)
             else:  # rows in memory come back too; they are skipped below
