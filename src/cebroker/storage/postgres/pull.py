@@ -19,8 +19,9 @@ from psycopg import sql
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.storage.deliveries import HELD_AT
 from cebroker.storage.postgres.database import AsyncConn, Database
-from cebroker.storage.postgres.deliveries import BUMP, FAILED, PostgresDeliveryLog
+from cebroker.storage.postgres.deliveries import PostgresDeliveryLog
 from cebroker.storage.postgres.instances import notify_due
+from cebroker.storage.postgres.rows import BUMP, FAILED
 from cebroker.storage.pull import (
     EXPIRED,
     UNKNOWN,
