@@ -1,11 +1,11 @@
 """The delivery rules written twice, pinned on every backend.
 
 A confirmation and a dead letter each keep several books at once, and each is written twice:
-in Python for SQLite (``storage/sqlite/deliveries.py``, ``storage/sqlite/ordering.py``) and in
+in Python for SQLite (``storage/sqlite/``: ``rows.py``, ``outcomes.py``, ``ordering.py``) and in
 the server functions for PostgreSQL (``cebroker_complete`` and ``cebroker_release_groups`` in
-``storage/postgres/sql/deliveries/``, the statements of ``storage/postgres/deliveries.py``).
-docs/storage.md lists where each rule lives. These tests hold every book of one call at once,
-so that the two copies cannot drift apart unseen.
+``storage/postgres/sql/deliveries/``, the statements of ``storage/postgres/outcomes.py`` and
+``rows.py``). docs/architecture.md lists where each rule lives. These tests hold every book of
+one call at once, so that the two copies cannot drift apart unseen.
 """
 
 from __future__ import annotations
