@@ -23,7 +23,7 @@ from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
-from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.outcomes import Outcomes
 from cebroker.subscription import Subscription
 from cebroker.telemetry import NO_TRACING, Tracing
 
@@ -37,7 +37,7 @@ class Failures:
     def __init__(
         self,
         *,
-        journal: DeliveryLog,
+        journal: Outcomes,
         subscriptions: Mapping[str, Subscription],
         metrics: PipelineMetrics,
         clock: Clock,

@@ -41,8 +41,7 @@ from cebroker.pipeline.redaction import redact_userinfo
 from cebroker.pipeline.routes.circuit import circuit_document
 from cebroker.storage.archive import EventArchive
 from cebroker.storage.circuits import CircuitStore
-from cebroker.storage.deliveries import DeliveryLog
-from cebroker.storage.stats import SubscriptionCounts
+from cebroker.storage.stats import DeliveryStats, SubscriptionCounts
 from cebroker.subscription import Subscription
 from cebroker.web.access import principal_of
 
@@ -77,7 +76,7 @@ class OverviewApi:
     def __init__(
         self,
         metrics: PipelineMetrics,
-        journal: DeliveryLog,
+        journal: DeliveryStats,
         circuits: CircuitStore,
         matcher: Matcher,
         dispatcher: Dispatcher,
