@@ -15,7 +15,21 @@ import orjson
 import pytest
 from pipeline.clocks import ManualClock
 
-from cebroker.storage import DeliveryLog, Incoming, Limits, Pending, Storage
+from cebroker.storage import (
+    Claims,
+    Cleanup,
+    DeadLetters,
+    DeliveryLog,
+    DeliveryStats,
+    DueQueue,
+    Incoming,
+    Ingest,
+    Limits,
+    Outcomes,
+    Pending,
+    RateBuckets,
+    Storage,
+)
 from cebroker.storage.stats import SubscriptionCounts
 from storage.support import STORAGES, opened
 
@@ -49,6 +63,23 @@ async def release(storage: Storage, rows: list[Pending]) -> None:
 
 def test_satisfies_the_protocol(storage: Storage) -> None:
     assert isinstance(storage.deliveries, DeliveryLog)
+
+
+@pytest.mark.parametrize(
+    "contract",
+    [Ingest, DueQueue, Outcomes, DeadLetters, DeliveryStats, RateBuckets, Cleanup],
+    ids=lambda c: c.__name__,
+)
+def test_the_log_provides_each_small_contract(storage: Storage, contract: type) -> None:
+    assert isinstance(storage.deliveries, contract)
+
+
+def test_only_a_shared_backend_provides_claims(storage: Storage, backend: str) -> None:
+    """Claims and leases come from a backend several instances share; SQLite has none."""
+    if backend == "sqlite":
+        assert storage.claims is None
+    else:
+        assert isinstance(storage.claims, Claims)
 
 
 async def test_append_dedups_within_the_window_and_after_it(
