@@ -35,6 +35,7 @@ BOTTOM = frozenset(
         "contracts",
         "subscription_rules",
         "subscription",
+        "subscription_settings",
         "logs",
         "principal",
         "network",

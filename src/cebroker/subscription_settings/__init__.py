@@ -1,0 +1,1 @@
+"""A subscription's settings as typed values: its ``config`` (:mod:`.delivery`)."""
