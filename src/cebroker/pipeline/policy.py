@@ -1,5 +1,6 @@
-"""The delivery policy under the name the dispatch parts know it by: the subscription's typed
-``config`` (:mod:`cebroker.subscription_settings.delivery`)."""
+"""The delivery policy under the names the dispatch parts know it by: a subscription's typed
+``config`` (:mod:`cebroker.subscription_settings.delivery`), which every realized subscription
+holds as ``delivery``."""
 
 from cebroker.subscription_settings.delivery import (
     BACKOFFS,
@@ -8,9 +9,14 @@ from cebroker.subscription_settings.delivery import (
     MAX_CONCURRENCY,
     ORDERINGS,
     POLICY_KEYS,
-    DeliveryPolicy,
-    parse_policy,
+    DeliverySettings,
+    parse_delivery_settings,
 )
+
+#: What a delivery follows: its subscription's :class:`DeliverySettings`.
+DeliveryPolicy = DeliverySettings
+#: Parses a ``config`` (:func:`parse_delivery_settings`).
+parse_policy = parse_delivery_settings
 
 __all__ = [
     "BACKOFFS",

@@ -1,4 +1,12 @@
-"""Per-subscription delivery policy, read from the subscription's ``config`` map.
+"""A subscription's ``config`` as a typed value: :class:`DeliverySettings`.
+
+The one reader of ``config``: :func:`parse_delivery_settings` checks it and says what is wrong
+with a JSON Pointer for every bad member (the Subscriptions API refuses the subscription with
+those problems); :func:`stored_delivery_settings` is what every realized
+:class:`~cebroker.subscription.Subscription` holds as ``delivery``, so that the pipeline reads
+typed values and never parses ``config`` again. The defaults live here, on the dataclass, and
+nowhere else. ``config`` itself stays as the client gave it (the wire form); members no part
+reads are kept there as given.
 
 Keys (values may be JSON numbers or numeric strings, since the Subscriptions API types
 ``config`` values as strings):
@@ -26,34 +34,48 @@ key                default      meaning
                                 one event at least)
 ``maxbatchdelay``  ``0.1``      ... and seconds to wait for a batch to fill
 ``startfrom``      ``now``      ``earliest`` or an RFC 3339 time: on creation, deliver the
-                                archived events accepted since then (:mod:`.replays`)
+                                archived events accepted since then (pipeline/replays)
+``reply``          ``off``      ``publish``: the sink's CloudEvent answer is published as a new
+                                event (pipeline/dispatch/replies.py)
 =================  ===========  ===============================================================
+
+``transform`` is read by the pipeline's transformations, which compile it once per revision.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from ceprotocols.eventform import is_timestamp
 
 from cebroker.errors import FieldProblem, ValidationError
 
+log = logging.getLogger("cebroker.subscriptions")
+
 BACKOFFS = ("exponential", "linear")
 #: The largest ``concurrency``: each delivery in flight holds a connection (or a sender slot)
 #: of its own, and a subscription's sink may hang every one of them until its ``timeout``.
 MAX_CONCURRENCY = 256
 ORDERINGS = ("none", "partitionkey")
+#: Values of ``reply``: ``publish`` turns replies on.
+REPLY_MODES = ("publish", "off")
 #: Bounds of the batch settings.
 MAX_BATCH_EVENTS = 10_000
 MAX_BATCH_DELAY = 60.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DeliveryPolicy:
-    """How one subscription's deliveries are paced, retried and given up on."""
+class DeliverySettings:
+    """How one subscription's deliveries are paced, retried, ordered, batched and given up on,
+    where it starts and whether it publishes its sink's replies: its ``config``, typed.
+
+    Every default of a ``config`` member is the default of its field here.
+    """
 
     maxattempts: int = 0
     backoff: str = "exponential"
@@ -67,10 +89,16 @@ class DeliveryPolicy:
     deadlettersink: str | None = None
     #: None: the broker's ``--probe-max-delay``.
     probemaxdelay: float | None = None
+    #: ``ordering: partitionkey``.
     ordering: bool = False
     maxbatchsize: int = 100
     maxbatchbytes: int = 1024 * 1024
     maxbatchdelay: float = 0.1
+    #: Where a replay of the archive starts on creation, in epoch seconds (0: ``earliest``);
+    #: None: ``now``, no replay.
+    startfrom: float | None = None
+    #: ``reply: publish``.
+    reply: bool = False
 
     def delay(
         self,
@@ -100,6 +128,9 @@ class DeliveryPolicy:
         return next_at > first_at + self.ttl
 
 
+#: The settings of a subscription whose ``config`` says nothing.
+DEFAULTS = DeliverySettings()
+
 _FLOATS = (
     "initialdelay",
     "maxdelay",
@@ -111,8 +142,10 @@ _FLOATS = (
     "maxbatchdelay",
 )
 _INTS = ("maxattempts", "concurrency", "maxbatchsize", "maxbatchbytes")
-#: Every ``config`` key the policy reads.
+#: Every ``config`` key the settings read.
 POLICY_KEYS = (*_FLOATS, *_INTS, "backoff", "deadlettersink", "ordering", "startfrom")
+#: ... and ``reply``, declared for the API by the pipeline with the replies it governs.
+SETTINGS_KEYS = (*POLICY_KEYS, "reply")
 #: Keys that may be 0.
 _ZERO_ALLOWED = ("maxattempts", "maxbatchdelay")
 
@@ -140,11 +173,11 @@ def _number(key: str, value: Any, problems: list[FieldProblem], kind: type[int] 
     return number
 
 
-def parse_policy(config: Mapping[str, Any]) -> DeliveryPolicy:
-    """The policy described by ``config`` (unknown keys are left to other parts).
+def parse_delivery_settings(config: Mapping[str, Any]) -> DeliverySettings:
+    """The settings ``config`` describes (keys it does not read are left to other parts).
 
     Raises :class:`ValidationError` naming ``/config/<key>`` for every bad value; the
-    Subscriptions API can call this to refuse such a subscription up front.
+    Subscriptions API refuses such a subscription with these problems.
     """
     problems: list[FieldProblem] = []
     values: dict[str, Any] = {}
@@ -167,10 +200,13 @@ def parse_policy(config: Mapping[str, Any]) -> DeliveryPolicy:
         else:
             values["ordering"] = ordering.lower() == "partitionkey"
     start = config.get("startfrom")
-    if start is not None and not _start(start):
-        problems.append(
-            FieldProblem("/config/startfrom", "must be 'now', 'earliest' or an RFC 3339 timestamp")
-        )
+    if start is not None:
+        try:
+            values["startfrom"] = _start(start)
+        except ValueError:
+            problems.append(
+                FieldProblem("/config/startfrom", "must be 'now', 'earliest' or an RFC 3339 timestamp")
+            )
     sink = config.get("deadlettersink")
     if sink is not None:
         if not isinstance(sink, str) or not sink.startswith(("http://", "https://")):
@@ -186,11 +222,63 @@ def parse_policy(config: Mapping[str, Any]) -> DeliveryPolicy:
             )
         else:
             values["deadlettersink"] = sink
+    reply = config.get("reply")
+    if reply is not None:
+        if not isinstance(reply, str) or reply.lower() not in REPLY_MODES:
+            problems.append(FieldProblem("/config/reply", "must be 'publish' or 'off'"))
+        else:
+            values["reply"] = reply.lower() == "publish"
     if problems:
         raise ValidationError(problems)
-    return DeliveryPolicy(**{k: v for k, v in values.items() if v is not None})
+    return DeliverySettings(**{k: v for k, v in values.items() if v is not None})
 
 
-def _start(value: Any) -> bool:
-    """Whether ``value`` is a ``startfrom``: ``now``, ``earliest`` or an RFC 3339 timestamp."""
-    return isinstance(value, str) and (value.lower() in ("now", "earliest") or is_timestamp(value))
+#: What the pointer of a ``config`` member starts with.
+_POINTER = "/config/"
+
+
+def stored_delivery_settings(config: Mapping[str, Any]) -> DeliverySettings:
+    """The settings of a subscription already accepted (realized by the API, or read from a
+    store): as :func:`parse_delivery_settings`, except that a value the rules of this release
+    refuse (only a record stored by an earlier release can hold one) takes its default, and
+    a warning names it. Every other member keeps its value: one bad member never resets the
+    others (a rate limit or a dead-letter sink is never dropped for a neighbour's sake)."""
+    try:
+        return parse_delivery_settings(config)
+    except ValidationError as exc:
+        refused = {problem.pointer.removeprefix(_POINTER) for problem in exc.problems}
+    log.warning(
+        "a stored subscription's config holds values this release refuses; their defaults apply: %s",
+        ", ".join(sorted(_POINTER + key for key in refused)),
+    )
+    return parse_delivery_settings({k: v for k, v in config.items() if k not in refused})
+
+
+def _start(value: Any) -> float | None:
+    """Epoch seconds of a ``startfrom`` (0 for ``earliest``), or None for ``now``.
+
+    Raises:
+        ValueError: none of ``now``, ``earliest`` or an RFC 3339 timestamp.
+    """
+    if not isinstance(value, str):
+        raise ValueError("startfrom is not a string")
+    if value.lower() == "now":
+        return None
+    if value.lower() == "earliest":
+        return 0.0
+    return instant(value)
+
+
+def instant(text: str) -> float:
+    """Epoch seconds of an RFC 3339 timestamp (checked with ``is_timestamp`` first; a leap
+    second counts as the second before it).
+
+    Raises:
+        ValueError: not an RFC 3339 timestamp.
+    """
+    if not is_timestamp(text):
+        raise ValueError(f"not an RFC 3339 timestamp: {text[:64]!r}")
+    date, _, rest = text.replace("t", "T").replace("z", "Z").partition("T")
+    if rest[6:8] == "60":
+        rest = rest[:6] + "59" + rest[8:]
+    return datetime.fromisoformat(f"{date}T{rest}").timestamp()

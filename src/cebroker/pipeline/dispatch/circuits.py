@@ -45,7 +45,7 @@ from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.retry import GiveUp
 from cebroker.pipeline.metrics import PipelineMetrics
-from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
+from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.redaction import redact_userinfo
 from cebroker.storage.circuits import Circuit, CircuitStore
 from cebroker.storage.deliveries import DeliveryLog, Limits, Pending
@@ -346,7 +346,7 @@ class Circuits:
                 lane = self._lanes.find(subscription)
                 if subscription_now is None or (lane is not None and lane.inflight):
                     continue  # deleted, or attempts still end: a release wakes this loop
-                policy = _policy(subscription_now)
+                policy = subscription_now.delivery
                 if sink.sweep_at <= self._clock.now():
                     await self._sweep(subscription, sink, policy)
                 if (
@@ -444,10 +444,3 @@ class Circuits:
 
     def _cap(self, policy: DeliveryPolicy) -> float:
         return policy.probemaxdelay if policy.probemaxdelay is not None else self._probe_max_delay
-
-
-def _policy(subscription: Subscription) -> DeliveryPolicy:
-    try:
-        return parse_policy(subscription.config)
-    except ValueError:
-        return DeliveryPolicy()  # refused at the API; the dispatcher delivers with the defaults

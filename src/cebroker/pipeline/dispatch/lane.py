@@ -22,7 +22,7 @@ from ceprotocols.sender import Destination
 from ceprotocols.signing import WebhookSecret, WebhookSigning, parse_webhook_secret
 
 from cebroker.clock import Clock
-from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
+from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.deliveries import Pending
 from cebroker.subscription import Subscription
 
@@ -153,10 +153,7 @@ class Lane:
         """The policy and destination of the subscription's current revision."""
         stale = self._clock.now() >= self._signing_until
         if subscription is not self._subscription or self.destination is None or stale:
-            try:
-                self.policy = parse_policy(subscription.config)
-            except ValueError:
-                self.policy = DeliveryPolicy()  # refused at the API; keep delivering with defaults
+            self.policy = subscription.delivery
             self.destination = Destination(
                 protocol=subscription.protocol,
                 sink=subscription.sink,
