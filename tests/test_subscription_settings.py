@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from cebroker.api.validation import realize
+from cebroker.app import validation_rules
 from cebroker.errors import ValidationError
 from cebroker.subscription import Subscription, subscription_from_record
 from cebroker.subscription_settings.delivery import (
@@ -17,6 +19,12 @@ from cebroker.subscription_settings.delivery import (
     DeliverySettings,
     parse_delivery_settings,
     stored_delivery_settings,
+)
+from cebroker.subscription_settings.protocols import (
+    HttpSettings,
+    PullSettings,
+    default_of,
+    stored_protocol_settings,
 )
 
 
@@ -171,3 +179,91 @@ def test_a_stored_value_this_release_refuses_takes_its_default_and_keeps_the_oth
     subscription = subscription_from_record(record)
     assert subscription.delivery == settings
     assert subscription.to_record()["config"] == config  # kept as stored
+
+
+def _realized(body: dict[str, Any]) -> Subscription:
+    return realize(body, rules=validation_rules(), subscription_id="s1")
+
+
+def test_http_settings_are_typed_with_the_defaults_the_api_applies() -> None:
+    subscription = _realized({"protocol": "HTTP", "sink": "https://sink.example/"})
+    # The API writes the defaults into the wire form, from the dataclass: one place.
+    assert subscription.to_json()["protocolsettings"] == {
+        "method": default_of(HttpSettings, "method"),
+        "contentmode": default_of(HttpSettings, "contentmode"),
+    }
+    assert subscription.protocol_settings == HttpSettings()
+    batching = _realized(
+        {
+            "protocol": "HTTP",
+            "sink": "https://sink.example/",
+            "protocolsettings": {
+                "contentMode": "Batch",
+                "method": "PUT",
+                "headers": {"x-a": "1", "x-b": "2"},
+            },
+        }
+    )
+    assert batching.protocol_settings == HttpSettings(
+        method="PUT", headers=(("x-a", "1"), ("x-b", "2")), contentmode="batch"
+    )
+    assert isinstance(batching.protocol_settings, HttpSettings)
+    assert batching.protocol_settings.batch
+    # The wire form keeps what was given (the declared lower-case name, the value as sent).
+    assert batching.to_json()["protocolsettings"]["contentmode"] == "Batch"
+
+
+def test_pull_settings_are_typed_with_the_defaults_the_api_applies() -> None:
+    subscription = _realized({"protocol": "PULL", "protocolsettings": {"lockduration": 30}})
+    assert subscription.protocol_settings == PullSettings(lockduration=30)
+    assert subscription.to_json()["protocolsettings"] == {
+        "lockduration": 30,
+        "maxdeliverycount": default_of(PullSettings, "maxdeliverycount"),
+        "releasedelay": default_of(PullSettings, "releasedelay"),
+    }
+    again = subscription_from_record(subscription.to_record())
+    assert again.protocol_settings == subscription.protocol_settings
+    assert again.to_record() == subscription.to_record()
+
+
+def test_the_settings_only_a_sender_reads_have_no_broker_type() -> None:
+    subscription = _realized(
+        {"protocol": "NATS", "sink": "nats://127.0.0.1:4222", "protocolsettings": {"subject": "a.b"}}
+    )
+    assert subscription.protocol_settings is None
+    assert subscription.to_json()["protocolsettings"] == {"subject": "a.b", "contentmode": "binary"}
+
+
+def test_protocol_settings_errors_keep_their_pointers_and_messages() -> None:
+    with pytest.raises(ValidationError) as info:
+        _realized(
+            {
+                "protocol": "PULL",
+                "protocolsettings": {"lockduration": 0, "releasedelay": "1", "maxdeliverycount": True},
+            }
+        )
+    assert {p.pointer: p.message for p in info.value.problems} == {
+        "/protocolsettings/lockduration": "must be between 1 and 300",
+        "/protocolsettings/releasedelay": "must be an integer, got a string",
+        "/protocolsettings/maxdeliverycount": "must be an integer, got a boolean",
+    }
+    with pytest.raises(ValidationError) as info:
+        _realized(
+            {"protocol": "HTTP", "sink": "https://sink.example/", "protocolsettings": {"method": "GET"}}
+        )
+    assert [(p.pointer, p.message) for p in info.value.problems] == [
+        ("/protocolsettings/method", "must be one of 'POST', 'PUT', 'PATCH'")
+    ]
+
+
+def test_a_stored_protocol_setting_in_a_form_not_read_takes_its_default(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="cebroker.subscriptions"):
+        settings = stored_protocol_settings("PULL", {"lockduration": "30", "maxdeliverycount": 3})
+    assert settings == PullSettings(maxdeliverycount=3)
+    assert "/protocolsettings/lockduration" in caplog.text
+    assert stored_protocol_settings("HTTP", {}) == HttpSettings()
+    assert stored_protocol_settings("KAFKA", {"topicname": "t"}) is None
+    with pytest.raises(KeyError):
+        default_of(PullSettings, "nosuchsetting")

@@ -19,8 +19,10 @@ from cebroker.pipeline.transform import CONFIG_KEY as TRANSFORM_KEY
 from cebroker.pipeline.transform import transform_problems
 from cebroker.subscription_rules import ConfigKeyRule, SettingRule, SubscriptionRules, ValueCheck
 from cebroker.subscription_settings.delivery import SETTINGS_KEYS, parse_delivery_settings
+from cebroker.subscription_settings.protocols import HTTP_CONTENT_MODES, HttpSettings, default_of
 
-CONTENT_MODES = ("binary", "structured", "batch")
+CONTENT_MODES = HTTP_CONTENT_MODES
+_DEFAULT_MODE = default_of(HttpSettings, "contentmode")
 
 
 def _content_mode(value: Any) -> list[str]:
@@ -46,8 +48,8 @@ SUBSCRIPTION_RULES = SubscriptionRules(
             protocol="HTTP",
             name="contentmode",
             check=_content_mode,
-            schema={"type": "string", "enum": list(CONTENT_MODES), "default": "binary"},
-            default="binary",
+            schema={"type": "string", "enum": list(CONTENT_MODES), "default": _DEFAULT_MODE},
+            default=_DEFAULT_MODE,
         ),
     ),
     config_keys=(

@@ -1,1 +1,2 @@
-"""A subscription's settings as typed values: its ``config`` (:mod:`.delivery`)."""
+"""A subscription's settings as typed values: its ``config`` (:mod:`.delivery`) and the
+``protocolsettings`` the broker itself reads (:mod:`.protocols`)."""

@@ -25,6 +25,7 @@ from cebroker.clock import Clock
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.deliveries import Pending
 from cebroker.subscription import Subscription
+from cebroker.subscription_settings.protocols import HttpSettings
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -162,10 +163,8 @@ class Lane:
                 timeout=self.policy.timeout,
                 webhook=self._signing(subscription),
             )
-            batching = (
-                subscription.protocol == "HTTP"
-                and str(subscription.protocolsettings.get("contentmode") or "").lower() == "batch"
-            )
+            settings = subscription.protocol_settings
+            batching = isinstance(settings, HttpSettings) and settings.batch
             self.batch = (
                 BatchLimits(self.policy.maxbatchsize, self.policy.maxbatchbytes, self.policy.maxbatchdelay)
                 if batching
