@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from cebroker.api.validation import realize
-from cebroker.app import validation_rules
+from cebroker.api.admission import realize
+from cebroker.app import admission_rules
 from cebroker.errors import ValidationError
 from cebroker.subscription import Subscription, subscription_from_record
 from cebroker.subscription_settings.delivery import (
@@ -182,7 +182,7 @@ def test_a_stored_value_this_release_refuses_takes_its_default_and_keeps_the_oth
 
 
 def _realized(body: dict[str, Any]) -> Subscription:
-    return realize(body, rules=validation_rules(), subscription_id="s1")
+    return realize(body, rules=admission_rules(), subscription_id="s1")
 
 
 def test_http_settings_are_typed_with_the_defaults_the_api_applies() -> None:
