@@ -230,7 +230,8 @@ def parse_delivery_settings(config: Mapping[str, Any]) -> DeliverySettings:
             values["reply"] = reply.lower() == "publish"
     if problems:
         raise ValidationError(problems)
-    return DeliverySettings(**{k: v for k, v in values.items() if v is not None})
+    given = {k: v for k, v in values.items() if v is not None}
+    return DeliverySettings(**given) if given else DEFAULTS
 
 
 #: What the pointer of a ``config`` member starts with.

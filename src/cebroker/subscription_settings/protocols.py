@@ -111,19 +111,24 @@ class _Reader:
         return ()
 
 
+#: The defaults, as values (read for every subscription built).
+_HTTP = HttpSettings()
+_PULL = PullSettings()
+
+
 def _http(read: _Reader) -> HttpSettings:
     return HttpSettings(
-        method=read.choice("method", default_of(HttpSettings, "method"), HTTP_METHODS, upper=True),
+        method=read.choice("method", _HTTP.method, HTTP_METHODS, upper=True),
         headers=read.pairs("headers"),
-        contentmode=read.choice("contentmode", default_of(HttpSettings, "contentmode"), HTTP_CONTENT_MODES),
+        contentmode=read.choice("contentmode", _HTTP.contentmode, HTTP_CONTENT_MODES),
     )
 
 
 def _pull(read: _Reader) -> PullSettings:
     return PullSettings(
-        lockduration=read.integer("lockduration", default_of(PullSettings, "lockduration")),
-        maxdeliverycount=read.integer("maxdeliverycount", default_of(PullSettings, "maxdeliverycount")),
-        releasedelay=read.integer("releasedelay", default_of(PullSettings, "releasedelay")),
+        lockduration=read.integer("lockduration", _PULL.lockduration),
+        maxdeliverycount=read.integer("maxdeliverycount", _PULL.maxdeliverycount),
+        releasedelay=read.integer("releasedelay", _PULL.releasedelay),
     )
 
 
