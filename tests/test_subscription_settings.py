@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from cebroker.api.admission import realize
+from cebroker.api.openapi_schemas import SCHEMAS
 from cebroker.app import admission_rules
 from cebroker.errors import ValidationError
 from cebroker.subscription import Subscription, subscription_from_record
@@ -267,3 +268,12 @@ def test_a_stored_protocol_setting_in_a_form_not_read_takes_its_default(
     assert stored_protocol_settings("KAFKA", {"topicname": "t"}) is None
     with pytest.raises(KeyError):
         default_of(PullSettings, "nosuchsetting")
+
+
+def test_the_openapi_document_describes_the_same_defaults() -> None:
+    """The API's document states each default from the dataclass too (the request schema is
+    generated from the same source as the defaults applied)."""
+    pull = SCHEMAS["PULLSettings"]["properties"]
+    for name in ("lockduration", "maxdeliverycount", "releasedelay"):
+        assert pull[name]["default"] == default_of(PullSettings, name)
+    assert SCHEMAS["HTTPSettings"]["properties"]["method"]["default"] == default_of(HttpSettings, "method")
