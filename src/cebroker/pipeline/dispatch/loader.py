@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from cebroker.clock import Clock, wait_or_sleep
-from cebroker.pipeline.dispatch.lane import Item
+from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.metrics import PipelineMetrics
@@ -130,6 +130,19 @@ class Loader:
             self._wake.clear()
             await wait_or_sleep(self._wake, max(0.0, wake_at - self._clock.now()), self._clock)
 
+    def _saturated(self, lane: Lane, subscription: Subscription, room: int) -> bool:
+        """Whether to leave a lane as it is for now although it has ``room``: the log is not
+        shared, the lane is more than half full and its queue holds work for every worker.
+
+        A load from a log that is not shared reads the deliveries already in memory again (they
+        stay due until their outcome is written; the lane skips them), so loading each time a
+        few slots free up would read every delivery several times over. The lane's releases
+        wake the loader again, until its queue runs shorter than its concurrency or half of it
+        is free."""
+        if self._log.shared or lane.batch is not None or room * 2 >= lane.capacity:
+            return False
+        return len(lane.queue) >= lane.configure(subscription)[0].concurrency
+
     async def _load(self, subscription: str, due_at: float) -> None:
         current = self._subscriptions.get(subscription)
         if current is None:
@@ -142,6 +155,8 @@ class Loader:
         room = lane.room(current, self._log.instances)
         if room <= 0:
             return  # the lane wakes the loader when it makes room
+        if self._saturated(lane, current, room):
+            return  # likewise
         try:
             if self._log.shared:  # claims: only what this lane takes, within the global limits
                 policy = lane.configure(current)[0]
