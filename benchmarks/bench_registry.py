@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from cebroker.pipeline.validation import event_problems
+from cebroker.pipeline.wellformed import event_problems
 from cebroker.registry.model import GROUP_TYPES, MESSAGES
 from cebroker.registry.paths import Target
 from cebroker.registry.query import Inline

@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 
 from cebroker.pipeline.matcher import Matcher
-from cebroker.pipeline.validation import event_problems, normalize
+from cebroker.pipeline.wellformed import event_problems, normalize
 from cebroker.storage import Incoming, create_storage
 from cebroker.subscription import Subscription
 

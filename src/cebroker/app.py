@@ -3,7 +3,7 @@
 Each part of the service (subscriptions API, event pipeline, registry, ...) is a
 :class:`Component`: it contributes routes and has a start/stop lifecycle. ``build_components``
 is the one place where the parts are created and wired to each other, and
-:func:`validation_rules` the one place where the Subscriptions API learns what the other parts
+:func:`admission_rules` the one place where the Subscriptions API learns what the other parts
 declare about subscriptions.
 """
 
@@ -14,7 +14,8 @@ import copy
 import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ceprotocols.egress import Resolver, system_resolver
@@ -28,26 +29,27 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cebroker.api.admission import AdmissionRules, build_rules, realize
 from cebroker.api.destinations import DestinationCheck
 from cebroker.api.ops import IncompleteRequests, OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
-from cebroker.api.validation import ValidationRules, build_rules, realize
 from cebroker.auth.component import AccessComponent
 from cebroker.auth.middleware import AccessMiddleware
-from cebroker.auth.rules import PUBLIC, required_scope
+from cebroker.auth.scopes import PUBLIC, required_scope
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import BrokerError, IncompleteRequest
 from cebroker.network import sink_policy
 from cebroker.pipeline.component import PipelineComponent
+from cebroker.pipeline.delivery_rules import SUBSCRIPTION_RULES as PIPELINE_RULES
 from cebroker.pipeline.metrics import PipelineMetrics
-from cebroker.pipeline.rules import SUBSCRIPTION_RULES as PIPELINE_RULES
+from cebroker.pipeline.sender_rules import SUBSCRIPTION_RULES as SENDER_RULES
 from cebroker.registry.component import RegistryComponent
+from cebroker.registry.validation import RegistryValidator
 from cebroker.sealing.cipher import Sealer
 from cebroker.sealing.keys import key_ring
 from cebroker.sealing.store import SealedSubscriptionStore
 from cebroker.settings import Settings
 from cebroker.sources.component import SourcesComponent
-from cebroker.sources.rules import SUBSCRIPTION_RULES as BRIDGE_RULES
 from cebroker.storage import Storage, StorageOptions, create_storage
 from cebroker.telemetry import Telemetry, TelemetryConfig, build_telemetry
 from cebroker.tenant_policies import load_tenant_policies
@@ -82,7 +84,7 @@ class Described(Protocol):
         ...
 
 
-def openapi_document(parts: Sequence[object], rules: ValidationRules) -> dict[str, Any]:
+def openapi_document(parts: Sequence[object], rules: AdmissionRules) -> dict[str, Any]:
     """The broker's OpenAPI document: the Subscriptions API's (its settings schemas from
     ``rules``), with every other part's paths and schemas merged in (a name defined twice is a
     bug, refused here)."""
@@ -128,7 +130,7 @@ _FORBIDDEN = {
 
 def _describe_access(path: str, method: str, operation: dict[str, Any]) -> None:
     """What the access rules add to an operation: nothing for a public one (no credentials
-    needed), else 401 and 403 (src/cebroker/auth/rules.py decides, the document follows)."""
+    needed), else 401 and 403 (src/cebroker/auth/scopes.py decides, the document follows)."""
     if required_scope(method.upper(), path) == PUBLIC:
         operation["security"] = []
         return
@@ -191,10 +193,10 @@ def secrets_sealer(settings: Settings) -> Sealer:
     return Sealer(ring)
 
 
-def validation_rules() -> ValidationRules:
+def admission_rules() -> AdmissionRules:
     """The Subscriptions API's rules: its own, plus the settings and ``config`` keys the pipeline
-    (retry policy, HTTP content mode) and the protocol bridge (content modes, Kafka key) declare."""
-    return build_rules(PIPELINE_RULES, BRIDGE_RULES)
+    (retry policy, HTTP content mode) and its senders (content modes, Kafka key) declare."""
+    return build_rules(PIPELINE_RULES, SENDER_RULES)
 
 
 def build_components(
@@ -226,22 +228,24 @@ def build_components(
     # The one subscription store; parts that read or follow subscriptions get this instance. It
     # seals secrets on their way to the backend, whichever it is.
     store = SealedSubscriptionStore(storage.subscriptions, sealer or secrets_sealer(settings))
-    rules = validation_rules()
+    rules = admission_rules()
+    # The broker's OpenAPI document describes every part, the Subscriptions API included, which
+    # serves it: a true cycle, broken by handing the API a function that composes the document
+    # on its first call, when every part exists (``components`` is bound below, before any call).
     subscriptions = SubscriptionsComponent(
-        store, settings, rules, destinations=DestinationCheck(policy, resolver), clock=clock
+        store,
+        settings,
+        rules,
+        describe=lambda: document(),
+        destinations=DestinationCheck(policy, resolver),
+        clock=clock,
     )
     # Built first: a bad API keys file is refused before anything else is made.
     access = AccessComponent(settings)
-    components: list[Component] = [StorageComponent(storage), access, subscriptions]
-    # The registry checks incoming events for the pipeline (its validator) and announces its
-    # own changes through the pipeline (its ingestor): the two are wired to each other.
-    registry = RegistryComponent(
-        storage.registry,
-        settings.public_url,
-        document_schema=settings.registry_document_schema,
-        broker_events=settings.broker_events,
-        check_events=settings.event_validation != "off",
-    )
+    # The registry checks incoming events for the pipeline (this validator, the index of its
+    # message definitions) and announces its own changes through the pipeline's ingestor: the
+    # validator is made first, so each of the two is given what it needs when it is built.
+    validator = RegistryValidator()
     # The event pipeline follows the store's change feed, so it starts after the storage is open.
     # Its metrics registry is the broker's: telemetry adds the runtime and HTTP server metrics
     # to it and exports all of it over OTLP when configured.
@@ -253,7 +257,7 @@ def build_components(
         storage.deliveries,
         storage.circuits,
         archive=storage.archive,
-        validator=registry.validator,
+        validator=validator,
         clock=clock,
         realize=lambda body: realize(body, rules=rules, subscription_id="draft"),
         policy=policy,
@@ -265,37 +269,50 @@ def build_components(
         senders=senders,
         replies=storage.replies,
         health=storage.health,
+        claims=storage.claims,
     )
-    components.append(pipeline)
     # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it. (With no
     # sources it only serves an empty GET /sources.)
     sources = SourcesComponent(
         settings.sources,
-        pipeline.pipeline,
+        pipeline.ingestor,
         metrics=pipeline.metrics.registry,
         limits=Limits(max_size=settings.max_event_size),
         broker_events=pipeline.broker_events,
     )
-    components.append(sources)
-    registry.ingestor = pipeline.pipeline
+    registry = RegistryComponent(
+        storage.registry,
+        settings.public_url,
+        ingestor=pipeline.ingestor,
+        document_schema=settings.registry_document_schema,
+        broker_events=settings.broker_events,
+        check_events=settings.event_validation != "off",
+        validator=validator,
+    )
     from cebroker.console import ConsoleComponent
 
-    # The console's pages are fixed paths; they must come before the registry's catch-all ones.
-    components.append(ConsoleComponent())
-    # The registry serves `/` and `/<group>/...`, so its routes come after every other part's;
-    # it announces its changes through the pipeline, so it starts after it.
-    components.append(registry)
-    # Ops comes last: it reports ready once every part before it has started, and not ready
-    # while the storage is unavailable.
-    ops = OpsComponent(storage.health)
+    # Ops reports ready once every part before it has started, and not ready while the storage
+    # is unavailable or a source has been down too long.
+    ops = OpsComponent(storage.health, checks=(sources.readiness,))
     pipeline.metrics.registry.register(ops.incomplete)
-    ops.checks.append(sources.readiness)
-    components.append(ops)
-    # Right after the storage (which stays first): stopped after every part that traces, so what
-    # they traced while stopping is exported.
-    components.insert(1, telemetry)
+    components: list[Component] = [
+        StorageComponent(storage),
+        # Right after the storage (which stays first): stopped after every part that traces, so
+        # what they traced while stopping is exported.
+        telemetry,
+        access,
+        subscriptions,
+        pipeline,
+        sources,
+        # The console's pages are fixed paths; they must come before the registry's catch-all ones.
+        ConsoleComponent(),
+        # The registry serves `/` and `/<group>/...`, so its routes come after every other part's;
+        # it announces its changes through the pipeline, so it starts after it.
+        registry,
+        # Ops comes last: ready means every part before it has started.
+        ops,
+    ]
     document = functools.cache(lambda: openapi_document(components, rules))  # the parts are fixed now
-    subscriptions.describe = document
     return components
 
 
@@ -357,26 +374,46 @@ class SendGuard:
         await self.app(scope, receive, guarded)
 
 
+@dataclass(frozen=True, slots=True)
+class _EventsLane:
+    """What the fast lane for ``POST /events`` needs: its endpoint (behind the same middleware as
+    every route), the app's error answers and the route it stands for."""
+
+    endpoint: ASGIApp
+    handlers: Mapping[Any, Handler]
+    route: BaseRoute | None
+
+
 class _BrokerApp(Starlette):
     """Starlette with the fast lane for ``POST /events`` (:class:`cebroker.web.lane.Lane`) in
-    front of its middleware stack, when ``events`` is set."""
+    front of its middleware stack, when ``events`` is given."""
 
-    events: ASGIApp | None = None
-    handlers: Mapping[Any, Handler] | None = None
-    events_route: BaseRoute | None = None
+    def __init__(
+        self,
+        *,
+        events: _EventsLane | None,
+        routes: Sequence[BaseRoute],
+        lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]],
+        middleware: Sequence[Middleware],
+        exception_handlers: Mapping[Any, Handler],
+    ) -> None:
+        self._events = events
+        super().__init__(
+            routes=routes, lifespan=lifespan, middleware=middleware, exception_handlers=exception_handlers
+        )
 
     def build_middleware_stack(self) -> ASGIApp:
         """The usual stack, behind the lane."""
         stack = super().build_middleware_stack()
-        if self.events is None or self.handlers is None:
+        if self._events is None:
             return stack
         return Lane(
             stack,
             method="POST",
             path="/events",
-            endpoint=self.events,
-            handlers=self.handlers,
-            route=self.events_route,
+            endpoint=self._events.endpoint,
+            handlers=self._events.handlers,
+            route=self._events.route,
         )
 
 
@@ -419,12 +456,7 @@ def create_app(settings: Settings, components: Sequence[Component] | None = None
         Exception: _unexpected_error,
     }
     pipeline = next((part for part in parts if isinstance(part, PipelineComponent)), None)
-    app = _BrokerApp(
-        routes=routes,
-        lifespan=lifespan,
-        middleware=[Middleware(SendGuard), *telemetry_middleware, access.middleware()],
-        exception_handlers=handlers,
-    )
+    events: _EventsLane | None = None
     if pipeline is not None:
         # Single events are the broker's hottest call: they take a lane of their own past the
         # generic stack, through the same middleware (request metrics and spans, then access)
@@ -436,9 +468,7 @@ def create_app(settings: Settings, components: Sequence[Component] | None = None
         )
         for cls, args, kwargs in reversed(telemetry_middleware):
             lane = cls(lane, *args, **kwargs)
-        app.events = lane
-        app.handlers = handlers
-        app.events_route = next(
+        route = next(
             (
                 r
                 for r in routes
@@ -446,6 +476,14 @@ def create_app(settings: Settings, components: Sequence[Component] | None = None
             ),
             None,
         )
+        events = _EventsLane(lane, handlers, route)
+    app = _BrokerApp(
+        events=events,
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(SendGuard), *telemetry_middleware, access.middleware()],
+        exception_handlers=handlers,
+    )
     app.state.settings = settings
     app.state.components = parts
     ops = next((part for part in parts if isinstance(part, OpsComponent)), None)

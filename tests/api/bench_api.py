@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 
-from cebroker.api.validation import realize
-from cebroker.app import create_app, validation_rules
+from cebroker.api.admission import realize
+from cebroker.app import admission_rules, create_app
 from cebroker.settings import Settings
 from cebroker.storage import create_storage
 
@@ -48,7 +48,7 @@ async def main(total: int) -> None:
         storage = create_storage(Path(tmp) / "baseline.db")
         await storage.open()
         store = storage.subscriptions
-        rules = validation_rules()
+        rules = admission_rules()
         t0 = time.perf_counter()
         for i in range(total):
             await store.create(realize(_body(i), rules=rules, subscription_id=str(uuid.uuid4())))

@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from cebroker.app import create_app, openapi_document, validation_rules
+from cebroker.app import admission_rules, create_app, openapi_document
 from cebroker.settings import Settings
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ CHECKS = [
 # done.
 _DB_DIR = Path(tempfile.mkdtemp(prefix="cebroker-fuzz-"))
 _APP = create_app(Settings(db=_DB_DIR / "fuzz.db"))
-schema = schemathesis.openapi.from_dict(openapi_document(_APP.state.components, validation_rules()))
+schema = schemathesis.openapi.from_dict(openapi_document(_APP.state.components, admission_rules()))
 schema.app = _APP
 
 

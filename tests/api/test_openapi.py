@@ -72,9 +72,9 @@ async def test_document_is_openapi_31_with_valid_schemas(doc: dict[str, Any]) ->
 async def test_registered_settings_are_documented(doc: dict[str, Any]) -> None:
     """Settings other parts declare (HTTP ``contentmode`` from the pipeline) appear in the schema."""
     from cebroker.api.openapi_schemas import SETTINGS_SCHEMAS
-    from cebroker.app import validation_rules
+    from cebroker.app import admission_rules
 
-    protocols = validation_rules().protocols
+    protocols = admission_rules().protocols
     assert set(SETTINGS_SCHEMAS) == set(protocols)
     assert "contentmode" in protocols["HTTP"].settings
     for protocol, rules in protocols.items():

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from starlette.routing import Mount, Route
 
-from cebroker.app import create_app, openapi_document, validation_rules
+from cebroker.app import admission_rules, create_app, openapi_document
 from cebroker.settings import Settings
 
 #: Write-only fields of sink credentials: accepted in requests, never in any answer.
@@ -21,7 +21,7 @@ SECRETS = {"secret", "accesstoken", "refreshtoken"}
 @pytest.fixture
 def app_and_doc(tmp_path: Path) -> tuple[Any, dict[str, Any]]:
     app = create_app(Settings(db=tmp_path / "doc.db"))
-    return app, openapi_document(app.state.components, validation_rules())
+    return app, openapi_document(app.state.components, admission_rules())
 
 
 def _template(path: str) -> str:
@@ -53,7 +53,7 @@ async def test_every_route_and_method_is_described(app_and_doc: tuple[Any, dict[
             missing.append(path)
             continue
         methods = {m.lower() for m in (route.methods or set())} - {"head"}
-        if route.methods is None:  # a MethodDispatcher: its own methods are described
+        if route.methods is None:  # a MethodRouter: its own methods are described
             continue
         refused += [(method, path) for method in sorted(methods - set(described[path]))]
     assert missing == []

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from starlette.datastructures import QueryParams
 
+from cebroker.api.admission import build_rules, realize
 from cebroker.api.query import next_link, parse_query
-from cebroker.api.validation import build_rules, realize
-from cebroker.app import validation_rules
+from cebroker.app import admission_rules
 from cebroker.errors import PreconditionFailed, ValidationError
 from cebroker.storage import SubscriptionQuery
 from cebroker.subscription_rules import ConfigKeyRule, SettingRule, SubscriptionRules
@@ -17,7 +17,7 @@ from cebroker.web.body import parse_json
 from cebroker.web.conditional import check_if_match
 
 #: The rules the broker validates with (its own and every part's declarations).
-RULES = validation_rules()
+RULES = admission_rules()
 
 
 def test_parse_json_accepts_objects_and_rejects_the_rest() -> None:
@@ -126,7 +126,7 @@ def test_sender_refusals_are_reported_with_a_pointer(monkeypatch: pytest.MonkeyP
     subscriber's text all the same)."""
     from ceprotocols import SettingsError
 
-    from cebroker.api.validation import delivery
+    from cebroker.api.admission import delivery
 
     def refuse(field: str) -> Any:
         def check(protocol: str, sink: str, settings: Any) -> None:

@@ -14,6 +14,7 @@ from cebroker.pipeline.dispatch.backlog import Backlog
 from cebroker.pipeline.dispatch.deadletters import REASON_LIMIT, dead_letter_copy
 from cebroker.pipeline.dispatch.lane import Item, Lane, TokenBucket
 from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
+from cebroker.pipeline.dispatch.setup import policy_of
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.deliveries import Pending
 from cebroker.subscription import Subscription
@@ -163,7 +164,9 @@ def test_a_dead_letter_copy_carries_the_reason(status: str | None) -> None:
 
 
 def test_with_limits_kept_by_a_shared_log_a_lane_asks_for_its_share_of_the_concurrency() -> None:
-    sub = Subscription(id="s", protocol="HTTP", sink="http://127.0.0.1:9/", config={"concurrency": "5"})
+    sub = policy_of(
+        Subscription(id="s", protocol="HTTP", sink="http://127.0.0.1:9/", config={"concurrency": "5"})
+    )
     lane = Lane("s", 256, SYSTEM_CLOCK, local_limits=False)
     assert lane.room(sub) == 5
     assert lane.room(sub, instances=2) == 3  # rounded up: the log keeps the total within 5

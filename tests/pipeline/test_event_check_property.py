@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cebroker.pipeline import validation
-from cebroker.pipeline.validation import event_problems
+from cebroker.pipeline import wellformed
+from cebroker.pipeline.wellformed import event_problems
 
 NAMES = st.sampled_from(
     [
@@ -60,8 +60,8 @@ def events(draw: st.DrawFn) -> Any:
 @settings(max_examples=3000, deadline=None)
 @given(events())
 def test_fast_path_and_full_check_agree(event: Any) -> None:
-    fast = validation._looks_valid(event)
-    full = validation._problems(event, "")
+    fast = wellformed._looks_valid(event)
+    full = wellformed._problems(event, "")
     if fast:
         assert full == []
     assert event_problems(event) == full
@@ -79,4 +79,4 @@ def test_the_fast_path_is_taken_for_ordinary_events() -> None:
         "flag": True,
         "data": {"a": [1, 2]},
     }
-    assert validation._looks_valid(event)
+    assert wellformed._looks_valid(event)

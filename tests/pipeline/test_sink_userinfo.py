@@ -24,8 +24,8 @@ from support.events import event
 from support.sinks import Reply, Sink
 from support.waiting import wait_for
 
-from cebroker.api.validation import realize
-from cebroker.app import storage_from_settings, validation_rules
+from cebroker.api.admission import realize
+from cebroker.app import admission_rules, storage_from_settings
 from cebroker.settings import Settings
 
 SECRET = "s3cr3t-Tok3n"
@@ -44,7 +44,7 @@ def seed(db: Path, sinks: dict[str, str]) -> None:
         try:
             for sub_id, url in sinks.items():
                 body = {"protocol": "HTTP", "sink": "http://127.0.0.1:9/", "types": TYPES, "config": CONFIG}
-                sub = realize(body, rules=validation_rules(), subscription_id=sub_id)
+                sub = realize(body, rules=admission_rules(), subscription_id=sub_id)
                 await storage.subscriptions.create(dataclasses.replace(sub, sink=url))
         finally:
             await storage.close()

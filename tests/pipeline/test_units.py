@@ -6,7 +6,7 @@ import pytest
 
 from cebroker.errors import ValidationError
 from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
-from cebroker.pipeline.validation import event_problems, normalize
+from cebroker.pipeline.wellformed import event_problems, normalize
 from cebroker.spark.attributes import InvalidValue, check_rfc3339
 
 GOOD = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t"}

@@ -13,7 +13,7 @@ from support.servers import ServerThread
 
 from cebroker.api.ops import OpsComponent
 from cebroker.api.subscriptions import SubscriptionsComponent
-from cebroker.app import Component, StorageComponent, create_app, validation_rules
+from cebroker.app import Component, StorageComponent, admission_rules, create_app
 from cebroker.contracts import Event, Ingestor, Violation
 from cebroker.errors import ValidationError
 from cebroker.pipeline.component import PipelineComponent
@@ -40,7 +40,7 @@ def _app(tmp_path: Path, mode: str) -> tuple[Any, PipelineComponent]:
     )
     parts: list[Component] = [
         StorageComponent(storage),
-        SubscriptionsComponent(store, settings, validation_rules()),
+        SubscriptionsComponent(store, settings, admission_rules()),
         pipeline,
         OpsComponent(storage.health),
     ]
@@ -79,13 +79,13 @@ async def test_ingest_contract_for_other_parts(tmp_path: Path) -> None:
     component = PipelineComponent(
         Settings(db=tmp_path / "b.db"), storage.subscriptions, storage.deliveries, storage.circuits
     )
-    assert isinstance(component.pipeline, Ingestor)
+    assert isinstance(component.ingestor, Ingestor)
     await component.start()
     try:
-        result = await component.pipeline.ingest([event(1), event(1), event(2)])
+        result = await component.ingestor.ingest([event(1), event(1), event(2)])
         assert (result.accepted, result.duplicates) == (3, 1)
         with pytest.raises(ValidationError) as info:
-            await component.pipeline.ingest([event(3), {**event(4), "id": ""}])
+            await component.ingestor.ingest([event(3), {**event(4), "id": ""}])
         assert [p.pointer for p in info.value.problems] == ["/1/id"]
     finally:
         await component.stop()

@@ -25,11 +25,11 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from cebroker.app import create_app, openapi_document, validation_rules
+from cebroker.app import admission_rules, create_app, openapi_document
 
 if TYPE_CHECKING:
     from schemathesis.specs.openapi.schemas import OpenApiCase
-from cebroker.auth.rules import PUBLIC, required_scope
+from cebroker.auth.scopes import PUBLIC, required_scope
 from cebroker.principal import ADMIN, SCOPES
 from cebroker.settings import Settings
 
@@ -61,7 +61,7 @@ _DIR = Path(tempfile.mkdtemp(prefix="cebroker-fuzz-auth-"))
     )
 )
 _APP = create_app(Settings(db=_DIR / "fuzz.db", api_keys=_DIR / "keys.json"))
-schema = schemathesis.openapi.from_dict(openapi_document(_APP.state.components, validation_rules()))
+schema = schemathesis.openapi.from_dict(openapi_document(_APP.state.components, admission_rules()))
 schema.app = _APP
 
 

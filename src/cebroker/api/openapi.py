@@ -3,7 +3,7 @@
 Paths, parameters, headers and status codes are written out here by hand; the body schemas
 live in :mod:`cebroker.api.openapi_schemas`. The settings other parts declare (each with its
 ``schema``, see :mod:`cebroker.subscription_rules`) are merged in from the same
-:class:`~cebroker.api.validation.ValidationRules` the validator uses, so the document keeps
+:class:`~cebroker.api.admission.AdmissionRules` the validator uses, so the document keeps
 describing what the validator accepts.
 """
 
@@ -13,9 +13,9 @@ import copy
 from typing import Any
 
 from cebroker import __version__
+from cebroker.api.admission.tables import AdmissionRules
 from cebroker.api.openapi_schemas import SCHEMAS, SETTINGS_SCHEMAS, Schema, ref
 from cebroker.api.query import MAX_LIMIT
-from cebroker.api.validation.rules import ValidationRules
 
 _BODY_TYPES = ("application/json", "application/cloudevents-subscription+json")
 
@@ -200,7 +200,7 @@ _PATHS: dict[str, Any] = {
 }
 
 
-def openapi_document(rules: ValidationRules) -> dict[str, Any]:
+def openapi_document(rules: AdmissionRules) -> dict[str, Any]:
     """The document, with the settings other parts declared in ``rules`` merged into their schemas."""
     schemas = copy.deepcopy(SCHEMAS)
     for protocol, schema_name in SETTINGS_SCHEMAS.items():

@@ -72,14 +72,14 @@ class OpsComponent:
     storage, if given, accepts writes, and every readiness check passes); owns the counts of
     incomplete requests."""
 
-    def __init__(self, health: StorageHealth | None = None) -> None:
+    def __init__(self, health: StorageHealth | None = None, *, checks: Sequence[ReadinessCheck] = ()) -> None:
         self.ready = False
         #: Set on SIGTERM, before the server stops accepting: readiness answers 503 from then on.
         self.stopping = False
         self._health = health
         self.incomplete = IncompleteRequests()
         #: Further readiness checks (e.g. protocol sources that have been down too long).
-        self.checks: list[ReadinessCheck] = []
+        self.checks: tuple[ReadinessCheck, ...] = tuple(checks)
 
     def routes(self) -> Sequence[BaseRoute]:
         """The health routes."""

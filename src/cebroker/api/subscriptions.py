@@ -23,10 +23,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from cebroker.api.admission import AdmissionRules, realize
 from cebroker.api.destinations import DestinationCheck
 from cebroker.api.openapi import openapi_document
 from cebroker.api.query import next_link, parse_query
-from cebroker.api.validation import ValidationRules, realize
 from cebroker.api.webhooks import rotate_webhook_secret
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.errors import NotFound
@@ -38,7 +38,7 @@ from cebroker.subscription import WEBHOOK_SECRET, Subscription
 from cebroker.web.access import principal_of
 from cebroker.web.body import read_json
 from cebroker.web.conditional import check_if_match
-from cebroker.web.methods import Handler, MethodDispatcher
+from cebroker.web.methods import Handler, MethodRouter
 from cebroker.web.params import no_parameters
 from cebroker.web.problem import request_error
 
@@ -59,7 +59,7 @@ class SubscriptionsComponent:
         self,
         store: SubscriptionStore,
         settings: Settings,
-        rules: ValidationRules,
+        rules: AdmissionRules,
         describe: Callable[[], dict[str, Any]] | None = None,
         *,
         destinations: DestinationCheck | None = None,
@@ -93,8 +93,8 @@ class SubscriptionsComponent:
     def routes(self) -> Sequence[BaseRoute]:
         """The collection, the item and the OpenAPI document."""
         return [
-            Route("/subscriptions", MethodDispatcher(self._collection)),
-            Route("/subscriptions/{id}", MethodDispatcher(self._item)),
+            Route("/subscriptions", MethodRouter(self._collection)),
+            Route("/subscriptions/{id}", MethodRouter(self._item)),
             Route("/openapi.json", self._openapi, methods=["GET", "HEAD"]),
         ]
 

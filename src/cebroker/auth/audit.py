@@ -1,7 +1,7 @@
 """The audit log: one structured line per management write, allowed or refused.
 
 Management writes are subscription creates, replaces and deletes, dead-letter re-drives and
-registry writes (see :func:`cebroker.auth.rules.audited`). Each becomes one line on the
+registry writes (see :func:`cebroker.auth.scopes.audited`). Each becomes one line on the
 ``cebroker.audit`` logger, a JSON object with ``time``, ``principal``, ``tenant``, ``action``,
 ``target``, ``outcome`` (``ok``, ``refused`` for missing or insufficient credentials,
 ``failed`` for any other error) and ``status``. Lines never hold a request body, so no secret

@@ -1,6 +1,6 @@
 """The ASGI middleware in front of every route: who calls, may they, and the audit line.
 
-For each HTTP call it looks up the scope the route needs (:mod:`cebroker.auth.rules`),
+For each HTTP call it looks up the scope the route needs (:mod:`cebroker.auth.scopes`),
 authenticates the caller unless the route is public, refuses with 401 (no or bad
 credentials, ``WWW-Authenticate: Bearer``) or 403 (a missing scope, named) before the route
 runs (so a refused call reads no body and changes nothing), and otherwise hands the principal
@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cebroker.auth import audit
 from cebroker.auth.authenticator import Authenticator
-from cebroker.auth.rules import ANY, EVENT_GRID_PREFIX, PUBLIC, audited, required_scope
+from cebroker.auth.scopes import ANY, EVENT_GRID_PREFIX, PUBLIC, audited, required_scope
 from cebroker.errors import BrokerError, Forbidden
 from cebroker.principal import Principal
 from cebroker.web.access import PRINCIPAL

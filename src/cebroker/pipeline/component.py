@@ -29,7 +29,7 @@ from cebroker.pipeline.brokerevents import BrokerEvents
 from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.replies import Replies
-from cebroker.pipeline.ingest import Pipeline
+from cebroker.pipeline.ingest import EventIngestor
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.pull import Puller
@@ -53,6 +53,7 @@ from cebroker.pipeline.transform import output_check
 from cebroker.settings import Settings
 from cebroker.storage.archive import EventArchive, Replay
 from cebroker.storage.circuits import CircuitStore
+from cebroker.storage.claims import Claims
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.health import StorageHealth
 from cebroker.storage.pull import PullLog
@@ -74,7 +75,9 @@ class PipelineComponent:
     """Ingress, durable log, matching and delivery. ``pipeline`` is the :class:`Ingestor`.
 
     ``clock`` is the time the dispatcher and the housekeeping read and sleep on; ``journal``
-    must read the same clock (see :class:`~cebroker.storage.StorageOptions`).
+    must read the same clock (see :class:`~cebroker.storage.StorageOptions`). ``claims`` is the
+    storage's :attr:`~cebroker.storage.Storage.claims`: given when other instances share the
+    log (the dispatcher then claims its work and limits hold for all instances together).
 
     ``realize`` validates a subscription body as a create does; with it the component also serves
     the explain routes (a draft is validated by it). ``policy`` and
@@ -105,6 +108,7 @@ class PipelineComponent:
         senders: Mapping[str, SenderFactory] | None = None,
         replies: ReplyChannel | None = None,
         health: StorageHealth | None = None,
+        claims: Claims | None = None,
     ) -> None:
         self._store = store
         self.tracing = tracing
@@ -122,7 +126,7 @@ class PipelineComponent:
             webhook_origin=origin,
             validate_webhooks=settings.webhook_validation,
             # With several instances the handshake's allowed rate holds for all of them together.
-            buckets=journal if journal.shared else None,
+            buckets=claims,
             # Never unrestricted: the settings' own policy unless the composition root passes it.
             policy=policy if policy is not None else sink_policy(settings),
             resolver=resolver,
@@ -165,6 +169,7 @@ class PipelineComponent:
             tracing=tracing,
             replies=self.replies,
             broker_events=self.broker_events,
+            claims=claims,
         )
         self.archive = archive
         self.replayer: Replayer | None = None
@@ -192,7 +197,7 @@ class PipelineComponent:
         self.tail = TailHub()
         # Requests waiting for replies hear of them on the storage's channel (every instance's).
         self.waiters = ReplyWaiters(replies or LocalReplyChannel(), max_wait=settings.reply_max_wait)
-        self.pipeline = Pipeline(
+        self.ingestor = EventIngestor(
             self.log,
             store,
             self.matcher,
@@ -210,7 +215,7 @@ class PipelineComponent:
         )
         #: ``POST /events``, which the app also serves through its fast lane.
         self.events = EventsApi(
-            self.pipeline,
+            self.ingestor,
             self.metrics,
             max_event_size=settings.max_event_size,
             max_batch_size=settings.max_batch_size,
@@ -286,7 +291,7 @@ class PipelineComponent:
                 return policies.may_publish(tenant, event)
 
         # De-duplicated among the tenant's own publishes (a retried delivery's reply counts once).
-        return await self.pipeline.accept(list(events), batch=len(events) > 1, permit=permit, tenant=tenant)
+        return await self.ingestor.accept(list(events), batch=len(events) > 1, permit=permit, tenant=tenant)
 
     def _storage_changed(self, cause: str | None) -> None:
         """The broker events of a storage outage (held until the storage takes them)."""
@@ -297,7 +302,7 @@ class PipelineComponent:
 
     async def _publish_own(self, events: Sequence[dict[str, Any]]) -> IngestResult:
         """Ingest the broker's own events (reserved types allowed, no publish policy)."""
-        return await self.pipeline.accept(list(events), batch=True, own=True)
+        return await self.ingestor.accept(list(events), batch=True, own=True)
 
     def routes(self) -> Sequence[BaseRoute]:
         """Every route of the pipeline."""
@@ -379,7 +384,7 @@ class PipelineComponent:
             return
         # An ingest that matched part of its events before the subscription existed writes them
         # after this point when it pauses between slices: the boundary must come after it.
-        await self.pipeline.matched()
+        await self.ingestor.matched()
         while subscription.id in self.matcher.subscriptions:
             try:
                 replay = await begin(self.archive, subscription)

@@ -20,7 +20,7 @@ from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.ordering import partition_key
 from cebroker.pipeline.requestreply import ReplyWaiters
 from cebroker.pipeline.tail import TailHub
-from cebroker.pipeline.validation import event_problems, normalize
+from cebroker.pipeline.wellformed import event_problems, normalize
 from cebroker.storage.deliveries import Appended, DeliveryLog, Incoming
 from cebroker.storage.errors import IndexBehind
 from cebroker.storage.subscriptions import SubscriptionStore
@@ -47,7 +47,7 @@ async def release(*lists: list[Any]) -> None:
                 await asyncio.sleep(0)
 
 
-class Pipeline:
+class EventIngestor:
     """The durable entry of events into the broker (implements ``Ingestor``).
 
     Args:

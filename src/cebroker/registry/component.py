@@ -56,6 +56,7 @@ class RegistryComponent:
         advertiser: Advertiser | None = None,
         check_events: bool = True,
         broker_events: bool = False,
+        validator: RegistryValidator | None = None,
     ) -> None:
         self.base = base_url.rstrip("/")
         self.store = store
@@ -64,7 +65,9 @@ class RegistryComponent:
             self.core.hooks.append(BrokerEventDefinitions())
         self.core.hooks.append(advertiser or Advertiser(self.base))
         self.ingestor = ingestor
-        self.validator = RegistryValidator()
+        #: the definition index events are checked against; the composition root may make it
+        #: first, to hand it to the pipeline whose ingestor this component is then given
+        self.validator = validator if validator is not None else RegistryValidator()
         #: data schemas in other formats, compiled once per document (shared with the checks
         #: of writes, whose Protobuf compilations it reuses)
         self.compiled = CompiledSchemas(self.core.checks.formats)

@@ -1,6 +1,6 @@
 """The registry's part of the broker's OpenAPI document, generated from the registry's own model
 (:data:`~cebroker.registry.model.GROUP_TYPES`) and the methods each level allows
-(:data:`~cebroker.registry.dispatch.ALLOWED`), so the two cannot drift apart.
+(:data:`~cebroker.registry.operations.ALLOWED`), so the two cannot drift apart.
 
 Entities are described by their shape (JSON objects keyed by id, with the xRegistry common
 attributes); the detailed rules of each entity are the registry's model (``GET /model``), which
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cebroker.registry.dispatch import ALLOWED
 from cebroker.registry.model import GROUP_TYPES
+from cebroker.registry.operations import ALLOWED
 
 Schema = dict[str, Any]
 

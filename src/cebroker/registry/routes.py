@@ -17,9 +17,9 @@ from starlette.routing import BaseRoute, Route
 
 from cebroker.registry import http
 from cebroker.registry.capabilities import capabilities_document
-from cebroker.registry.dispatch import ALLOWED, not_supported, write_op
 from cebroker.registry.errors import XRegistryError, render_error
 from cebroker.registry.model import GROUP_TYPES, model_document
+from cebroker.registry.operations import ALLOWED, not_supported, write_op
 from cebroker.registry.paging import next_link, page, parse_paging
 from cebroker.registry.paths import Target, parse_path
 from cebroker.registry.query import Inline

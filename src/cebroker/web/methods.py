@@ -13,7 +13,7 @@ from starlette.types import Receive, Scope, Send
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-class MethodDispatcher:
+class MethodRouter:
     """Calls the handler of the request's method; 405 with ``Allow`` for any other method, and
     ``Allow`` on every OPTIONS answer.
 

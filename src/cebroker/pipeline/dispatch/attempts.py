@@ -26,11 +26,12 @@ from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.replies import HopLimit, Replies, wants_replies
 from cebroker.pipeline.dispatch.retry import GiveUp
+from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
-from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.claims import Claims
 from cebroker.subscription import Subscription
 from cebroker.telemetry import NO_TRACING, Tracing
 
@@ -41,13 +42,13 @@ RELOAD_DELAY = 5.0
 
 
 async def let_go(
-    journal: DeliveryLog, lane: Lane, items: Sequence[Item], release: Release, schedule: Schedule
+    claims: Claims | None, lane: Lane, items: Sequence[Item], release: Release, schedule: Schedule
 ) -> None:
     """Let ``items`` go unsent while their sink's circuit is open: the rows stay in the log as
-    they were (a shared log's claims are given back), their lane slots are freed, and the loader
-    takes them again once the circuit closes."""
-    if journal.shared:
-        await journal.release([item.row for item in items])
+    they were (``claims`` given back, on a shared log), their lane slots are freed, and the
+    loader takes them again once the circuit closes."""
+    if claims is not None:
+        await claims.release([item.row for item in items])
     schedule(lane.id, 0.0)
     for item in items:
         release(lane, item.row.id)
@@ -68,7 +69,6 @@ class Attempts:
     def __init__(
         self,
         *,
-        journal: DeliveryLog,
         senders: SenderPool,
         subscriptions: Mapping[str, Subscription],
         metrics: PipelineMetrics,
@@ -79,12 +79,15 @@ class Attempts:
         release: Release,
         schedule: Schedule,
         transformer: Transformer,
+        setups: DeliverySetups,
         tracing: Tracing = NO_TRACING,
         replies: Replies | None = None,
+        claims: Claims | None = None,
     ) -> None:
+        self._setups = setups
         self._tracing = tracing
         self._replies = replies
-        self._log = journal
+        self._claims = claims
         self._senders = senders
         self._transformer = transformer
         self._circuits = circuits
@@ -110,16 +113,17 @@ class Attempts:
         if subscription is None:
             self._completions.dropped(lane, item)
             return
-        if not self._log.holds(item.row):
+        if self._claims is not None and not self._claims.holds(item.row):
             # A shared log's claim lapsed (this instance could not renew its lease in time):
             # another instance may deliver it now. Leave it; the loader claims it again if not.
             self._release(lane, item.row.id)
             self._schedule(lane.id, self._clock.now() + RELOAD_DELAY)
             return
         if not self._circuits.admits(lane.id, item.row.id):
-            await let_go(self._log, lane, [item], self._release, self._schedule)
+            await let_go(self._claims, lane, [item], self._release, self._schedule)
             return
-        policy, destination = lane.configure(subscription)
+        setup = self._setups.of(subscription)
+        policy, destination = setup.policy, setup.destination
         prepared = await self._transformer.apply(lane, item, subscription, policy, destination)
         if prepared is None:  # the transformation dropped it or failed: settled already
             return

@@ -1,7 +1,7 @@
 """Filling a batch from a lane's queue: the deliveries a batching lane sends in one request.
 
 A worker takes the first queued delivery, then the next ones as long as the batch stays within
-its :class:`~.lane.BatchLimits` (events and bytes; one delivery always goes, however large),
+its :class:`~.setup.BatchLimits` (events and bytes; one delivery always goes, however large),
 waiting for more to be queued until ``delay`` has passed since it took the first. A full batch
 goes at once; a trickle goes after ``delay`` at most.
 """
@@ -9,7 +9,8 @@ goes at once; a trickle goes after ``delay`` at most.
 from __future__ import annotations
 
 from cebroker.clock import Clock, wait_or_sleep
-from cebroker.pipeline.dispatch.lane import BatchLimits, Item, Lane
+from cebroker.pipeline.dispatch.lane import Item, Lane
+from cebroker.pipeline.dispatch.setup import BatchLimits
 
 
 def wanted_workers(lane: Lane, limits: BatchLimits) -> int:

@@ -34,11 +34,12 @@ from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.replies import HopLimit, Replies, wants_replies
 from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
+from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
-from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.claims import Claims
 from cebroker.subscription import Subscription
 from cebroker.telemetry import NO_TRACING, Tracing
 
@@ -51,7 +52,6 @@ class BatchAttempts:
     def __init__(
         self,
         *,
-        journal: DeliveryLog,
         senders: SenderPool,
         subscriptions: Mapping[str, Subscription],
         metrics: PipelineMetrics,
@@ -62,12 +62,15 @@ class BatchAttempts:
         release: Release,
         schedule: Schedule,
         transformer: Transformer,
+        setups: DeliverySetups,
         tracing: Tracing = NO_TRACING,
         replies: Replies | None = None,
+        claims: Claims | None = None,
     ) -> None:
+        self._setups = setups
         self._tracing = tracing
         self._replies = replies
-        self._log = journal
+        self._claims = claims
         self._circuits = circuits
         self._transformer = transformer
         self._senders = senders
@@ -99,7 +102,7 @@ class BatchAttempts:
             for item in items:
                 self._completions.dropped(lane, item)
             return
-        held = [item for item in items if self._log.holds(item.row)]
+        held = [item for item in items if self._claims is None or self._claims.holds(item.row)]
         if len(held) < len(items):  # a lapsed claim (see Attempts): leave those to the log
             self._reload(lane, [item for item in items if item not in held])
         if not held:
@@ -107,11 +110,12 @@ class BatchAttempts:
         admitted = [item for item in held if self._circuits.admits(lane.id, item.row.id)]
         if len(admitted) < len(held):  # only the probe goes while the circuit is open
             refused = [item for item in held if item not in admitted]
-            await let_go(self._log, lane, refused, self._release, self._schedule)
+            await let_go(self._claims, lane, refused, self._release, self._schedule)
             held = admitted
         if not held:
             return
-        policy, destination = lane.configure(subscription)
+        setup = self._setups.of(subscription)
+        policy, destination = setup.policy, setup.destination
         # Each delivery transformed on its own: those dropped or failed are settled here, the
         # rest go out together (a batch carries no per-event $delivery).
         events = []

@@ -44,10 +44,12 @@ from cebroker.pipeline.dispatch.lane import Item
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.retry import GiveUp
+from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.metrics import PipelineMetrics
-from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
+from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.redaction import redact_userinfo
 from cebroker.storage.circuits import Circuit, CircuitStore
+from cebroker.storage.claims import Claims
 from cebroker.storage.deliveries import DeliveryLog, Limits, Pending
 from cebroker.subscription import Subscription
 
@@ -65,7 +67,8 @@ class Circuits:
     """The circuits of every subscription; ``run`` sends the probes and sweeps expired deliveries.
 
     ``schedule`` tells the loader that deliveries of a subscription wait in the log (at a time,
-    0 for now); ``probe_max_delay`` is the broker's probe cap.
+    0 for now); ``probe_max_delay`` is the broker's probe cap. With ``claims`` (a shared log's)
+    a probe's delivery is claimed within the limits of every instance, and given back if unused.
     """
 
     def __init__(
@@ -75,6 +78,7 @@ class Circuits:
         journal: DeliveryLog,
         lanes: Lanes,
         subscriptions: Mapping[str, Subscription],
+        setups: DeliverySetups,
         metrics: PipelineMetrics,
         clock: Clock,
         backlog: Backlog,
@@ -82,10 +86,13 @@ class Circuits:
         schedule: Callable[[str, float], None],
         probe_max_delay: float,
         events: BrokerEvents | None = None,
+        claims: Claims | None = None,
     ) -> None:
         self._events = events
+        self._setups = setups
         self._store = store
         self._log = journal
+        self._claims = claims
         self._lanes = lanes
         self._subscriptions = subscriptions
         self._metrics = metrics
@@ -346,7 +353,7 @@ class Circuits:
                 lane = self._lanes.find(subscription)
                 if subscription_now is None or (lane is not None and lane.inflight):
                     continue  # deleted, or attempts still end: a release wakes this loop
-                policy = _policy(subscription_now)
+                policy = self._setups.of(subscription_now).policy
                 if sink.sweep_at <= self._clock.now():
                     await self._sweep(subscription, sink, policy)
                 if (
@@ -354,15 +361,16 @@ class Circuits:
                     and sink.probe is None
                     and sink.open.next_probe_at <= self._clock.now()
                 ):
-                    await self._probe(subscription, sink, policy)
+                    await self._probe(subscription_now, sink, policy)
                 if sink.open is not None and sink.probe is None:
                     wake_at = min(wake_at, sink.sweep_at, sink.open.next_probe_at)
             await wait_or_sleep(self._wake, max(0.0, wake_at - self._clock.now()), self._clock)
 
-    async def _probe(self, subscription: str, sink: SinkCircuit, policy: DeliveryPolicy) -> None:
+    async def _probe(self, probed: Subscription, sink: SinkCircuit, policy: DeliveryPolicy) -> None:
+        subscription = probed.id
         now = self._clock.now()
         try:
-            if self._log.shared:  # claimed for this instance, within the limits of all
+            if self._claims is not None:  # claimed for this instance, within the limits of all
                 rows, later = await self._log.due(
                     subscription, 1, Limits(policy.concurrency, policy.ratelimit)
                 )
@@ -399,7 +407,7 @@ class Circuits:
         if not granted:  # another instance probes, or its next probe is later than ours
             await self._give_back(row)
             return
-        lane = self._lanes.get(subscription)
+        lane = self._lanes.get(self._subscriptions.get(subscription) or probed)
         if row.id in lane.inflight:
             return
         sink.probe = row.id
@@ -409,9 +417,9 @@ class Circuits:
 
     async def _give_back(self, *rows: Pending) -> None:
         """A shared log claimed ``rows`` for a probe that does not go: give the claims back."""
-        if rows and self._log.shared:
+        if rows and self._claims is not None:
             try:
-                await self._log.release(rows)
+                await self._claims.release(rows)
             except Exception:
                 log_failure("giving back a probe's claim failed")
 
@@ -444,10 +452,3 @@ class Circuits:
 
     def _cap(self, policy: DeliveryPolicy) -> float:
         return policy.probemaxdelay if policy.probemaxdelay is not None else self._probe_max_delay
-
-
-def _policy(subscription: Subscription) -> DeliveryPolicy:
-    try:
-        return parse_policy(subscription.config)
-    except ValueError:
-        return DeliveryPolicy()  # refused at the API; the dispatcher delivers with the defaults

@@ -36,6 +36,7 @@ from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.loader import Loader
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.replies import Replies
+from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.tasks import Tasks
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.matcher import Matcher
@@ -43,6 +44,7 @@ from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.senders import SenderPool
 from cebroker.pipeline.transform import OutputCheck
 from cebroker.storage.circuits import CircuitStore
+from cebroker.storage.claims import Claims
 from cebroker.storage.deliveries import Appended, DeliveryLog, Pending
 from cebroker.storage.errors import StorageUnavailable
 from cebroker.subscription import Subscription
@@ -61,7 +63,9 @@ class Dispatcher:
 
     ``clock`` is the time every part reads and sleeps on (the log must use the same one);
     ``circuits`` is the store of open circuits and ``probe_max_delay`` the broker's longest
-    wait between two probes of a sink whose circuit is open.
+    wait between two probes of a sink whose circuit is open. ``claims`` (a shared backend's, see
+    :class:`~cebroker.storage.claims.Claims`) makes every part take its work by claims within
+    limits held for all instances; without it the dispatcher is the log's only reader.
     """
 
     def __init__(
@@ -81,17 +85,21 @@ class Dispatcher:
         tracing: Tracing = NO_TRACING,
         replies: Replies | None = None,
         broker_events: BrokerEvents | None = None,
+        claims: Claims | None = None,
     ) -> None:
         #: Sink replies of subscriptions with ``config.reply: publish`` (None: never published).
         self.replies = replies
         #: The broker's own events (None: none emitted).
         self.broker_events = broker_events
         self._log = journal
+        self._claims = claims
         self._pulled = pulled
         self._clock = clock
         self._subscriptions = matcher.subscriptions
         self._ordered = matcher.ordered
         self._replay_settled = replay_settled
+        #: Every subscription's delivery setup (policy, destination, batches), made once per revision.
+        self._setups = DeliverySetups(clock)
         self.backlog = Backlog(metrics.backlog)
         self._last_delivered = metrics.last_delivered
         self._completions = Completions(journal, self.backlog, self._release, clock)
@@ -102,15 +110,17 @@ class Dispatcher:
             capacity=lane_capacity,
             clock=clock,
             subscriptions=self._subscriptions,
+            setups=self._setups,
             attempt=self._attempt,
             attempt_batch=self._attempt_batch,
-            local_limits=not journal.shared,
+            local_limits=claims is None,
         )
         self.circuits = Circuits(
             store=circuits,
             journal=journal,
             lanes=self._lanes,
             subscriptions=self._subscriptions,
+            setups=self._setups,
             metrics=metrics,
             clock=clock,
             backlog=self.backlog,
@@ -118,6 +128,7 @@ class Dispatcher:
             schedule=self._schedule,
             probe_max_delay=probe_max_delay,
             events=broker_events,
+            claims=claims,
         )
         failures = Failures(
             journal=journal,
@@ -136,7 +147,6 @@ class Dispatcher:
             completions=self._completions, failures=failures, metrics=metrics, check=output_check
         )
         self._attempts = Attempts(
-            journal=journal,
             senders=senders,
             subscriptions=self._subscriptions,
             metrics=metrics,
@@ -147,11 +157,12 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
             transformer=transformer,
+            setups=self._setups,
             tracing=tracing,
             replies=replies,
+            claims=claims,
         )
         self._batches = BatchAttempts(
-            journal=journal,
             senders=senders,
             subscriptions=self._subscriptions,
             metrics=metrics,
@@ -162,17 +173,21 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
             transformer=transformer,
+            setups=self._setups,
             tracing=tracing,
             replies=replies,
+            claims=claims,
         )
         self._loader = Loader(
             journal,
             self._lanes,
             subscriptions=self._subscriptions,
+            setups=self._setups,
             metrics=metrics,
             clock=clock,
             deleted=self._deleted,
             closed=self.circuits.closed,
+            claims=claims,
         )
         self._loops = Tasks()
         self._cleanups = Tasks()
@@ -197,8 +212,8 @@ class Dispatcher:
         self._loops.spawn(self._loader.run(), name="cebroker-loader")
         self._loops.spawn(self._completions.run(), name="cebroker-completions")
         self._loops.spawn(self.circuits.run(), name="cebroker-circuits")
-        if self._log.shared:
-            self._unwatch = self._log.watch(self._heard)
+        if self._claims is not None:  # other instances share the log: hear of their work too
+            self._unwatch = self._claims.watch(self._heard)
             self._loops.spawn(self._loader.rescan(RESCAN_EVERY), name="cebroker-rescan")
             self._loops.spawn(self._follow_backlog(), name="cebroker-backlog")
             self._loops.spawn(self.circuits.follow(RESCAN_EVERY), name="cebroker-circuits-follow")
@@ -260,7 +275,7 @@ class Dispatcher:
                 # It waits in the log while older ones do (the lane's order), the lane is full
                 # or the sink's circuit is open.
                 waits = self._loader.waiting(subscription) or not self.circuits.closed(subscription)
-                lane = None if waits else self._lanes.get(subscription)
+                lane = None if waits or current is None else self._lanes.get(current)
                 if lane is None or lane.free <= 0:
                     self._loader.schedule(subscription, 0.0)
                     continue
@@ -276,7 +291,9 @@ class Dispatcher:
         self._loader.schedule(subscription, 0.0)
 
     def replaced(self, subscription: Subscription) -> None:
-        """A subscription was replaced: a circuit open for its former sink closes."""
+        """A subscription was replaced: its lane follows the new revision, and a circuit open
+        for its former sink closes."""
+        self._lanes.replaced(subscription)
         self._cleanups.spawn(self.circuits.replaced(subscription))
 
     def replayed(self, subscription: str, count: int) -> None:
@@ -297,6 +314,7 @@ class Dispatcher:
         """A subscription was deleted: drop its lane and everything the log keeps for it."""
         self._loader.forget(subscription)
         self._lanes.drop(subscription)
+        self._setups.forget(subscription)
         self._last_delivered.pop(subscription, None)
         self.circuits.forget(subscription)
         await self.circuits.discard_stored(subscription)

@@ -3,7 +3,7 @@
 Each subscription gets its own lane, so a slow or failing sink only ever holds up its own
 deliveries. A lane holds at most ``capacity`` deliveries in memory; the rest wait in the
 durable log until the lane has room. An HTTP subscription with ``contentmode: batch`` has
-:class:`BatchLimits`: its workers send several queued deliveries in one request
+:class:`~.setup.BatchLimits`: its workers send several queued deliveries in one request
 (:mod:`.batcher`).
 """
 
@@ -11,20 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from ceprotocols.errors import SettingsError
-from ceprotocols.sender import Destination
-from ceprotocols.signing import WebhookSecret, WebhookSigning, parse_webhook_secret
 
 from cebroker.clock import Clock
-from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
+from cebroker.pipeline.dispatch.setup import BatchLimits, DeliverySetup
+from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.deliveries import Pending
-from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -61,16 +57,6 @@ class Item:
 
 #: Full batches a batching lane may hold in memory at once (its capacity grows to hold them).
 BATCHES_HELD = 4
-
-
-@dataclass(frozen=True, slots=True)
-class BatchLimits:
-    """How a batching lane fills a request: at most ``events`` deliveries and ``size`` bytes of
-    JSON (one delivery at least), waiting at most ``delay`` seconds for them."""
-
-    events: int
-    size: int
-    delay: float
 
 
 class TokenBucket:
@@ -115,12 +101,9 @@ class Lane:
         #: Set when a delivery is queued (a batching worker waits on it for more).
         self.arrived = asyncio.Event()
         self.workers = 0
-        self._subscription: Subscription | None = None
-        self.policy = DeliveryPolicy()
-        self.destination: Destination | None = None
+        #: The setup of the subscription's revision the lane follows (see :meth:`follow`).
+        self.setup: DeliverySetup | None = None
         self.limiter: TokenBucket | None = None
-        #: When the next retired webhook secret stops signing (the destination is rebuilt then).
-        self._signing_until = math.inf
         #: Set for a subscription whose deliveries go out in batches.
         self.batch: BatchLimits | None = None
 
@@ -129,15 +112,15 @@ class Lane:
         """How many more deliveries this lane may take into memory."""
         return self.capacity - len(self.inflight)
 
-    def room(self, subscription: Subscription, instances: int = 1) -> int:
+    def room(self, policy: DeliveryPolicy, instances: int = 1) -> int:
         """How many more deliveries to ask the log for: the free places, and with limits
         enforced by a shared log no more than this instance's share of the concurrency leaves
-        (the concurrency over the ``instances`` using the log, rounded up; the claims of this
-        lane count against it until their outcome is written). Shares keep one instance from
-        holding every slot of a subscription while the others can only wait for one."""
+        (the ``policy``'s concurrency over the ``instances`` using the log, rounded up; the
+        claims of this lane count against it until their outcome is written). Shares keep one
+        instance from holding every slot of a subscription while the others can only wait for
+        one."""
         if self.local_limits:
             return self.free
-        policy = self.configure(subscription)[0]
         share = -(-policy.concurrency // max(1, instances))
         return min(self.free, share - len(self.inflight))
 
@@ -149,64 +132,24 @@ class Lane:
         self.queue.append(item)
         self.arrived.set()
 
-    def configure(self, subscription: Subscription) -> tuple[DeliveryPolicy, Destination]:
-        """The policy and destination of the subscription's current revision."""
-        stale = self._clock.now() >= self._signing_until
-        if subscription is not self._subscription or self.destination is None or stale:
-            try:
-                self.policy = parse_policy(subscription.config)
-            except ValueError:
-                self.policy = DeliveryPolicy()  # refused at the API; keep delivering with defaults
-            self.destination = Destination(
-                protocol=subscription.protocol,
-                sink=subscription.sink,
-                settings=subscription.protocolsettings,
-                credential=subscription.sinkcredential,
-                timeout=self.policy.timeout,
-                webhook=self._signing(subscription),
-            )
-            batching = (
-                subscription.protocol == "HTTP"
-                and str(subscription.protocolsettings.get("contentmode") or "").lower() == "batch"
-            )
-            self.batch = (
-                BatchLimits(self.policy.maxbatchsize, self.policy.maxbatchbytes, self.policy.maxbatchdelay)
-                if batching
-                else None
-            )
-            # A batching lane holds a few full batches, so that the next ones fill while some
-            # are out (within its concurrency: never more than BATCHES_HELD of them).
-            self.capacity = self._base_capacity
-            if self.batch is not None:
-                held = min(self.policy.concurrency, BATCHES_HELD) * self.batch.events
-                self.capacity = max(self._base_capacity, held)
-            rate = self.policy.ratelimit if self.local_limits else None
-            if rate is None:
-                self.limiter = None
-            elif self.limiter is None or self.limiter.rate != rate:
-                self.limiter = TokenBucket(rate, self._clock)
-            self._subscription = subscription
-        return self.policy, self.destination
-
-    def _signing(self, subscription: Subscription) -> WebhookSigning | None:
-        """The secrets every delivery is signed with now: the current one, then the replaced
-        ones whose overlap has not ended."""
-        self._signing_until = math.inf
-        if subscription.webhook_secret is None:
-            return None
-        now = self._clock.now()
-        texts = [subscription.webhook_secret]
-        for retired in subscription.retired_secrets:
-            if retired.until > now:
-                texts.append(retired.secret)
-                self._signing_until = min(self._signing_until, retired.until)
-        secrets: list[WebhookSecret] = []
-        for text in texts:
-            try:
-                secrets.append(parse_webhook_secret(text))
-            except SettingsError:  # validated by the API: only a damaged record gets here
-                log.error("subscription %s holds a webhook secret that cannot be used", subscription.id)
-        return WebhookSigning(subscription.id, tuple(secrets)) if secrets else None
+    def follow(self, setup: DeliverySetup) -> None:
+        """Take up the setup of the subscription's current revision: its batching, the capacity
+        that follows from it, and its rate limit (a bucket of the same rate is kept)."""
+        if setup is self.setup:
+            return
+        self.setup = setup
+        self.batch = setup.batch
+        # A batching lane holds a few full batches, so that the next ones fill while some are
+        # out (within its concurrency: never more than BATCHES_HELD of them).
+        self.capacity = self._base_capacity
+        if self.batch is not None:
+            held = min(setup.policy.concurrency, BATCHES_HELD) * self.batch.events
+            self.capacity = max(self._base_capacity, held)
+        rate = setup.policy.ratelimit if self.local_limits else None
+        if rate is None:
+            self.limiter = None
+        elif self.limiter is None or self.limiter.rate != rate:
+            self.limiter = TokenBucket(rate, self._clock)
 
     @property
     def idle(self) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from cebroker.clock import Clock
 from cebroker.pipeline.dispatch.batcher import collect, wanted_workers
 from cebroker.pipeline.dispatch.lane import Item, Lane
+from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.tasks import Tasks
 from cebroker.subscription import Subscription
 
@@ -33,10 +34,12 @@ class Lanes:
         capacity: int,
         clock: Clock,
         subscriptions: Mapping[str, Subscription],
+        setups: DeliverySetups,
         attempt: Attempt,
         attempt_batch: BatchAttempt,
         local_limits: bool = True,
     ) -> None:
+        self._setups = setups
         self._capacity = capacity
         self._local_limits = local_limits
         self._clock = clock
@@ -47,14 +50,22 @@ class Lanes:
         self._workers = Tasks()
         self._running = True
 
-    def get(self, subscription: str) -> Lane:
-        """The lane of ``subscription``, created on first use."""
-        lane = self._lanes.get(subscription)
+    def get(self, subscription: Subscription) -> Lane:
+        """The lane of ``subscription``, created on first use, following its current revision's
+        setup (:meth:`.lane.Lane.follow`)."""
+        lane = self._lanes.get(subscription.id)
         if lane is None:
-            lane = self._lanes[subscription] = Lane(
-                subscription, self._capacity, self._clock, local_limits=self._local_limits
+            lane = self._lanes[subscription.id] = Lane(
+                subscription.id, self._capacity, self._clock, local_limits=self._local_limits
             )
+        lane.follow(self._setups.of(subscription))
         return lane
+
+    def replaced(self, subscription: Subscription) -> None:
+        """A subscription was replaced: its lane, if it has one, follows the new revision."""
+        lane = self._lanes.get(subscription.id)
+        if lane is not None:
+            lane.follow(self._setups.of(subscription))
 
     def find(self, subscription: str) -> Lane | None:
         """The lane of ``subscription`` if it has one now."""
@@ -77,7 +88,8 @@ class Lanes:
     def start_workers(self, lane: Lane) -> None:
         """Start workers for ``lane`` up to its subscription's concurrency and its queue length."""
         subscription = self._subscriptions.get(lane.id)
-        limit = lane.configure(subscription)[0].concurrency if subscription is not None else 1
+        setup = lane.setup
+        limit = setup.policy.concurrency if subscription is not None and setup is not None else 1
         wanted = len(lane.queue) if lane.batch is None else wanted_workers(lane, lane.batch)
         while lane.workers < min(limit, wanted, len(lane.queue)):
             lane.workers += 1

@@ -1,7 +1,7 @@
 """Sink replies: the events an HTTP sink answers a delivery with, published into the broker.
 
 A subscription opts in with ``config.reply: publish`` (docs/replies.md). The reply enters through
-the same ingest as any publish (:meth:`cebroker.pipeline.ingest.Pipeline.accept`), as if the
+the same ingest as any publish (:meth:`cebroker.pipeline.ingest.EventIngestor.accept`), as if the
 subscription's tenant published it: the tenant's publish policy, event checks, registry
 validation, ``(source, id)`` de-duplication, the archive and matching all apply unchanged.
 

@@ -27,7 +27,7 @@ from cefilters import BudgetObserver
 
 from cebroker.clock import Clock, wait_or_sleep
 from cebroker.pipeline.dispatch.outages import log_failure
-from cebroker.pipeline.policy import parse_policy
+from cebroker.pipeline.dispatch.setup import policy_of
 from cebroker.pipeline.replays.matching import ReplayFilter
 from cebroker.storage.archive import EventArchive, Replay
 from cebroker.subscription import Subscription
@@ -42,10 +42,7 @@ SCAN = 256
 
 def window(subscription: Subscription) -> int:
     """How many of a replay's deliveries may be in the log at once: the concurrency."""
-    try:
-        return max(1, parse_policy(subscription.config).concurrency)
-    except ValueError:  # refused at the API; deliver with the defaults
-        return max(1, parse_policy({}).concurrency)
+    return max(1, policy_of(subscription).concurrency)
 
 
 class Replayer:

@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from cebroker.errors import FieldProblem, NoReply, PayloadTooLarge, UnsupportedMediaType, ValidationError
 from cebroker.pipeline.gcpause import PAUSE
-from cebroker.pipeline.ingest import Pipeline, release
+from cebroker.pipeline.ingest import EventIngestor, release
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.requestreply import ReplyWaiters, parse_wait
 from cebroker.principal import Principal
@@ -51,7 +51,7 @@ class EventsApi:
 
     def __init__(
         self,
-        pipeline: Pipeline,
+        ingestor: EventIngestor,
         metrics: PipelineMetrics,
         *,
         max_event_size: int,
@@ -60,7 +60,7 @@ class EventsApi:
         waiters: ReplyWaiters | None = None,
     ) -> None:
         self._waiters = waiters
-        self._pipeline = pipeline
+        self._ingestor = ingestor
         self._policies = policies or TenantPolicies()
         self._metrics = metrics
         self._max_event = max_event_size
@@ -100,7 +100,7 @@ class EventsApi:
             principal = principal_of(request)
             permit = self._permit(principal)
             # The request's trace context is read only when tracing.
-            transport = transport_context(request.headers) if self._pipeline.traced else None
+            transport = transport_context(request.headers) if self._ingestor.traced else None
             wait = parse_wait(request.headers.get("prefer")) if self._waiters is not None else None
             if wait is not None and not batch and isinstance(events[0], dict):
                 return await self._request_reply(
@@ -108,7 +108,7 @@ class EventsApi:
                 )
             # De-duplicated per publishing tenant: one tenant cannot suppress another's events.
             # Counts its own refusals.
-            result = await self._pipeline.accept(
+            result = await self._ingestor.accept(
                 events,
                 batch=batch,
                 permit=permit,
@@ -138,7 +138,7 @@ class EventsApi:
         applied = min(wait, waiters.max_wait)
         preference = {"Preference-Applied": f"wait={applied:g}"}
         with waiters.expect(str(event.get("id"))) as future:
-            await self._pipeline.accept(
+            await self._ingestor.accept(
                 [event], batch=False, permit=permit, tenant=tenant, transport=transport, protocol="http"
             )
             try:

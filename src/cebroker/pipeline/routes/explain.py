@@ -35,7 +35,7 @@ from cebroker.pipeline.explain import Explanation, explain_draft, to_json
 from cebroker.pipeline.matcher import Matcher
 from cebroker.pipeline.transform import OutputCheck
 from cebroker.pipeline.transform.preview import preview
-from cebroker.pipeline.validation import event_problems, normalize
+from cebroker.pipeline.wellformed import event_problems, normalize
 from cebroker.subscription import Subscription
 from cebroker.tenant_policies import TenantPolicies
 from cebroker.web.access import principal_of

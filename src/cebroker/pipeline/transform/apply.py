@@ -31,7 +31,7 @@ from cebroker.contracts import EventValidator, ValidationMode
 from cebroker.pipeline.transform.engine import CelEvaluationError, evaluate
 from cebroker.pipeline.transform.extras import NO_EXTRAS, Extras, ExtrasError, destination_with, parse_extras
 from cebroker.pipeline.transform.spec import Transformation
-from cebroker.pipeline.validation import event_problems
+from cebroker.pipeline.wellformed import event_problems
 
 __all__ = [
     "DELIVERY_MEMBER",

@@ -14,13 +14,13 @@ from urllib.parse import SplitResult
 
 import cefilters
 
-from cebroker.api.validation import checks
-from cebroker.api.validation.checks import Check
-from cebroker.api.validation.credentials import validate_credential
-from cebroker.api.validation.delivery import check_deliverable
-from cebroker.api.validation.problems import Problems, child, quote, type_name
-from cebroker.api.validation.protocols import ProtocolRules, unknown_protocol_message
-from cebroker.api.validation.rules import ValidationRules
+from cebroker.api.admission import checks
+from cebroker.api.admission.checks import Check
+from cebroker.api.admission.credentials import validate_credential
+from cebroker.api.admission.delivery import check_deliverable
+from cebroker.api.admission.problems import Problems, child, quote, type_name
+from cebroker.api.admission.protocols import ProtocolRules, unknown_protocol_message
+from cebroker.api.admission.tables import AdmissionRules
 from cebroker.subscription import PULL, WEBHOOK_SECRET, Subscription
 
 log = logging.getLogger("cebroker.api")
@@ -41,7 +41,7 @@ FIELDS = (
 
 
 def realize(
-    body: Any, *, rules: ValidationRules, subscription_id: str, path_id: str | None = None
+    body: Any, *, rules: AdmissionRules, subscription_id: str, path_id: str | None = None
 ) -> Subscription:
     """Validate ``body`` against ``rules`` and return the realized subscription (revision 1,
     defaults applied).

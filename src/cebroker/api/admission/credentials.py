@@ -17,9 +17,9 @@ from typing import Any
 
 from ceprotocols.credentials import CREDENTIAL_ALIASES
 
-from cebroker.api.validation import checks
-from cebroker.api.validation.checks import Check
-from cebroker.api.validation.problems import Problems, child, quote, type_name
+from cebroker.api.admission import checks
+from cebroker.api.admission.checks import Check
+from cebroker.api.admission.problems import Problems, child, quote, type_name
 
 POINTER = "/sinkcredential"
 

@@ -1,4 +1,4 @@
-"""The protocol bridge's subscription rules, declared for the Subscriptions API, so that a
+"""The protocol senders' subscription rules, declared for the Subscriptions API, so that a
 subscription the senders could never deliver is refused at create time with a pointer:
 
 * ``protocolsettings.contentmode``: ``binary`` (default) or ``structured`` for MQTT5, AMQP,

@@ -16,9 +16,9 @@ from urllib.parse import SplitResult
 from ceprotocols.errors import SettingsError
 from ceprotocols.signing import parse_webhook_secret
 
-from cebroker.api.validation import checks
-from cebroker.api.validation.checks import Check
-from cebroker.api.validation.problems import Problems, child, quote, type_name
+from cebroker.api.admission import checks
+from cebroker.api.admission.checks import Check
+from cebroker.api.admission.problems import Problems, child, quote, type_name
 
 #: A check across settings that also sees the parsed sink (None when the sink is invalid).
 CrossCheck = Callable[[dict[str, Any], SplitResult | None, str, Problems], None]

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from cebroker.api.validation.checks import Check
-from cebroker.api.validation.problems import Problems
-from cebroker.api.validation.protocols import ProtocolRules, builtin_protocols
+from cebroker.api.admission.checks import Check
+from cebroker.api.admission.problems import Problems
+from cebroker.api.admission.protocols import ProtocolRules, builtin_protocols
 from cebroker.subscription_rules import SubscriptionRules, ValueCheck
 
 
 @dataclass(frozen=True, slots=True)
-class ValidationRules:
+class AdmissionRules:
     """What a subscription may say: rules per protocol and the checked ``config`` keys."""
 
     protocols: Mapping[str, ProtocolRules]
@@ -38,7 +38,7 @@ def _filed(check: ValueCheck) -> Check:
     return run
 
 
-def build_rules(*declared: SubscriptionRules) -> ValidationRules:
+def build_rules(*declared: SubscriptionRules) -> AdmissionRules:
     """The API's own rules plus every declaration.
 
     Raises:
@@ -69,4 +69,4 @@ def build_rules(*declared: SubscriptionRules) -> ValidationRules:
             if key.name in config_keys:
                 raise ValueError(f"config key {key.name!r} is declared twice")
             config_keys[key.name] = _filed(key.check)
-    return ValidationRules(MappingProxyType(protocols), MappingProxyType(config_keys))
+    return AdmissionRules(MappingProxyType(protocols), MappingProxyType(config_keys))

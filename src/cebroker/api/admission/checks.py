@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from cebroker.api.validation.problems import Problems, child, quote, type_name
+from cebroker.api.admission.problems import Problems, child, quote, type_name
 
 #: A check of one field: records problems under the pointer it is given.
 Check = Callable[[Any, str, Problems], None]

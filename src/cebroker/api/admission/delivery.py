@@ -13,7 +13,7 @@ from typing import Any
 from cefilters.errors import pointer_token
 from ceprotocols import SettingsError, check_destination
 
-from cebroker.api.validation.problems import Problems
+from cebroker.api.admission.problems import Problems
 
 
 def check_deliverable(protocol: str, sink: str, settings: Mapping[str, Any], problems: Problems) -> None:
