@@ -120,6 +120,7 @@ class InProcess:
             self.storage.deliveries,
             self.storage.circuits,
             archive=self.storage.archive,
+            claims=self.storage.claims,
         )
         await self.component.start()
         return self.component

@@ -195,7 +195,9 @@ async def pipeline_drain(
     for start in range(0, events, 1000):
         await storage.deliveries.append([incoming(n) for n in range(start, min(events, start + 1000))])
 
-    component = PipelineComponent(settings, storage.subscriptions, storage.deliveries, storage.circuits)
+    component = PipelineComponent(
+        settings, storage.subscriptions, storage.deliveries, storage.circuits, claims=storage.claims
+    )
     started = time.perf_counter()
     await component.start()
     for _ in range(60_000):  # polled: the dispatcher has no "drained" event; ten minutes at most

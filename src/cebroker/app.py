@@ -269,6 +269,7 @@ def build_components(
         senders=senders,
         replies=storage.replies,
         health=storage.health,
+        claims=storage.claims,
     )
     # Protocol ingress feeds the pipeline's durable ingest path, so it starts after it. (With no
     # sources it only serves an empty GET /sources.)

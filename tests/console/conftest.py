@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 from support.broker import Broker
 from support.sinks import Sink
 
@@ -70,6 +70,9 @@ def console(
     context = browser.new_context(viewport={"width": 1366, "height": 860})
     page = context.new_page()
     page.set_default_timeout(15_000)
+    # expect() has a timeout of its own (5 s unless set), which the page's does not change: too
+    # short for a view that refreshes every 3 s to show what a loaded broker has just recorded.
+    expect.set_options(timeout=15_000)
     handle = Console(broker.url, httpx.Client(base_url=broker.url, timeout=10), sink, page)
     page.on("console", lambda m: handle.errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: handle.errors.append(str(e)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-import httpx
+import httpx2
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -41,7 +41,7 @@ def test_valid_documents_are_stored_as_validated(
     assert client.get("/schemagroups/g/schemas/s").content == doc
 
 
-def _refused(r: httpx.Response, pointer: str, words: str) -> None:
+def _refused(r: httpx2.Response, pointer: str, words: str) -> None:
     body = r.json()
     assert r.status_code == 400, body
     assert body["type"] == CORE + "format_violation"

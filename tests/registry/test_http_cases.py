@@ -8,7 +8,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-import httpx
+import httpx2
 from starlette.testclient import TestClient
 from support.shared import XREGISTRY_SAMPLES
 
@@ -23,7 +23,7 @@ def _ts(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def _problem(resp: httpx.Response, status: int, type_uri: str) -> dict[str, Any]:
+def _problem(resp: httpx2.Response, status: int, type_uri: str) -> dict[str, Any]:
     assert resp.status_code == status, resp.text
     assert resp.headers["content-type"].startswith("application/problem+json")
     body: dict[str, Any] = resp.json()

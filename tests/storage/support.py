@@ -10,13 +10,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from cebroker.storage import Storage, StorageOptions
 from cebroker.storage.postgres import PostgresStorage
 from cebroker.storage.sqlite import SqliteStorage
+
+S = TypeVar("S", bound=Storage)
 
 
 def sqlite_storage(request: pytest.FixtureRequest, tmp: Path, **options: Any) -> Storage:
@@ -41,7 +43,7 @@ BACKEND_PARAMS = [pytest.param(name, marks=_MARKS.get(name, ())) for name in sor
 
 
 @contextlib.asynccontextmanager
-async def opened(storage: Storage) -> AsyncIterator[Storage]:
+async def opened(storage: S) -> AsyncIterator[S]:
     """``storage``, open for the duration of the block."""
     await storage.open()
     try:

@@ -125,14 +125,14 @@ async def test_a_dead_instances_claims_are_taken_over_after_the_lease(postgres_u
         # the instance dies without a word: its heartbeat stops, its claims stay
         await dead._membership.stop_heartbeat()  # as a SIGKILL would
         heard: list[str | None] = []
-        alive.deliveries.watch(heard.append)
+        alive.claims.watch(heard.append)
         assert (await alive.deliveries.due("s", 10))[0] == []
         await async_wait_until(
             lambda: "s" in heard, 10, "the dead instance's claims on s offered to the live one"
         )
         taken, _ = await alive.deliveries.due("s", 10)
         assert sorted(r.id for r in taken) == sorted(r.id for r in claimed)
-        assert not dead.deliveries.holds(claimed[0])
+        assert not dead.claims.holds(claimed[0])
 
 
 def _held(url: str) -> dict[str, tuple[int, int]]:
@@ -202,11 +202,11 @@ def test_claims_made_before_the_claims_count_are_counted_by_the_migration(postgr
 async def test_deliveries_the_ingesting_instance_leaves_unclaimed_are_announced(postgres_url: str) -> None:
     async with opened(PostgresStorage(postgres_url)) as one, opened(PostgresStorage(postgres_url)) as two:
         heard: list[str | None] = []
-        two.deliveries.watch(heard.append)
+        two.claims.watch(heard.append)
         await one.deliveries.append([Incoming({"id": "1"}, "/s", "1", ("s",))])
         await async_wait_until(lambda: "s" in heard, 10, "the other instance told of s")
         (claimed,), _ = await two.deliveries.due("s", 10)
-        assert two.deliveries.holds(claimed)
+        assert two.claims.holds(claimed)
 
 
 async def test_a_task_cancelled_during_a_statement_ends_cancelled(postgres_url: str) -> None:

@@ -53,6 +53,7 @@ from cebroker.pipeline.transform import output_check
 from cebroker.settings import Settings
 from cebroker.storage.archive import EventArchive, Replay
 from cebroker.storage.circuits import CircuitStore
+from cebroker.storage.claims import Claims
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.health import StorageHealth
 from cebroker.storage.pull import PullLog
@@ -74,7 +75,9 @@ class PipelineComponent:
     """Ingress, durable log, matching and delivery. ``pipeline`` is the :class:`Ingestor`.
 
     ``clock`` is the time the dispatcher and the housekeeping read and sleep on; ``journal``
-    must read the same clock (see :class:`~cebroker.storage.StorageOptions`).
+    must read the same clock (see :class:`~cebroker.storage.StorageOptions`). ``claims`` is the
+    storage's :attr:`~cebroker.storage.Storage.claims`: given when other instances share the
+    log (the dispatcher then claims its work and limits hold for all instances together).
 
     ``realize`` validates a subscription body as a create does; with it the component also serves
     the explain routes (a draft is validated by it). ``policy`` and
@@ -105,6 +108,7 @@ class PipelineComponent:
         senders: Mapping[str, SenderFactory] | None = None,
         replies: ReplyChannel | None = None,
         health: StorageHealth | None = None,
+        claims: Claims | None = None,
     ) -> None:
         self._store = store
         self.tracing = tracing
@@ -122,7 +126,7 @@ class PipelineComponent:
             webhook_origin=origin,
             validate_webhooks=settings.webhook_validation,
             # With several instances the handshake's allowed rate holds for all of them together.
-            buckets=journal if journal.shared else None,
+            buckets=claims,
             # Never unrestricted: the settings' own policy unless the composition root passes it.
             policy=policy if policy is not None else sink_policy(settings),
             resolver=resolver,
@@ -165,6 +169,7 @@ class PipelineComponent:
             tracing=tracing,
             replies=self.replies,
             broker_events=self.broker_events,
+            claims=claims,
         )
         self.archive = archive
         self.replayer: Replayer | None = None

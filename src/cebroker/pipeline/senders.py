@@ -23,7 +23,7 @@ from ceprotocols.registry import SenderFactory, create_sender
 from ceprotocols.sender import Destination, Event, Sender
 from ceprotocols.tracecontext import TraceContext
 
-from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.buckets import RateBuckets
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -47,7 +47,7 @@ class SharedCap:
     """A webhook origin's granted rate held by every broker instance together: each request
     takes a token of the origin's bucket in the shared delivery log."""
 
-    def __init__(self, buckets: DeliveryLog, origin: str, per_minute: float) -> None:
+    def __init__(self, buckets: RateBuckets, origin: str, per_minute: float) -> None:
         self._buckets = buckets
         self._key = f"webhook {origin}"
         self._rate = per_minute / 60.0
@@ -70,8 +70,8 @@ class SenderPool:
         policy: where senders may connect (a broker always passes its own; there is no
             unrestricted default here).
         resolver: how senders resolve host names before checking them.
-        buckets: a shared delivery log whose token buckets hold the webhook handshake's allowed
-            rates for every instance together (None: each sender caps its own rate).
+        buckets: token buckets held by every instance together (a shared backend's claims),
+            for the webhook handshake's allowed rates (None: each sender caps its own rate).
         factories: protocol name -> factory of the sender that takes the built-in one's place
             (the test suite's in-memory sender). It is given the same policy and resolver. Only
             code that builds a broker can pass it: no setting names a sender, so the senders a
@@ -85,7 +85,7 @@ class SenderPool:
         validate_webhooks: bool,
         policy: NetworkPolicy,
         resolver: Resolver = system_resolver,
-        buckets: DeliveryLog | None = None,
+        buckets: RateBuckets | None = None,
         factories: Mapping[str, SenderFactory] | None = None,
     ) -> None:
         self._webhook_origin = webhook_origin

@@ -1,7 +1,9 @@
 """The storage layer: every table the broker keeps, behind four contracts.
 
 * :class:`SubscriptionStore` (subscriptions and their change feed),
-* :class:`DeliveryLog` (events, deliveries, dead letters, counts, de-duplication keys),
+* :class:`DeliveryLog` (events, deliveries, dead letters, counts, de-duplication keys: small
+  contracts bundled, see :mod:`cebroker.storage.deliveries`), and :class:`Claims` (claims and
+  leases, from a backend several instances share),
 * :class:`RegistryStore` (the xRegistry's entities, as synchronous row access in a transaction),
 * :class:`CircuitStore` (the open circuits of subscriptions whose sinks are down),
 
@@ -15,12 +17,20 @@ from cebroker.storage.base import Storage, StorageOptions
 from cebroker.storage.circuits import Circuit, CircuitStore
 from cebroker.storage.deliveries import (
     Appended,
+    Claims,
+    Cleanup,
     DeadLetter,
+    DeadLetters,
     DeliveryLog,
+    DeliveryStats,
     DueListener,
+    DueQueue,
     Incoming,
+    Ingest,
     Limits,
+    Outcomes,
     Pending,
+    RateBuckets,
 )
 from cebroker.storage.errors import IndexBehind, SchemaTooNew, StorageError, StorageInUse, StorageUnavailable
 from cebroker.storage.health import StorageHealth
@@ -39,19 +49,27 @@ __all__ = [
     "BACKENDS",
     "Appended",
     "ChangeFeed",
+    "Claims",
+    "Cleanup",
     "Circuit",
     "CircuitStore",
     "ChangeKind",
     "DeadLetter",
+    "DeadLetters",
     "DeliveryLog",
+    "DeliveryStats",
+    "DueQueue",
     "DueListener",
     "EntityClash",
     "Incoming",
+    "Ingest",
     "IndexBehind",
     "InvalidCursor",
     "Kind",
     "Limits",
+    "Outcomes",
     "Pending",
+    "RateBuckets",
     "RegistryReader",
     "RegistryRows",
     "RegistryStore",

@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.storage.archive import EventArchive
 from cebroker.storage.circuits import CircuitStore
+from cebroker.storage.claims import Claims
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.health import StorageHealth
 from cebroker.storage.pull import PullLog
@@ -61,6 +62,12 @@ class Storage(Protocol):
     @property
     def deliveries(self) -> DeliveryLog:
         """The delivery log."""
+        ...
+
+    @property
+    def claims(self) -> Claims | None:
+        """How this instance shares the delivery log's work with the others (claims, leases,
+        shared token buckets), or None when no other instance uses the storage (SQLite)."""
         ...
 
     @property

@@ -1,13 +1,27 @@
-"""Token buckets by key, in one process: how a log that no other instance shares answers
-``DeliveryLog.take``."""
+"""Token buckets by key (the :class:`RateBuckets` contract), and :class:`TokenBuckets`, the
+buckets of one process."""
 
 from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
 
 from cebroker.clock import Clock
 
 
+@runtime_checkable
+class RateBuckets(Protocol):
+    """Token buckets by key, each of ``rate`` tokens per second with a burst of one second's
+    worth. A backend several instances share holds them for every instance together."""
+
+    async def take(self, key: str, rate: float) -> float:
+        """Take one token from the bucket ``key``: 0.0 when taken, else the seconds to wait
+        before one is there (nothing was taken). ValueError for a rate that is not positive."""
+        ...
+
+
 class TokenBuckets:
-    """Buckets of ``rate`` tokens per second with a burst of one second's worth, on ``clock``."""
+    """Buckets of ``rate`` tokens per second with a burst of one second's worth, on ``clock``,
+    in one process."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock

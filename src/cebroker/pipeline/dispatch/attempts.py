@@ -28,7 +28,7 @@ from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
-from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.claims import Claims
 from cebroker.subscription import Subscription
 from cebroker.telemetry import NO_TRACING, Tracing
 
@@ -51,7 +51,6 @@ class Attempts:
     def __init__(
         self,
         *,
-        journal: DeliveryLog,
         senders: SenderPool,
         subscriptions: Mapping[str, Subscription],
         circuits: Circuits,
@@ -60,11 +59,12 @@ class Attempts:
         setups: DeliverySetups,
         tracing: Tracing = NO_TRACING,
         replies: Replies | None = None,
+        claims: Claims | None = None,
     ) -> None:
         self._setups = setups
         self._tracing = tracing
         self._replies = replies
-        self._log = journal
+        self._claims = claims
         self._senders = senders
         self._transformer = transformer
         self._circuits = circuits
@@ -84,7 +84,7 @@ class Attempts:
         if subscription is None:
             await self._outcomes.apply(lane, item, GONE)
             return
-        if not self._log.holds(item.row):
+        if self._claims is not None and not self._claims.holds(item.row):
             # A shared log's claim lapsed (this instance could not renew its lease in time):
             # another instance may deliver it now. Leave it; the loader claims it again if not.
             self._outcomes.reload(lane, [item])

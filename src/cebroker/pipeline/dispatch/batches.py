@@ -35,7 +35,7 @@ from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
-from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.claims import Claims
 from cebroker.subscription import Subscription
 from cebroker.telemetry import NO_TRACING, Tracing
 
@@ -49,7 +49,6 @@ class BatchAttempts:
     def __init__(
         self,
         *,
-        journal: DeliveryLog,
         senders: SenderPool,
         subscriptions: Mapping[str, Subscription],
         circuits: Circuits,
@@ -58,11 +57,12 @@ class BatchAttempts:
         setups: DeliverySetups,
         tracing: Tracing = NO_TRACING,
         replies: Replies | None = None,
+        claims: Claims | None = None,
     ) -> None:
         self._setups = setups
         self._tracing = tracing
         self._replies = replies
-        self._log = journal
+        self._claims = claims
         self._circuits = circuits
         self._transformer = transformer
         self._senders = senders
@@ -83,7 +83,7 @@ class BatchAttempts:
             for item in items:
                 await self._outcomes.apply(lane, item, GONE)
             return
-        held = [item for item in items if self._log.holds(item.row)]
+        held = [item for item in items if self._claims is None or self._claims.holds(item.row)]
         if len(held) < len(items):  # a lapsed claim (see Attempts): leave those to the log
             self._outcomes.reload(lane, [item for item in items if item not in held], held_only=True)
         if not held:

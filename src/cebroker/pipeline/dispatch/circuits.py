@@ -49,6 +49,7 @@ from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.redaction import redact_userinfo
 from cebroker.storage.circuits import Circuit, CircuitStore
+from cebroker.storage.claims import Claims
 from cebroker.storage.deliveries import DeliveryLog, Limits, Pending
 from cebroker.subscription import Subscription
 
@@ -66,7 +67,8 @@ class Circuits:
     """The circuits of every subscription; ``run`` sends the probes and sweeps expired deliveries.
 
     ``schedule`` tells the loader that deliveries of a subscription wait in the log (at a time,
-    0 for now); ``probe_max_delay`` is the broker's probe cap.
+    0 for now); ``probe_max_delay`` is the broker's probe cap. With ``claims`` (a shared log's)
+    a probe's delivery is claimed within the limits of every instance, and given back if unused.
     """
 
     def __init__(
@@ -84,11 +86,13 @@ class Circuits:
         schedule: Callable[[str, float], None],
         probe_max_delay: float,
         events: BrokerEvents | None = None,
+        claims: Claims | None = None,
     ) -> None:
         self._events = events
         self._setups = setups
         self._store = store
         self._log = journal
+        self._claims = claims
         self._lanes = lanes
         self._subscriptions = subscriptions
         self._metrics = metrics
@@ -366,7 +370,7 @@ class Circuits:
         subscription = probed.id
         now = self._clock.now()
         try:
-            if self._log.shared:  # claimed for this instance, within the limits of all
+            if self._claims is not None:  # claimed for this instance, within the limits of all
                 rows, later = await self._log.due(
                     subscription, 1, Limits(policy.concurrency, policy.ratelimit)
                 )
@@ -413,9 +417,9 @@ class Circuits:
 
     async def _give_back(self, *rows: Pending) -> None:
         """A shared log claimed ``rows`` for a probe that does not go: give the claims back."""
-        if rows and self._log.shared:
+        if rows and self._claims is not None:
             try:
-                await self._log.release(rows)
+                await self._claims.release(rows)
             except Exception:
                 log_failure("giving back a probe's claim failed")
 

@@ -45,6 +45,7 @@ from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.senders import SenderPool
 from cebroker.pipeline.transform import OutputCheck
 from cebroker.storage.circuits import CircuitStore
+from cebroker.storage.claims import Claims
 from cebroker.storage.deliveries import Appended, DeliveryLog, Pending
 from cebroker.storage.errors import StorageUnavailable
 from cebroker.subscription import Subscription
@@ -63,7 +64,9 @@ class Dispatcher:
 
     ``clock`` is the time every part reads and sleeps on (the log must use the same one);
     ``circuits`` is the store of open circuits and ``probe_max_delay`` the broker's longest
-    wait between two probes of a sink whose circuit is open.
+    wait between two probes of a sink whose circuit is open. ``claims`` (a shared backend's, see
+    :class:`~cebroker.storage.claims.Claims`) makes every part take its work by claims within
+    limits held for all instances; without it the dispatcher is the log's only reader.
     """
 
     def __init__(
@@ -83,12 +86,14 @@ class Dispatcher:
         tracing: Tracing = NO_TRACING,
         replies: Replies | None = None,
         broker_events: BrokerEvents | None = None,
+        claims: Claims | None = None,
     ) -> None:
         #: Sink replies of subscriptions with ``config.reply: publish`` (None: never published).
         self.replies = replies
         #: The broker's own events (None: none emitted).
         self.broker_events = broker_events
         self._log = journal
+        self._claims = claims
         self._pulled = pulled
         self._clock = clock
         self._subscriptions = matcher.subscriptions
@@ -109,7 +114,7 @@ class Dispatcher:
             setups=self._setups,
             attempt=self._attempt,
             attempt_batch=self._attempt_batch,
-            local_limits=not journal.shared,
+            local_limits=claims is None,
         )
         self.circuits = Circuits(
             store=circuits,
@@ -124,6 +129,7 @@ class Dispatcher:
             schedule=self._schedule,
             probe_max_delay=probe_max_delay,
             events=broker_events,
+            claims=claims,
         )
         outcomes = Outcomes(
             journal=journal,
@@ -137,10 +143,10 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
             tracing=tracing,
+            claims=claims,
         )
         transformer = Transformer(metrics=metrics, check=output_check)
         self._attempts = Attempts(
-            journal=journal,
             senders=senders,
             subscriptions=self._subscriptions,
             circuits=self.circuits,
@@ -149,9 +155,9 @@ class Dispatcher:
             setups=self._setups,
             tracing=tracing,
             replies=replies,
+            claims=claims,
         )
         self._batches = BatchAttempts(
-            journal=journal,
             senders=senders,
             subscriptions=self._subscriptions,
             circuits=self.circuits,
@@ -160,6 +166,7 @@ class Dispatcher:
             setups=self._setups,
             tracing=tracing,
             replies=replies,
+            claims=claims,
         )
         self._loader = Loader(
             journal,
@@ -170,6 +177,7 @@ class Dispatcher:
             clock=clock,
             deleted=self._deleted,
             closed=self.circuits.closed,
+            claims=claims,
         )
         self._loops = Tasks()
         self._cleanups = Tasks()
@@ -194,8 +202,8 @@ class Dispatcher:
         self._loops.spawn(self._loader.run(), name="cebroker-loader")
         self._loops.spawn(self._completions.run(), name="cebroker-completions")
         self._loops.spawn(self.circuits.run(), name="cebroker-circuits")
-        if self._log.shared:
-            self._unwatch = self._log.watch(self._heard)
+        if self._claims is not None:  # other instances share the log: hear of their work too
+            self._unwatch = self._claims.watch(self._heard)
             self._loops.spawn(self._loader.rescan(RESCAN_EVERY), name="cebroker-rescan")
             self._loops.spawn(self._follow_backlog(), name="cebroker-backlog")
             self._loops.spawn(self.circuits.follow(RESCAN_EVERY), name="cebroker-circuits-follow")

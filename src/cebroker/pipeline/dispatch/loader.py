@@ -20,7 +20,8 @@ from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.metrics import PipelineMetrics
-from cebroker.storage.deliveries import HELD_AT, DeliveryLog, Limits
+from cebroker.storage.claims import Claims
+from cebroker.storage.deliveries import HELD_AT, DueQueue, Limits
 from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.pipeline")
@@ -36,12 +37,13 @@ class Loader:
     (an ingest that matched it committed just after the deletion's clean-up). ``closed`` says
     whether a subscription's circuit lets its deliveries be attempted: while it does not, its
     deliveries stay in the log (the circuit's probes read their own, and closing the circuit
-    schedules the subscription again).
+    schedules the subscription again). ``claims`` (a shared log's): the loader claims what it
+    loads, within limits held for every instance, and takes only this instance's share.
     """
 
     def __init__(
         self,
-        journal: DeliveryLog,
+        journal: DueQueue,
         lanes: Lanes,
         *,
         subscriptions: Mapping[str, Subscription],
@@ -50,9 +52,11 @@ class Loader:
         clock: Clock,
         deleted: Callable[[str], None],
         closed: Callable[[str], bool],
+        claims: Claims | None = None,
     ) -> None:
         self._setups = setups
         self._log = journal
+        self._claims = claims
         self._lanes = lanes
         self._subscriptions = subscriptions
         self._metrics = metrics
@@ -100,12 +104,16 @@ class Loader:
     async def rescan(self, every: float) -> None:
         """With a shared log: every ``every`` seconds, or when told to, look for subscriptions
         with deliveries in the log (retries another instance scheduled before it died, claims
-        freed while a notification was missed); forever."""
+        freed while a notification was missed); forever. Without claims there is nothing to
+        look for: every delivery of the log was written by this instance."""
+        claims = self._claims
+        if claims is None:
+            return
         while True:
             await wait_or_sleep(self._rescan, every, self._clock)
             self._rescan.clear()
             try:
-                waiting = await self._log.waiting()
+                waiting = await claims.waiting()
             except Exception:
                 log_failure("looking for pending deliveries failed")
                 continue
@@ -124,7 +132,7 @@ class Loader:
                     wake_at = min(wake_at, due_at)
                 else:
                     ready.append((subscription, due_at))
-            if self._log.shared:  # claims of every subscription at once: the log sends them together
+            if self._claims is not None:  # claims of every subscription at once: sent together
                 await asyncio.gather(*(self._load(subscription, due_at) for subscription, due_at in ready))
             else:
                 for subscription, due_at in ready:
@@ -143,11 +151,11 @@ class Loader:
             return  # its sink's circuit is open
         lane = self._lanes.get(current)
         policy = self._setups.of(current).policy
-        room = lane.room(policy, self._log.instances)
+        room = lane.room(policy, self._claims.instances if self._claims is not None else 1)
         if room <= 0:
             return  # the lane wakes the loader when it makes room
         try:
-            if self._log.shared:  # claims: only what this lane takes, within the global limits
+            if self._claims is not None:  # claims: only what this lane takes, within the global limits
                 limits = Limits(policy.concurrency, policy.ratelimit)
                 rows, later = await self._log.due(subscription, room, limits)
             else:  # rows in memory come back too; they are skipped below

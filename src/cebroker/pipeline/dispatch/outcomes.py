@@ -45,6 +45,7 @@ from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
+from cebroker.storage.claims import Claims
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.subscription import Subscription
 from cebroker.telemetry import NO_TRACING, Tracing
@@ -110,7 +111,8 @@ LET_GO = LetGo()
 
 
 class Outcomes:
-    """Applies the outcomes of attempts; see the module docstring."""
+    """Applies the outcomes of attempts; see the module docstring. ``claims``: a shared log's,
+    through which a delivery let go is given back."""
 
     def __init__(
         self,
@@ -127,9 +129,11 @@ class Outcomes:
         schedule: Schedule,
         uniform: Callable[[float, float], float] = random.uniform,
         tracing: Tracing = NO_TRACING,
+        claims: Claims | None = None,
     ) -> None:
         self._tracing = tracing
         self._log = journal
+        self._claims = claims
         self._subscriptions = subscriptions
         self._metrics = metrics
         self._clock = clock
@@ -178,10 +182,10 @@ class Outcomes:
 
     async def let_go(self, lane: Lane, items: Sequence[Item]) -> None:
         """Let ``items`` go unsent while their sink's circuit is open: the rows stay in the log
-        as they were (a shared log's claims are given back), their lane slots are freed, and
+        as they were (``claims`` given back, on a shared log), their lane slots are freed, and
         the loader takes them again once the circuit closes."""
-        if self._log.shared:
-            await self._log.release([item.row for item in items])
+        if self._claims is not None:
+            await self._claims.release([item.row for item in items])
         self._schedule(lane.id, 0.0)
         for item in items:
             self._release(lane, item.row.id)

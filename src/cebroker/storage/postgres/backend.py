@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 
 from cebroker.storage.base import StorageOptions
+from cebroker.storage.claims import Claims
 from cebroker.storage.errors import StorageUnavailable
 from cebroker.storage.health import StorageHealth
 from cebroker.storage.postgres.archive import PostgresEventArchive
@@ -43,6 +44,8 @@ class PostgresStorage:
             clock=chosen.clock,
             retention=chosen.retention,
         )
+        #: The log's claims and leases: every instance on the database shares its work.
+        self.claims: Claims = self.deliveries
         self.archive = PostgresEventArchive(
             self._db, self.deliveries, retention=chosen.retention, clock=chosen.clock
         )

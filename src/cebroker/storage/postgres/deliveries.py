@@ -235,8 +235,9 @@ def _body(event: Mapping[str, Any] | bytes | str) -> str:
 
 
 class PostgresDeliveryLog:
-    """:class:`~cebroker.storage.deliveries.DeliveryLog` on a PostgreSQL :class:`Database`,
-    shared by every instance on it; see the module docstring."""
+    """:class:`~cebroker.storage.deliveries.DeliveryLog` and
+    :class:`~cebroker.storage.claims.Claims` on a PostgreSQL :class:`Database`, shared by every
+    instance on it; see the module docstring."""
 
     def __init__(
         self,
@@ -268,11 +269,6 @@ class PostgresDeliveryLog:
         listener.on_connect(lambda: self._tell(None))
         membership.on_lost(lambda: self._tell(None))
         membership.before_leave(self._record_unrecorded)
-
-    @property
-    def shared(self) -> bool:
-        """True: every instance on the database uses this log."""
-        return True
 
     @property
     def instances(self) -> int:

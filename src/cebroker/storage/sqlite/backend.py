@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from cebroker.storage.base import StorageOptions
+from cebroker.storage.claims import Claims
 from cebroker.storage.health import StorageHealth
 from cebroker.storage.replies import LocalReplyChannel
 from cebroker.storage.sqlite.archive import SqliteEventArchive
@@ -46,6 +47,8 @@ class SqliteStorage:
         self.circuits = SqliteCircuitStore(self._db)
         self.registry = SqliteRegistryStore(self._db)
         self.replies = LocalReplyChannel()
+        #: None: one process per file, so there is no other instance to share the work with.
+        self.claims: Claims | None = None
 
     @property
     def name(self) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,7 +27,7 @@ import orjson
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.storage.buckets import TokenBuckets
-from cebroker.storage.deliveries import HELD_AT, Appended, DeadLetter, DueListener, Incoming, Limits, Pending
+from cebroker.storage.deliveries import HELD_AT, Appended, DeadLetter, Incoming, Limits, Pending
 from cebroker.storage.sqlite import ordering
 from cebroker.storage.sqlite.database import Database
 
@@ -136,24 +136,6 @@ class SqliteDeliveryLog:
         self._next_seq = 1
         self._next_delivery = 1
         self._buckets = TokenBuckets(clock)
-
-    @property
-    def shared(self) -> bool:
-        """False: one broker process per file."""
-        return False
-
-    @property
-    def instances(self) -> int:
-        """1: this process alone."""
-        return 1
-
-    def holds(self, item: Pending) -> bool:
-        """Always: nobody else delivers from this file."""
-        return True
-
-    def watch(self, listener: DueListener) -> Callable[[], None]:
-        """Never calls ``listener``: every delivery of the file is written by this process."""
-        return lambda: None
 
     async def take(self, key: str, rate: float) -> float:
         """A token of the in-process bucket ``key`` (one process: it is every instance's)."""
@@ -376,10 +358,6 @@ class SqliteDeliveryLog:
         # On the writer, in order with the dispatcher's own writes: see the module docstring.
         return await self._db.write(job, durable=False)
 
-    async def waiting(self) -> dict[str, float]:
-        """The earliest due time per subscription with deliveries (nothing is claimed here)."""
-        return {subscription: due_at for subscription, (_, due_at) in (await self.backlog()).items()}
-
     async def complete(self, done: Sequence[tuple[int, int, str]]) -> None:
         """Remove confirmed deliveries ``(delivery id, event seq, subscription)`` and count them
         (those still in the log)."""
@@ -455,10 +433,6 @@ class SqliteDeliveryLog:
             self._failed(conn, item, error)
 
         await self._db.write(job, durable=False)
-
-    async def release(self, items: Sequence[Pending]) -> None:
-        """Nothing to give back: this log hands out no claims."""
-        return None
 
     async def expire(
         self, subscription: str, accepted_before: float, reason: str, limit: int
