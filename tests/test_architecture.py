@@ -42,6 +42,7 @@ BOTTOM = frozenset(
         "contracts",
         "subscription_rules",
         "subscription",
+        "subscription_settings",
         "logs",
         "principal",
         "network",

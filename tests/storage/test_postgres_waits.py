@@ -17,7 +17,9 @@ from cebroker.storage.postgres import PostgresStorage, ingest
 from cebroker.storage.postgres.watchdog import NOT_RESPONDING
 from storage.support import opened
 
-pytestmark = pytest.mark.postgres
+# Each test holds the database watchdog to bounds of a few tenths of a second (PING_TIMEOUT,
+# STALL_AFTER): alone, so that the load of the other tests does not stretch them.
+pytestmark = [pytest.mark.postgres, pytest.mark.alone]
 
 
 async def test_a_slow_statement_is_not_a_hung_server(postgres_url: str) -> None:
