@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -59,9 +60,13 @@ async def plain_loop(url: str, events: int, concurrency: int) -> float:
         return events / (time.perf_counter() - started)
 
 
-async def plain_transport_loop(url: str, events: int, concurrency: int) -> float:
-    """Deliveries/s of a bare loop over the broker's own HTTP transport (aiohttp; the ceiling)."""
+async def plain_transport_loop(
+    url: str, events: int, concurrency: int, cpu: list[float] | None = None
+) -> float:
+    """Deliveries/s of a bare loop over the broker's own HTTP transport (aiohttp; the ceiling);
+    the CPU seconds it took are appended to ``cpu``."""
     transport = HttpTransport()
+    spent = time.process_time()
     counter = iter(range(events))
 
     async def worker() -> None:
@@ -75,19 +80,24 @@ async def plain_transport_loop(url: str, events: int, concurrency: int) -> float
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     rate = events / (time.perf_counter() - started)
+    if cpu is not None:
+        cpu.append(time.process_time() - spent)
     await transport.aclose()
     return rate
 
 
-async def broker_drain(db: Path, url: str, events: int, concurrency: int) -> float:
-    """Deliveries/s of the pipeline draining ``events`` pending deliveries."""
+async def broker_drain(
+    db: Path, url: str, events: int, concurrency: int, cpu: list[float] | None = None
+) -> float:
+    """Deliveries/s of the pipeline draining ``events`` pending deliveries (its CPU seconds
+    appended to ``cpu``)."""
     sub = Subscription(id="bench", protocol="HTTP", sink=url, config={"concurrency": str(concurrency)})
 
     def incoming(n: int) -> Incoming:
         e = _event(n)
         return Incoming(e, "/bench", str(e["id"]), ("bench",))
 
-    return await pipeline_drain(db, sub, events, incoming)
+    return await pipeline_drain(db, sub, events, incoming, cpu)
 
 
 def main() -> None:
@@ -95,14 +105,18 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args()
+    load = os.getloadavg()
     target = sink()
     try:
         url = target.url + "/deliver"
         baseline = asyncio.run(plain_loop(url, args.events, args.concurrency))
-        ceiling = asyncio.run(plain_transport_loop(url, args.events, args.concurrency))
+        loop_cpu: list[float] = []
+        ceiling = asyncio.run(plain_transport_loop(url, args.events, args.concurrency, loop_cpu))
         httpx.get(target.url + "/reset")
+        broker_cpu: list[float] = []
         with tempfile.TemporaryDirectory() as tmp:
-            rate = asyncio.run(broker_drain(Path(tmp) / "bench.db", url, args.events, args.concurrency))
+            db = Path(tmp) / "bench.db"
+            rate = asyncio.run(broker_drain(db, url, args.events, args.concurrency, broker_cpu))
         received = sink_stats(target.url)["count"]
     finally:
         target.stop()
@@ -117,6 +131,12 @@ def main() -> None:
     )
     print(f"   ratio broker/httpx : {rate / baseline:9.2f}")
     print(f"   ratio broker/loop  : {rate / ceiling:9.2f}")
+    per_loop, per_broker = (c[0] / args.events * 1e6 for c in (loop_cpu, broker_cpu))
+    print(
+        f"   CPU per delivery   : broker {per_broker:.0f} us, transport loop {per_loop:.0f} us,"
+        f" ratio loop/broker {per_loop / per_broker:.2f}   (this process, all threads)"
+    )
+    print(f"   load average (1 min): {load[0]:.2f} before, {os.getloadavg()[0]:.2f} after")
 
 
 if __name__ == "__main__":

@@ -100,6 +100,8 @@ def wrk_main(args: argparse.Namespace) -> None:
         raise SystemExit("wrk is not installed (apt-get install wrk; scripts/install-servers.sh does)")
     print(f"load before: {_uptime()}")
     results: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in STACKS}
+    #: Per stack and round: CPU microseconds per request of the bare endpoint and of the broker.
+    cpu: dict[str, list[tuple[float, float]]] = {name: [] for name in STACKS}
     with tempfile.TemporaryDirectory() as tmp:
         servers = {}
         try:
@@ -118,11 +120,16 @@ def wrk_main(args: argparse.Namespace) -> None:
                 assert httpx.post(server.url + "/subscriptions", json=sub).status_code == 201
             for r in range(args.rounds):
                 for name, (bare, server) in servers.items():
+                    spent = bare.cpu_seconds()
                     base = _wrk(bare.url, f"bare{r}", connections=args.concurrency, seconds=args.seconds)
+                    bare_cpu = (bare.cpu_seconds() - spent) / (base[0] * args.seconds) * 1e6
+                    spent = server.cpu_seconds()
                     one = _wrk(server.url, f"{name}{r}", connections=args.concurrency, seconds=args.seconds)
+                    broker_cpu = (server.cpu_seconds() - spent) / (one[0] * args.seconds) * 1e6
                     if base[3] or one[3]:
                         raise RuntimeError(f"non-2xx answers: bare {base[3]}, broker {one[3]}")
                     results[name].append((base[0], one[0], one[1], one[2]))
+                    cpu[name].append((bare_cpu, broker_cpu))
         finally:
             for bare, server in servers.values():
                 server.stop()
@@ -141,6 +148,12 @@ def wrk_main(args: argparse.Namespace) -> None:
         print(f"     bare Starlette 202 : {bare_rate:9.0f} req/s   (median round)")
         print(f"     broker (durable)   : {broker_rate:9.0f} ev/s    p50 {p50:.1f} ms  p99 {p99:.1f} ms")
         print(f"     ratio broker/bare  : {median:9.2f}   (rounds {', '.join(f'{x:.2f}' for x in ratios)})")
+        bare_us = statistics.median(b for b, _ in cpu[name])
+        broker_us = statistics.median(o for _, o in cpu[name])
+        print(
+            f"     CPU per request    : broker {broker_us:.0f} us, bare {bare_us:.0f} us, ratio bare/broker"
+            f" {bare_us / broker_us:.2f}   (medians; all threads, user + system)"
+        )
     standard = statistics.median(one for _, one, _, _ in results["standard"])
     plain = statistics.median(one for _, one, _, _ in results["plain"])
     print(f"   broker standard/plain: {standard / plain:.2f}x events/s")

@@ -130,6 +130,12 @@ class Child:
                     return int(line.split()[1]) / 1024
         return 0.0
 
+    def cpu_seconds(self) -> float:
+        """CPU time the child has used so far (user + system, all its threads), seconds."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -181,12 +187,17 @@ def sink_stats(url: str) -> dict[str, float]:
 
 
 async def pipeline_drain(
-    db: Path, sub: Subscription, events: int, incoming: Callable[[int], Incoming]
+    db: Path,
+    sub: Subscription,
+    events: int,
+    incoming: Callable[[int], Incoming],
+    cpu: list[float] | None = None,
 ) -> float:
     """Deliveries/s of the broker's pipeline, in this process, draining ``events`` deliveries.
 
     ``sub`` is created in a fresh store in ``db`` and ``incoming(n)`` (n = 0..events-1) written
     to the durable log first; then the pipeline starts and is timed until nothing is pending.
+    The CPU seconds this process spent draining (all threads) are appended to ``cpu``.
     """
     settings = Settings(db=db, webhook_validation=False)
     storage = create_storage(db)
@@ -198,13 +209,15 @@ async def pipeline_drain(
     component = PipelineComponent(
         settings, storage.subscriptions, storage.deliveries, storage.circuits, claims=storage.claims
     )
-    started = time.perf_counter()
+    started, spent = time.perf_counter(), time.process_time()
     await component.start()
     for _ in range(60_000):  # polled: the dispatcher has no "drained" event; ten minutes at most
         if not component.dispatcher.pending:
             break
         await asyncio.sleep(0.01)
     elapsed = time.perf_counter() - started
+    if cpu is not None:
+        cpu.append(time.process_time() - spent)
     await component.stop()
     await storage.close()
     return events / elapsed

@@ -101,7 +101,14 @@ BENCHES = (
         ("--events", "5000"),
         "pg",
     ),
-    Bench("pg-latency", "end-to-end latency, two instances on PostgreSQL", "bench_pg_latency.py", group="pg"),
+    Bench(
+        "pg-latency",
+        "end-to-end and added latency, 1,000 events/s, 100 subscriptions, two instances on PostgreSQL",
+        "bench_pg_latency.py",
+        ("--rate", "1000", "--seconds", "10"),
+        ("--rate", "1000", "--seconds", "3"),
+        "pg",
+    ),
 )
 
 

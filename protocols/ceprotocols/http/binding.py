@@ -23,7 +23,7 @@ from cloudevents.core.bindings.http import HTTPMessage
 
 from ceprotocols import jsontext
 from ceprotocols.errors import BindingError
-from ceprotocols.eventform import attributes_of, canonical_string, payload_of, with_payload
+from ceprotocols.eventform import PAYLOAD_MEMBERS, canonical_string, payload_of, with_payload
 from ceprotocols.headers import percent_decode
 
 __all__ = [
@@ -70,9 +70,16 @@ def to_binary(event: Mapping[str, Any]) -> HTTPMessage:
     """The event in binary content mode. An event with ``data`` but no ``datacontenttype`` is
     sent as ``application/json`` (JSON Event Format 3.1)."""
     headers: dict[str, str] = {}
-    for name, value in attributes_of(event).items():
+    plain = _PLAIN.fullmatch
+    # attributes_of() and encode_header() inlined: this runs for every HTTP delivery, and most
+    # attribute values are strings that need no escape.
+    for name, value in event.items():
+        if value is None or name in PAYLOAD_MEMBERS:
+            continue
         if name == "datacontenttype":
             headers["content-type"] = str(value)
+        elif value.__class__ is str and plain(value) is not None:
+            headers[CE_PREFIX + name] = value
         else:
             headers[CE_PREFIX + name] = encode_header(value)
     body = payload_of(event)

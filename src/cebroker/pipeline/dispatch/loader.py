@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping
 
 from cebroker.clock import Clock, wait_or_sleep
 from cebroker.pipeline.dispatch.due import DueTimes
-from cebroker.pipeline.dispatch.lane import Item
+from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.outages import log_failure
 from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.claims import Claims
 from cebroker.storage.deliveries import DueQueue, Limits
 from cebroker.subscription import Subscription
@@ -114,6 +115,18 @@ class Loader:
             self._due.wakeup.clear()
             await wait_or_sleep(self._due.wakeup, max(0.0, wake_at - self._clock.now()), self._clock)
 
+    def _saturated(self, lane: Lane, policy: DeliveryPolicy, room: int) -> bool:
+        """Whether to leave a lane as it is for now although it has ``room``: deliveries are not
+        claimed, the lane is more than half full and its queue holds work for every worker.
+
+        A load without claims reads the deliveries already in memory again (they stay due until
+        their outcome is written; the lane skips them), so loading each time a few slots free up
+        would read every delivery several times over. The lane's releases wake the loader
+        again, until its queue runs shorter than its concurrency or half of it is free."""
+        if self._claims is not None or lane.batch is not None or room * 2 >= lane.capacity:
+            return False
+        return len(lane.queue) >= policy.concurrency
+
     async def _load(self, subscription: str, due_at: float) -> None:
         current = self._subscriptions.get(subscription)
         if current is None:
@@ -127,6 +140,8 @@ class Loader:
         room = lane.room(policy, self._claims.instances if self._claims is not None else 1)
         if room <= 0:
             return  # the lane wakes the loader when it makes room
+        if self._saturated(lane, policy, room):
+            return  # likewise
         try:
             if self._claims is not None:  # claims: only what this lane takes, within the global limits
                 limits = Limits(policy.concurrency, policy.ratelimit)

@@ -1,0 +1,68 @@
+"""How often a backlog's deliveries are read from a log that is not shared: a lane more than half
+full, with work queued for every worker, is not loaded again each time a few slots free up (a
+load reads the deliveries already in memory again)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from support.sinks import Sink
+
+from cebroker.pipeline.component import PipelineComponent
+from cebroker.settings import Settings
+from cebroker.storage import Incoming, Limits, Pending, create_storage
+from cebroker.subscription import Subscription
+
+EVENTS = 600
+
+
+async def _drain(db: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """Deliver a backlog of :data:`EVENTS` at concurrency 4; (rows read, deliveries pending)."""
+    storage = create_storage(db)
+    await storage.open()
+    sub = Subscription(id="s", protocol="HTTP", sink=url, config={"concurrency": "4"})
+    await storage.subscriptions.create(sub)
+    await storage.deliveries.append(
+        [
+            Incoming(
+                {"id": f"e{n}", "source": "/t", "specversion": "1.0", "type": "t"}, "/t", f"e{n}", ("s",)
+            )
+            for n in range(EVENTS)
+        ]
+    )
+    read = [0]
+    due = storage.deliveries.due
+
+    async def counted(
+        subscription: str, limit: int, limits: Limits | None = None
+    ) -> tuple[list[Pending], float | None]:
+        rows, later = await due(subscription, limit, limits)
+        read[0] += len(rows)
+        return rows, later
+
+    monkeypatch.setattr(storage.deliveries, "due", counted)
+    settings = Settings(db=db, webhook_validation=False)
+    component = PipelineComponent(settings, storage.subscriptions, storage.deliveries, storage.circuits)
+    await component.start()
+    try:
+        for _ in range(3000):  # thirty seconds at most
+            if not component.dispatcher.pending:
+                break
+            await asyncio.sleep(0.01)
+        return read[0], component.dispatcher.pending
+    finally:
+        await component.stop()
+        await storage.close()
+
+
+def test_a_backlog_is_read_from_the_log_about_once(
+    tmp_path: Path, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows, pending = asyncio.run(_drain(tmp_path / "b.db", sink.url + "/d", monkeypatch))
+    assert pending == 0
+    assert len({r.headers["ce-id"] for r in sink.at("/d")}) == EVENTS
+    # Each load reads the lane's deliveries in memory again: loading whenever a few of its 256
+    # slots free up read each delivery about 256 / 4 times at concurrency 4.
+    assert rows <= 2 * EVENTS, f"{rows} rows read for {EVENTS} deliveries"
