@@ -3,7 +3,7 @@
 * :class:`~.lanes.Lanes`: per-subscription lanes and their workers;
 * :class:`~.attempts.Attempts`: one delivery attempt through the protocol's sender;
 * :class:`~.batches.BatchAttempts`: a batch of deliveries in one request (:mod:`.batcher`);
-* :class:`~.outcomes.Outcomes`: what an attempt came to, acted on in one place (with
+* :class:`~.outcomes.Settler`: what an attempt came to, acted on in one place (with
   :func:`~.retry.decide` for a failure: retry later or dead-letter);
 * :class:`~.circuits.Circuits`: a circuit per sink, its probes and time-to-live sweeps;
 * :class:`~.deadletters.DeadLetterForwarder`: copies to the dead-letter sink;
@@ -36,7 +36,7 @@ from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.loader import Loader
 from cebroker.pipeline.dispatch.outages import log_failure
-from cebroker.pipeline.dispatch.outcomes import RELOAD_DELAY, Outcomes
+from cebroker.pipeline.dispatch.outcomes import RELOAD_DELAY, Settler
 from cebroker.pipeline.dispatch.replies import Replies
 from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.slots import Slots
@@ -144,7 +144,7 @@ class Dispatcher:
             replay_settled=replay_settled,
         )
         self._completions = Completions(journal, self.backlog, slots.release, clock)
-        outcomes = Outcomes(
+        settler = Settler(
             journal=journal,
             subscriptions=self._subscriptions,
             metrics=metrics,
@@ -163,7 +163,7 @@ class Dispatcher:
             senders=senders,
             subscriptions=self._subscriptions,
             circuits=self.circuits,
-            outcomes=outcomes,
+            settler=settler,
             transformer=transformer,
             setups=self._setups,
             tracing=tracing,
@@ -174,7 +174,7 @@ class Dispatcher:
             senders=senders,
             subscriptions=self._subscriptions,
             circuits=self.circuits,
-            outcomes=outcomes,
+            settler=settler,
             transformer=transformer,
             setups=self._setups,
             tracing=tracing,
