@@ -3,9 +3,11 @@ subscription is built, with the defaults in one place and the wire form left as 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import logging
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -277,3 +279,37 @@ def test_the_openapi_document_describes_the_same_defaults() -> None:
     for name in ("lockduration", "maxdeliverycount", "releasedelay"):
         assert pull[name]["default"] == default_of(PullSettings, name)
     assert SCHEMAS["HTTPSettings"]["properties"]["method"]["default"] == default_of(HttpSettings, "method")
+
+
+def _raw_reads(root: Path) -> list[str]:
+    """Where a module under ``root`` reads a subscription's ``config`` or ``protocolsettings``
+    other than to hand the settings map to a sender's ``Destination``."""
+    found: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        handed = {
+            id(keyword.value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "Destination"
+            for keyword in node.keywords
+            if keyword.arg == "settings"
+        }
+        found.extend(
+            f"{path.relative_to(root).as_posix()}:{node.lineno} .{node.attr}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and node.attr in ("config", "protocolsettings")
+            and id(node) not in handed
+        )
+    return found
+
+
+def test_the_pipeline_reads_the_typed_settings_not_the_json() -> None:
+    """The pipeline never parses ``config`` or ``protocolsettings`` again: it reads
+    ``Subscription.delivery`` and ``Subscription.protocol_settings``. It hands the settings map
+    to the senders (they read their own settings), and its transformations compile
+    ``config.transform``."""
+    pipeline = Path(__file__).resolve().parents[1] / "src" / "cebroker" / "pipeline"
+    assert [read.split(":")[0] for read in _raw_reads(pipeline)] == ["transform/programs.py"]
