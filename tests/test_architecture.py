@@ -9,11 +9,18 @@ the imports that exist must have no cycle. ``docs/architecture.md`` shows the sa
 
 The libraries stand apart: nothing in ``filters/`` (cefilters) or ``protocols/`` (ceprotocols)
 imports ``cebroker``.
+
+Inside ``storage`` the backends' internals (``storage/sqlite/``, ``storage/postgres/``) are
+imported only by the factory (``storage/backends.py``) and the composition root; the storage
+contracts import no backend and no database driver; the pipeline is given a shared backend's
+claims, it never asks the log whether it is ``shared``; and no SQL text is turned into bytes
+with ``.encode()`` nor any PL/pgSQL kept in a Python string (it lives in ``.sql`` files).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
@@ -35,6 +42,7 @@ BOTTOM = frozenset(
         "contracts",
         "subscription_rules",
         "subscription",
+        "subscription_settings",
         "logs",
         "principal",
         "network",
@@ -76,6 +84,15 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "cli": BOTTOM | STORAGE | WEB | PARTS | ACCESS | SEALING | TELEMETRY | {"app", "client"},
     "__main__": frozenset({"cli"}),
 }
+
+#: The storage backends' internals.
+BACKEND_PACKAGES = ("cebroker.storage.sqlite", "cebroker.storage.postgres")
+#: The only modules outside a backend that may import it: the factory and the composition root.
+BACKEND_IMPORTERS = frozenset({"cebroker.storage.backends", "cebroker.app"})
+#: The drivers a backend is written with; the storage contracts import none of them.
+DRIVERS = frozenset({"sqlite3", "psycopg", "psycopg_pool"})
+#: PL/pgSQL (a function body or its language) in a Python string.
+PLPGSQL = re.compile(r"(?i)\blanguage\s+plpgsql\b|\$\$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +246,95 @@ def test_the_libraries_never_import_the_broker(library: str, package: str) -> No
     assert found == []
 
 
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+def backend_leaks(found: list[Import]) -> list[str]:
+    """One line per import of a backend's internals from outside that backend, other than by
+    :data:`BACKEND_IMPORTERS`."""
+    return sorted(
+        f"{item.where}: {item.importer} imports {item.imported} (a storage backend's internals)"
+        for item in found
+        for backend in BACKEND_PACKAGES
+        if _inside(item.imported, backend)
+        and not _inside(item.importer, backend)
+        and item.importer not in BACKEND_IMPORTERS
+    )
+
+
+def contract_backend_imports(root: Path, package: str) -> list[str]:
+    """One line per import of a backend or a database driver by a storage module that is
+    neither in a backend nor the factory (the contracts and what they share)."""
+    known = modules(root, package)
+    storage = f"{package}.storage"
+    backends = [f"{package}.{b.partition('.')[2]}" for b in BACKEND_PACKAGES]
+    problems: list[str] = []
+    for module, path in known.items():
+        if not _inside(module, storage) or any(_inside(module, b) for b in backends):
+            continue
+        if module == f"{package}.storage.backends":
+            continue
+        for item in imports_of(module, path, known):
+            if item.imported.split(".")[0] in DRIVERS or any(_inside(item.imported, b) for b in backends):
+                problems.append(f"{item.where}: {module} imports {item.imported}")
+    return sorted(problems)
+
+
+def shared_flags(root: Path, package: str) -> list[str]:
+    """Every ``<something>.shared`` read in the pipeline (it is given claims instead)."""
+    problems: list[str] = []
+    for module, path in modules(root, package).items():
+        if not _inside(module, f"{package}.pipeline"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Attribute) and node.attr == "shared":
+                problems.append(f"{path}:{node.lineno}: {module} reads .shared")
+    return problems
+
+
+def sql_in_python(root: Path, package: str) -> list[str]:
+    """In the storage package: ``.encode()`` on a module constant (SQL text) and PL/pgSQL in a
+    string."""
+    problems: list[str] = []
+    for module, path in modules(root, package).items():
+        if not _inside(module, f"{package}.storage"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            where = f"{path}:{getattr(node, 'lineno', 0)}"
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "encode"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id.isupper()
+            ):
+                problems.append(f"{where}: {node.func.value.id}.encode()")
+            elif (
+                isinstance(node, ast.Constant) and isinstance(node.value, str) and PLPGSQL.search(node.value)
+            ):
+                problems.append(f"{where}: PL/pgSQL in a Python string")
+    return problems
+
+
+def test_only_the_factory_and_the_composition_root_import_a_storage_backend() -> None:
+    found = package_imports(ROOT / "src", "cebroker")
+    assert any(_inside(i.imported, BACKEND_PACKAGES[0]) for i in found)  # the scan sees backends
+    assert backend_leaks(found) == []
+
+
+def test_the_storage_contracts_import_no_backend_and_no_driver() -> None:
+    assert contract_backend_imports(ROOT / "src", "cebroker") == []
+
+
+def test_the_pipeline_is_given_claims_and_reads_no_shared_flag() -> None:
+    assert shared_flags(ROOT / "src", "cebroker") == []
+
+
+def test_no_sql_text_is_encoded_and_no_plpgsql_is_kept_in_python() -> None:
+    assert sql_in_python(ROOT / "src", "cebroker") == []
+
+
 # -- the checker, on a made-up package ---------------------------------------------------------------
 
 
@@ -317,3 +423,43 @@ def test_the_checker_refuses_a_unit_missing_from_the_table(tmp_path: Path) -> No
     found = package_imports(_package(tmp_path, extra), "cebroker")
     (problem,) = violations(found, "cebroker", ALLOWED)
     assert "'plugins' is not in the layer table" in problem
+
+
+def test_the_storage_checks_refuse_a_leak_a_driver_a_shared_flag_and_encoded_sql(tmp_path: Path) -> None:
+    leaky = {
+        **LAYERED,
+        "cebroker/storage/__init__.py": "",
+        "cebroker/storage/backends.py": "from cebroker.storage.sqlite import backend\n",
+        "cebroker/storage/queue.py": "import sqlite3\nfrom cebroker.storage.postgres.rows import LogBase\n",
+        "cebroker/storage/sqlite/__init__.py": "",
+        "cebroker/storage/sqlite/backend.py": """
+            FIND = "SELECT 1"
+            BODY = "CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$"
+            def run(conn: object) -> bytes:
+                return FIND.encode()
+        """,
+        "cebroker/storage/postgres/__init__.py": "",
+        "cebroker/storage/postgres/rows.py": "class LogBase: ...\n",
+        "cebroker/pipeline/ingest.py": """
+            from cebroker.storage.sqlite.backend import FIND
+            def go(log: object) -> bool:
+                return bool(log.shared)
+        """,
+    }
+    root = _package(tmp_path, leaky)
+    found = package_imports(root, "cebroker")
+    assert [p.split(": ", 1)[1] for p in backend_leaks(found)] == [
+        "cebroker.pipeline.ingest imports cebroker.storage.sqlite.backend (a storage backend's internals)",
+        "cebroker.storage.queue imports cebroker.storage.postgres.rows (a storage backend's internals)",
+    ]
+    assert [p.split(": ", 1)[1] for p in contract_backend_imports(root, "cebroker")] == [
+        "cebroker.storage.queue imports sqlite3",
+        "cebroker.storage.queue imports cebroker.storage.postgres.rows",
+    ]
+    assert [p.split(": ", 1)[1] for p in shared_flags(root, "cebroker")] == [
+        "cebroker.pipeline.ingest reads .shared"
+    ]
+    assert sorted(p.split(": ", 1)[1] for p in sql_in_python(root, "cebroker")) == [
+        "FIND.encode()",
+        "PL/pgSQL in a Python string",
+    ]

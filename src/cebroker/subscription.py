@@ -9,6 +9,9 @@ from urllib.parse import urlsplit
 
 from ceprotocols.endpoint import redact_text
 
+from cebroker.subscription_settings.delivery import DeliverySettings, stored_delivery_settings
+from cebroker.subscription_settings.protocols import ProtocolSettings, stored_protocol_settings
+
 #: Credential fields that are write-only: stored, used for delivery, never returned or logged.
 SECRET_CREDENTIAL_FIELDS = frozenset({"secret", "accesstoken", "refreshtoken"})
 #: The ``protocolsettings`` member of an HTTP subscription holding its webhook secret (write-only).
@@ -61,6 +64,11 @@ class Subscription:
     or a broker without authentication); it never changes. ``webhook_secret`` (HTTP) signs
     every delivery, with the ``retired_secrets`` still in their overlap. Secrets are kept out of
     the repr.
+
+    ``config`` and ``protocolsettings`` are the wire form, kept as given (what the API returns
+    and a store keeps); ``delivery`` is ``config`` typed and ``protocol_settings`` the typed
+    ``protocolsettings`` (HTTP and PULL), derived from them once when the subscription is built
+    (:mod:`cebroker.subscription_settings`): the parts read those.
     """
 
     id: str
@@ -76,6 +84,18 @@ class Subscription:
     tenant: str | None = None
     webhook_secret: str | None = field(default=None, repr=False)
     retired_secrets: tuple[RetiredSecret, ...] = field(default=(), repr=False)
+    #: ``config`` typed (derived: never given, never compared).
+    delivery: DeliverySettings = field(init=False, repr=False, compare=False)
+    #: ``protocolsettings`` typed, for the protocols the broker reads the settings of (derived).
+    protocol_settings: ProtocolSettings = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Built from config here, once per realized revision, for every way a subscription comes
+        # in (the API, an import, a store); frozen, so it is set past the dataclass's guard.
+        object.__setattr__(self, "delivery", stored_delivery_settings(self.config))
+        object.__setattr__(
+            self, "protocol_settings", stored_protocol_settings(self.protocol, self.protocolsettings)
+        )
 
     @property
     def pull(self) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import pytest
 from support.broker import Broker
 from support.events import event
 from support.sinks import Received, Reply, Sink
@@ -150,6 +151,7 @@ def test_dead_letter_sink_receives_a_copy(broker: Broker, sink: Sink) -> None:
     assert doc["deadletterattempts"] == 1
 
 
+@pytest.mark.alone  # a bound of 3 s on the wall clock for ten events
 def test_a_failing_sink_does_not_delay_another_subscription(broker: Broker, sink: Sink) -> None:
     """Isolation: a sink that hangs does not hold up a healthy subscription's deliveries."""
     broker.subscribe(f"{sink.url}/hang", config={"timeout": "5", "concurrency": "1"})

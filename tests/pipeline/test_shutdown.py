@@ -53,6 +53,7 @@ def start(broker_processes: BrokerProcesses) -> Callable[..., BrokerProcess]:
     return launch
 
 
+@pytest.mark.alone  # the stop bounded to the grace plus 3 s, the hand-over to 30 s, on the wall clock
 @pytest.mark.parametrize(
     ("delay", "grace"),
     [

@@ -76,6 +76,7 @@ async def test_same_connection_comes_back_after_a_broker_restart(tmp_path: Path)
         server.stop()
 
 
+@pytest.mark.alone  # bounds of 5 s and 1 s on the wall clock
 async def test_unreachable_broker_fails_in_time_and_closes_promptly() -> None:
     """Nothing listening: the delivery fails as TargetUnreachable within its timeout (the client
     keeps retrying in the background), and closing the sender stops the retries at once."""

@@ -15,7 +15,22 @@ import orjson
 import pytest
 from pipeline.clocks import ManualClock
 
-from cebroker.storage import DeliveryLog, Incoming, Limits, Pending, Storage
+from cebroker.storage import (
+    Claims,
+    Cleanup,
+    DeadLetters,
+    DeliveryLog,
+    DeliveryStats,
+    DueQueue,
+    Incoming,
+    Ingest,
+    Limits,
+    Outcomes,
+    Pending,
+    RateBuckets,
+    Storage,
+)
+from cebroker.storage.stats import SubscriptionCounts
 from storage.support import STORAGES, opened
 
 EV = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t", "data": {"amount": 1.50, "name": "é"}}
@@ -48,6 +63,23 @@ async def release(storage: Storage, rows: list[Pending]) -> None:
 
 def test_satisfies_the_protocol(storage: Storage) -> None:
     assert isinstance(storage.deliveries, DeliveryLog)
+
+
+@pytest.mark.parametrize(
+    "contract",
+    [Ingest, DueQueue, Outcomes, DeadLetters, DeliveryStats, RateBuckets, Cleanup],
+    ids=lambda c: c.__name__,
+)
+def test_the_log_provides_each_small_contract(storage: Storage, contract: type) -> None:
+    assert isinstance(storage.deliveries, contract)
+
+
+def test_only_a_shared_backend_provides_claims(storage: Storage, backend: str) -> None:
+    """Claims and leases come from a backend several instances share; SQLite has none."""
+    if backend == "sqlite":
+        assert storage.claims is None
+    else:
+        assert isinstance(storage.claims, Claims)
 
 
 async def test_append_dedups_within_the_window_and_after_it(
@@ -94,7 +126,7 @@ async def test_events_read_back_as_sent_and_complete_removes_them(storage: Stora
     await log.dead_letter(rows[1], stored(rows[1]), 3, "sink answered 400", "400", "no")
     assert await log.backlog() == {}
     status = await log.status("a")
-    assert (status["delivered"], status["failed"], status["deadlettered"]) == (1, 1, 1)
+    assert (status.delivered, status.failed, status.deadlettered) == (1, 1, 1)
     (dead,) = await log.dead_letters("a", 0, 10)
     assert (dead.event["id"], dead.status, dead.attempts) == ("2", "400", 3)
     assert await log.redrive("a", [dead.id + 1]) == 0
@@ -124,8 +156,8 @@ async def test_due_pages_in_due_order_and_says_when_more_fall_due(storage: Stora
     backlog = await log.backlog()
     assert (backlog["a"][0], backlog["b"][0]) == (5, 1)
     status = await log.status("a")
-    assert (status["failed"], status["pending"], status["lastError"]) == (1, 5, "503 from the sink")
-    assert status["lastErrorAt"] is not None
+    assert (status.failed, status.pending, status.last_error) == (1, 5, "503 from the sink")
+    assert status.last_error_at is not None
     # a retry due again comes back with its attempt count
     await log.reschedule(page[0], 2, time.time() - 1, "timeout")
     first, _ = await log.due("a", 1)
@@ -140,7 +172,7 @@ async def test_drop_removes_what_is_still_there(storage: Storage) -> None:
     assert await log.drop([(rows[0].id, rows[0].event_seq)]) == 0
     # the event stays for the other subscription's delivery
     assert ids((await log.due("b", 10))[0]) == ["1"]
-    assert (await log.status("a"))["pending"] == 0
+    assert (await log.status("a")).pending == 0
 
 
 async def test_dead_letters_page_and_redrive_picks(storage: Storage) -> None:
@@ -158,7 +190,7 @@ async def test_dead_letters_page_and_redrive_picks(storage: Storage) -> None:
     assert ids((await log.due("a", 10))[0]) == ["1", "3"]
     assert [d.event["id"] for d in await log.dead_letters("a", 0, 10)] == ["0", "2"]
     status = await log.status("a")
-    assert (status["deadlettered"], status["deadletteredTotal"], status["pending"]) == (2, 4, 2)
+    assert (status.deadlettered, status.deadlettered_total, status.pending) == (2, 4, 2)
 
 
 async def test_the_trace_context_stays_with_the_event_through_retries_dead_letters_and_redrive(
@@ -220,7 +252,7 @@ async def test_expire_dead_letters_the_oldest_in_batches_with_their_attempts(
         stored = await log.dead_letters("a", 0, 10)
         assert [d.event["id"] for d in stored] == ["0", "1", "2"]
         status = await log.status("a")
-        assert (status["pending"], status["deadlettered"], status["deadletteredTotal"]) == (2, 3, 3)
+        assert (status.pending, status.deadlettered, status.deadlettered_total) == (2, 3, 3)
         letters, oldest = await log.expire("a", clock.now(), "later", 10)
         assert ([d.event["id"] for d in letters], oldest) == (["3", "4"], None)
         assert ids((await log.due("b", 10))[0]) == ["3", "4"]  # another subscription's are untouched
@@ -228,15 +260,15 @@ async def test_expire_dead_letters_the_oldest_in_batches_with_their_attempts(
 
 
 async def test_status_of_an_unknown_subscription_is_zero(storage: Storage) -> None:
-    assert await storage.deliveries.status("nobody") == {
-        "delivered": 0,
-        "failed": 0,
-        "pending": 0,
-        "deadlettered": 0,
-        "deadletteredTotal": 0,
-        "lastError": None,
-        "lastErrorAt": None,
-    }
+    assert await storage.deliveries.status("nobody") == SubscriptionCounts(
+        delivered=0,
+        failed=0,
+        pending=0,
+        deadlettered=0,
+        deadlettered_total=0,
+        last_error=None,
+        last_error_at=None,
+    )
 
 
 async def test_forget_removes_everything_of_one_subscription(storage: Storage) -> None:
@@ -399,5 +431,5 @@ async def test_release_gives_back_claims_untouched(storage: Storage) -> None:
     assert ids(again)[:2] == ["0", "1"]
     assert [r.attempts for r in again] == [0] * len(again)
     status = await log.status("a")
-    assert (status["failed"], status["pending"], status["lastError"]) == (0, 4, None)
+    assert (status.failed, status.pending, status.last_error) == (0, 4, None)
     await release(storage, [])

@@ -1,11 +1,11 @@
 """The delivery rules written twice, pinned on every backend.
 
 A confirmation and a dead letter each keep several books at once, and each is written twice:
-in Python for SQLite (``storage/sqlite/deliveries.py``, ``storage/sqlite/ordering.py``) and in
+in Python for SQLite (``storage/sqlite/``: ``rows.py``, ``outcomes.py``, ``ordering.py``) and in
 the server functions for PostgreSQL (``cebroker_complete`` and ``cebroker_release_groups`` in
-``storage/postgres/sql/deliveries/``, the statements of ``storage/postgres/deliveries.py``).
-docs/storage.md lists where each rule lives. These tests hold every book of one call at once,
-so that the two copies cannot drift apart unseen.
+``storage/postgres/sql/deliveries/``, the statements of ``storage/postgres/outcomes.py`` and
+``rows.py``). docs/architecture.md lists where each rule lives. These tests hold every book of
+one call at once, so that the two copies cannot drift apart unseen.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ async def test_one_confirmation_keeps_every_book(storage: Storage) -> None:
     rows_b, _ = await log.due("b", 10)
     assert (ids(rows_a), ids(rows_b)) == (["1", "3"], ["1"])
     await log.complete([(r.id, r.event_seq, r.subscription) for r in rows_a])
-    assert (await log.status("a"))["delivered"] == 2
-    assert (await log.status("b"))["delivered"] == 0
+    assert (await log.status("a")).delivered == 2
+    assert (await log.status("b")).delivered == 0
     assert {k: v[0] for k, v in (await log.backlog()).items()} == {"a": 1, "b": 1}
     after, _ = await log.due("a", 10)
     assert ids(after) == ["2"]  # k's next one, released by the confirmation
@@ -67,7 +67,7 @@ async def test_one_confirmation_keeps_every_book(storage: Storage) -> None:
     assert ids(again) == ["1"]
     await log.complete([(r.id, r.event_seq, r.subscription) for r in again + after])
     assert await log.backlog() == {}
-    assert ((await log.status("a"))["delivered"], (await log.status("b"))["delivered"]) == (3, 1)
+    assert ((await log.status("a")).delivered, (await log.status("b")).delivered) == (3, 1)
 
 
 async def test_one_dead_letter_keeps_every_book(storage: Storage) -> None:
@@ -78,13 +78,13 @@ async def test_one_dead_letter_keeps_every_book(storage: Storage) -> None:
     (first,), _ = await log.due("a", 10)
     await log.dead_letter(first, b'{"id": "1"}', 4, "sink answered 410", "410", "gone")
     status = await log.status("a")
-    assert (status["failed"], status["deadlettered"], status["deadletteredTotal"], status["pending"]) == (
+    assert (status.failed, status.deadlettered, status.deadlettered_total, status.pending) == (
         1,
         1,
         1,
         1,
     )
-    assert status["lastError"] == "sink answered 410"
+    assert status.last_error == "sink answered 410"
     (dead,) = await log.dead_letters("a", 0, 10)
     assert (dead.event["id"], dead.attempts, dead.status) == ("1", 4, "410")
     nxt, _ = await log.due("a", 10)

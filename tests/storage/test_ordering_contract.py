@@ -39,7 +39,7 @@ async def test_only_the_oldest_of_a_group_is_due(storage: Storage) -> None:
     rows, later = await log.due("a", 10)
     assert ids(rows) == ["1", "3", "4"]
     assert later is None or later > time.time() + 3600  # the others wait for a release, not a time
-    assert (await log.status("a"))["pending"] == 6
+    assert (await log.status("a")).pending == 6
     await settle(storage, [rows[0]])  # k1's first is confirmed: its second is due now
     rows, _ = await log.due("a", 10)
     assert [i for i in ids(rows) if i not in ("3", "4")] == ["2"]

@@ -52,5 +52,5 @@ async def test_confirmations_that_failed_while_away_are_recorded_before_the_clai
         # what it delivered was recorded first: nothing is handed out again, to either instance
         assert (await two.deliveries.due("s", 10))[0] == []
         assert (await one.deliveries.due("s", 10))[0] == []
-        assert (await two.deliveries.status("s"))["delivered"] == 10
+        assert (await two.deliveries.status("s")).delivered == 10
         assert await two.deliveries.pending() == 0

@@ -13,11 +13,13 @@ from servers.postgres import PostgresServer
 from support.waiting import async_wait_until
 
 from cebroker.storage import Incoming, StorageUnavailable
-from cebroker.storage.postgres import PostgresStorage, deliveries
+from cebroker.storage.postgres import PostgresStorage, ingest
 from cebroker.storage.postgres.watchdog import NOT_RESPONDING
 from storage.support import opened
 
-pytestmark = pytest.mark.postgres
+# Each test holds the database watchdog to bounds of a few tenths of a second (PING_TIMEOUT,
+# STALL_AFTER): alone, so that the load of the other tests does not stretch them.
+pytestmark = [pytest.mark.postgres, pytest.mark.alone]
 
 
 async def test_a_slow_statement_is_not_a_hung_server(postgres_url: str) -> None:
@@ -40,7 +42,7 @@ async def test_a_slow_statement_is_not_a_hung_server(postgres_url: str) -> None:
 async def test_a_hung_server_is_an_episode_and_ingest_is_bounded(
     server_factory: Callable[..., PostgresServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(deliveries, "MAX_QUEUED", 10)
+    monkeypatch.setattr(ingest, "MAX_QUEUED", 10)
     server = server_factory(PostgresServer)
     storage = PostgresStorage(server.create_database())
     async with opened(storage):

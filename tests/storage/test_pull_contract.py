@@ -57,7 +57,7 @@ async def test_receive_acknowledge_and_settled_tokens(
         assert errors(results) == [SETTLED, UNKNOWN, EXPIRED]
         assert errors(await pull.acknowledge("other", [first[2].token])) == [UNKNOWN]
         status = await storage.deliveries.status("p")
-        assert (status["delivered"], status["pending"]) == (2, 3)
+        assert (status.delivered, status.pending) == (2, 3)
 
 
 async def test_lock_expiry_release_with_delay_and_renew(
@@ -106,7 +106,7 @@ async def test_reject_and_max_delivery_count_dead_letter(
             ("1", "maximum delivery count reached", 2),
         ]
         status = await storage.deliveries.status("p")
-        assert (status["pending"], status["deadlettered"]) == (0, 2)
+        assert (status.pending, status.deadlettered) == (0, 2)
 
 
 async def test_an_ordering_group_waits_for_its_locked_event(

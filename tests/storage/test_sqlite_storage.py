@@ -92,7 +92,7 @@ async def test_a_file_of_the_previous_release_opens_without_loss(tmp_path: Path)
         (dead,) = await storage.deliveries.dead_letters("s1", 0, 10)
         assert (dead.event["id"], dead.status, dead.last_error) == ("e0", "500", "gave up")
         status = await storage.deliveries.status("s1")
-        assert (status["delivered"], status["failed"], status["pending"]) == (4, 6, 1)
+        assert (status.delivered, status.failed, status.pending) == (4, 6, 1)
         assert await storage.deliveries.append([Incoming(EVENT, "/s", "e1", ("s1",))]) == [None]
         (fresh,) = await storage.deliveries.append([Incoming({**EVENT, "id": "e2"}, "/s", "e2", ("s1",))])
         assert fresh is not None
@@ -242,7 +242,7 @@ async def test_reads_do_not_queue_behind_the_writer(tmp_path: Path) -> None:
             got, page, status, dead, root = await asyncio.wait_for(reads, 10)
             assert got is not None
             assert [s.id for s in page.items] == ["s"]
-            assert (status["pending"], dead, root) == (0, [], None)
+            assert (status.pending, dead, root) == (0, [], None)
             assert not held.done()
         finally:
             gate.set()

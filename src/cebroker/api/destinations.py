@@ -29,9 +29,8 @@ def destinations(subscription: Subscription) -> Iterator[tuple[str, str]]:
     """``(pointer, url)`` of every destination of ``subscription``."""
     if not subscription.pull:  # a PULL subscription has no sink
         yield "/sink", subscription.sink
-    dead_letters = subscription.config.get("deadlettersink")
-    if isinstance(dead_letters, str):
-        yield "/config/deadlettersink", dead_letters
+    if subscription.delivery.deadlettersink is not None:
+        yield "/config/deadlettersink", subscription.delivery.deadlettersink
     for name in _TOKEN_ENDPOINTS:
         value = (subscription.sinkcredential or {}).get(name)
         if isinstance(value, str):

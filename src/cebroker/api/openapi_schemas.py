@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cebroker.subscription_settings.protocols import HTTP_METHODS, HttpSettings, PullSettings, default_of
+
 Schema = dict[str, Any]
 
 
@@ -17,6 +19,13 @@ def ref(name: str) -> Schema:
 
 
 _TEXT: Schema = {"type": "string", "minLength": 1}
+
+
+def _pull(name: str) -> Any:
+    """The default of a PULL setting (declared once, on the typed settings)."""
+    return default_of(PullSettings, name)
+
+
 _STRING_MAP: Schema = {
     "type": "object",
     "propertyNames": {"minLength": 1},
@@ -178,7 +187,7 @@ SCHEMAS: dict[str, Schema] = {
     "HTTPSettings": _settings(
         {
             "headers": {**_STRING_MAP, "description": "Extra request headers (not Content-*, Host or ce-*)."},
-            "method": {"enum": ["POST", "PUT", "PATCH"], "default": "POST"},
+            "method": {"enum": list(HTTP_METHODS), "default": default_of(HttpSettings, "method")},
             "webhooksecret": {
                 "type": "string",
                 "description": (
@@ -220,9 +229,24 @@ SCHEMAS: dict[str, Schema] = {
     ),
     "PULLSettings": _settings(
         {
-            "lockduration": {"type": "integer", "minimum": 1, "maximum": 300, "default": 60},
-            "maxdeliverycount": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
-            "releasedelay": {"type": "integer", "minimum": 0, "maximum": 3600, "default": 0},
+            "lockduration": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 300,
+                "default": _pull("lockduration"),
+            },
+            "maxdeliverycount": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 100,
+                "default": _pull("maxdeliverycount"),
+            },
+            "releasedelay": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 3600,
+                "default": _pull("releasedelay"),
+            },
         },
         [],
     ),

@@ -36,7 +36,7 @@ from cebroker.pipeline.pull import Puller
 from cebroker.pipeline.redaction import redact_userinfo
 from cebroker.pipeline.replays.pruner import Pruner
 from cebroker.pipeline.replays.replayer import Replayer
-from cebroker.pipeline.replays.starts import begin, start_of
+from cebroker.pipeline.replays.starts import begin
 from cebroker.pipeline.requestreply import ReplyWaiters
 from cebroker.pipeline.routes.deliveries import DeliveriesApi
 from cebroker.pipeline.routes.eventgrid import EventGridApi
@@ -326,7 +326,7 @@ class PipelineComponent:
         self._keep(self._sweep_seen())
         if self.replayer is not None and self._pruner is not None:
             for subscription in list(self.matcher.subscriptions.values()):
-                if start_of(subscription.config) is not None:
+                if subscription.delivery.startfrom is not None:
                     self._keep(self._start(subscription))
             self._keep(self.replayer.run())
             self._keep(self._pruner.run())
@@ -374,7 +374,7 @@ class PipelineComponent:
             self._keep(self.dispatcher.forget(change.subscription.id))
         elif change.kind is ChangeKind.UPDATED:
             self.dispatcher.replaced(change.subscription)
-        elif change.kind is ChangeKind.CREATED and start_of(change.subscription.config) is not None:
+        elif change.kind is ChangeKind.CREATED and change.subscription.delivery.startfrom is not None:
             self._keep(self._start(change.subscription))
 
     async def _start(self, subscription: Subscription) -> None:

@@ -2,12 +2,12 @@
 refused at create/replace time with a pointer instead of being discovered at delivery.
 
 * ``protocolsettings.contentmode`` for HTTP: ``binary`` (default), ``structured`` or ``batch``.
-* ``config`` keys of :mod:`cebroker.pipeline.policy` (retry policy, concurrency, rate limit,
-  dead-letter sink, ordering, batches, where a subscription starts).
+* ``config`` keys of :mod:`cebroker.subscription_settings.delivery` (retry policy, concurrency,
+  rate limit, dead-letter sink, ordering, batches, where a subscription starts, replies), checked
+  by the one parser that makes every subscription's typed ``delivery``.
 * ``config.transform`` (:mod:`cebroker.pipeline.transform`): an expression that does not
   compile, or costs more than the transformations' budget, is refused with its reason and
   position.
-* ``config.reply`` (:mod:`cebroker.pipeline.dispatch.replies`): ``publish`` or ``off``.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from cebroker.errors import ValidationError
-from cebroker.pipeline.dispatch.replies import CONFIG_KEY as REPLY_KEY
-from cebroker.pipeline.dispatch.replies import reply_mode_problems
-from cebroker.pipeline.policy import POLICY_KEYS, parse_policy
 from cebroker.pipeline.transform import CONFIG_KEY as TRANSFORM_KEY
 from cebroker.pipeline.transform import transform_problems
 from cebroker.subscription_rules import ConfigKeyRule, SettingRule, SubscriptionRules, ValueCheck
+from cebroker.subscription_settings.delivery import SETTINGS_KEYS, parse_delivery_settings
+from cebroker.subscription_settings.protocols import HTTP_CONTENT_MODES, HttpSettings, default_of
 
-CONTENT_MODES = ("binary", "structured", "batch")
+CONTENT_MODES = HTTP_CONTENT_MODES
+_DEFAULT_MODE = default_of(HttpSettings, "contentmode")
 
 
 def _content_mode(value: Any) -> list[str]:
@@ -31,10 +31,10 @@ def _content_mode(value: Any) -> list[str]:
     return []
 
 
-def _policy_check(key: str) -> ValueCheck:
+def _settings_check(key: str) -> ValueCheck:
     def check(value: Any) -> list[str]:
         try:
-            parse_policy({key: value})
+            parse_delivery_settings({key: value})
         except ValidationError as exc:
             return [problem.message for problem in exc.problems]
         return []
@@ -48,13 +48,12 @@ SUBSCRIPTION_RULES = SubscriptionRules(
             protocol="HTTP",
             name="contentmode",
             check=_content_mode,
-            schema={"type": "string", "enum": list(CONTENT_MODES), "default": "binary"},
-            default="binary",
+            schema={"type": "string", "enum": list(CONTENT_MODES), "default": _DEFAULT_MODE},
+            default=_DEFAULT_MODE,
         ),
     ),
     config_keys=(
-        *(ConfigKeyRule(name=key, check=_policy_check(key)) for key in POLICY_KEYS),
+        *(ConfigKeyRule(name=key, check=_settings_check(key)) for key in SETTINGS_KEYS),
         ConfigKeyRule(name=TRANSFORM_KEY, check=transform_problems),
-        ConfigKeyRule(name=REPLY_KEY, check=reply_mode_problems),
     ),
 )

@@ -21,8 +21,8 @@ from cebroker.pipeline.ordering import partition_key
 from cebroker.pipeline.requestreply import ReplyWaiters
 from cebroker.pipeline.tail import TailHub
 from cebroker.pipeline.wellformed import event_problems, normalize
-from cebroker.storage.deliveries import Appended, DeliveryLog, Incoming
 from cebroker.storage.errors import IndexBehind
+from cebroker.storage.ingest import Appended, Incoming, Ingest
 from cebroker.storage.subscriptions import SubscriptionStore
 from cebroker.telemetry import NO_TRACING, Tracing
 from cebroker.telemetry.tracing import stored_context
@@ -59,7 +59,7 @@ class EventIngestor:
 
     def __init__(
         self,
-        journal: DeliveryLog,
+        journal: Ingest,
         store: SubscriptionStore,
         matcher: Matcher,
         dispatcher: Dispatcher,

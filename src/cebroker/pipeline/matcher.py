@@ -17,7 +17,6 @@ from cefilters import BudgetObserver, Explanation, FilterError, SubscriptionInde
 
 from cebroker.contracts import Event
 from cebroker.pipeline.brokerevents import isolation_filter
-from cebroker.pipeline.ordering import is_ordered
 from cebroker.storage.subscriptions import ChangeKind, SubscriptionChange
 from cebroker.subscription import Subscription
 from cebroker.tenant_policies import TenantPolicies
@@ -100,7 +99,7 @@ class Matcher:
             )
             self._index.remove(subscription.id)
         self.subscriptions[subscription.id] = subscription
-        if is_ordered(subscription.config):
+        if subscription.delivery.ordering:
             self.ordered.add(subscription.id)
         else:
             self.ordered.discard(subscription.id)

@@ -24,9 +24,3 @@ def partition_key(event: Mapping[str, Any]) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def is_ordered(config: Mapping[str, Any]) -> bool:
-    """Whether a subscription's ``config`` orders its deliveries by partition key."""
-    value = config.get("ordering")
-    return isinstance(value, str) and value.lower() == PARTITION_KEY

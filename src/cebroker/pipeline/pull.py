@@ -25,6 +25,7 @@ from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.transform import Dropped, Failed, OutputCheck, Transforms, transform
 from cebroker.storage.pull import Locked, LockStats, PullLog, TokenResult
 from cebroker.subscription import PULL, Subscription
+from cebroker.subscription_settings.protocols import PullSettings
 
 #: Seconds between two looks of a waiting receive when nobody wakes it.
 RECHECK = 1.0
@@ -68,9 +69,12 @@ class Waiters:
                 event.clear()
 
 
-def _setting(subscription: Subscription, name: str, default: int) -> int:
-    value = subscription.protocolsettings.get(name, default)
-    return value if isinstance(value, int) else default
+def _settings(subscription: Subscription) -> PullSettings:
+    """The settings of a PULL subscription (the routes hand over no other kind)."""
+    settings = subscription.protocol_settings
+    if not isinstance(settings, PullSettings):
+        raise TypeError(f"subscription {subscription.id} is not a PULL subscription")
+    return settings
 
 
 class Puller:
@@ -96,8 +100,9 @@ class Puller:
         """Up to ``limit`` events, waiting up to ``wait`` seconds for the first."""
         started = time.monotonic()
         deadline = started + wait
-        lock = float(_setting(subscription, "lockduration", 60))
-        most = _setting(subscription, "maxdeliverycount", 10)
+        settings = _settings(subscription)
+        lock = float(settings.lockduration)
+        most = settings.maxdeliverycount
         while True:
             locked = await self._log.receive(subscription.id, limit, lock, most)
             left = deadline - time.monotonic()
@@ -155,7 +160,7 @@ class Puller:
         self, subscription: Subscription, tokens: Sequence[str], delay: float | None
     ) -> list[TokenResult]:
         """Give the deliveries back, due after ``delay`` (None: the subscription's release delay)."""
-        chosen = float(_setting(subscription, "releasedelay", 0)) if delay is None else delay
+        chosen = float(_settings(subscription).releasedelay) if delay is None else delay
         results = await self._log.release(subscription.id, tokens, chosen)
         self._metrics.pull_settled.labels("released").inc(_ok(results, self._metrics))
         if chosen <= 0:
@@ -173,7 +178,7 @@ class Puller:
 
     async def renew(self, subscription: Subscription, tokens: Sequence[str]) -> list[TokenResult]:
         """Extend the locks by the subscription's lock duration from now."""
-        lock = float(_setting(subscription, "lockduration", 60))
+        lock = float(_settings(subscription).lockduration)
         results = await self._log.renew(subscription.id, tokens, lock)
         self._metrics.pull_settled.labels("renewed").inc(_ok(results, self._metrics))
         return results

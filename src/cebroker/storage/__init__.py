@@ -31,6 +31,7 @@ from cebroker.storage.deliveries import (
     Outcomes,
     Pending,
     RateBuckets,
+    SubscriptionCounts,
 )
 from cebroker.storage.errors import IndexBehind, SchemaTooNew, StorageError, StorageInUse, StorageUnavailable
 from cebroker.storage.health import StorageHealth
@@ -82,6 +83,7 @@ __all__ = [
     "StorageOptions",
     "StorageUnavailable",
     "SubscriptionChange",
+    "SubscriptionCounts",
     "SubscriptionPage",
     "SubscriptionQuery",
     "SubscriptionStore",

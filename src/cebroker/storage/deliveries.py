@@ -17,6 +17,7 @@ contract                  module                                     what it hol
 :class:`DeadLetters`      :mod:`cebroker.storage.deadletters`        ``dead_letters``, ``redrive``
 :class:`DeliveryStats`    :mod:`cebroker.storage.stats`              ``pending``, ``status``,
                                                                      ``statuses``
+                                                                     (:class:`SubscriptionCounts`)
 :class:`RateBuckets`      :mod:`cebroker.storage.buckets`            ``take``
 :class:`Cleanup`          :mod:`cebroker.storage.cleanup`            ``forget``, ``purge_seen``
 :class:`Claims`           :mod:`cebroker.storage.claims`             ``instances``, ``holds``,
@@ -40,7 +41,7 @@ from cebroker.storage.deadletters import DeadLetter, DeadLetters
 from cebroker.storage.ingest import Appended, Incoming, Ingest
 from cebroker.storage.outcomes import Outcomes
 from cebroker.storage.queue import HELD_AT, DueQueue, Limits, Pending
-from cebroker.storage.stats import DeliveryStats
+from cebroker.storage.stats import DeliveryStats, SubscriptionCounts
 
 __all__ = [
     "HELD_AT",
@@ -59,6 +60,7 @@ __all__ = [
     "Outcomes",
     "Pending",
     "RateBuckets",
+    "SubscriptionCounts",
 ]
 
 

@@ -19,6 +19,7 @@ from ceprotocols.signing import parse_webhook_secret
 from cebroker.api.admission import checks
 from cebroker.api.admission.checks import Check
 from cebroker.api.admission.problems import Problems, child, quote, type_name
+from cebroker.subscription_settings.protocols import HTTP_METHODS, HttpSettings, PullSettings, default_of
 
 #: A check across settings that also sees the parsed sink (None when the sink is invalid).
 CrossCheck = Callable[[dict[str, Any], SplitResult | None, str, Problems], None]
@@ -37,6 +38,8 @@ MIN_LOCK = 1
 MAX_LOCK = 300
 MAX_DELIVERY_COUNT = 100
 MAX_RELEASE_DELAY = 3600
+#: A PULL subscription's settings, each applied with its default when left out.
+PULL_SETTINGS = ("lockduration", "maxdeliverycount", "releasedelay")
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:(\d{1,5}))?")
 
 
@@ -180,10 +183,10 @@ def builtin_protocols() -> dict[str, ProtocolRules]:
             schemes=frozenset({"http", "https"}),
             settings={
                 "headers": http_headers,
-                "method": checks.one_of("POST", "PUT", "PATCH"),
+                "method": checks.one_of(*HTTP_METHODS),
                 "webhooksecret": webhook_secret,
             },
-            defaults={"method": "POST"},
+            defaults={"method": default_of(HttpSettings, "method")},
         ),
         "MQTT3": _mqtt(3),
         "MQTT5": _mqtt(5),
@@ -223,7 +226,7 @@ def builtin_protocols() -> dict[str, ProtocolRules]:
                 "maxdeliverycount": checks.integer(1, MAX_DELIVERY_COUNT),
                 "releasedelay": checks.integer(0, MAX_RELEASE_DELAY),
             },
-            defaults={"lockduration": 60, "maxdeliverycount": 10, "releasedelay": 0},
+            defaults={name: default_of(PullSettings, name) for name in PULL_SETTINGS},
         ),
     }
 

@@ -1,7 +1,7 @@
 """One delivery attempt: the subscription's current sink and settings, its rate limit, the
-protocol's sender, and the outcome handed on (confirmed, failed, or the subscription is gone).
-A delivery whose sink's circuit is open (and that is not its probe) is let go unsent: it stays
-in the log as it was.
+protocol's sender, and the outcome (:mod:`.outcomes`: confirmed, failed, a dead letter, or the
+subscription is gone) handed to the one place that acts on it. A delivery whose sink's circuit
+is open (and that is not its probe) is let go unsent: it stays in the log as it was.
 
 An attempt never raises. If recording its outcome fails (the log is unwritable?) the row is
 still in the log: the attempt frees its slot and has the loader pick it up again a little later.
@@ -10,7 +10,7 @@ still in the log: the attempt frees its slot and has the loader pick it up again
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ceprotocols.errors import DeliveryError
@@ -18,17 +18,14 @@ from ceprotocols.sender import Destination, ReplyingSender
 from ceprotocols.tracecontext import TraceContext
 from opentelemetry import trace
 
-from cebroker.clock import Clock
 from cebroker.pipeline.dispatch.circuits import Circuits
-from cebroker.pipeline.dispatch.completions import Completions, Release
-from cebroker.pipeline.dispatch.failures import Failures, Schedule
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.dispatch.outcomes import DELIVERED, GONE, LET_GO, DeadLetter, Failed, Outcome, Outcomes
 from cebroker.pipeline.dispatch.replies import HopLimit, Replies, wants_replies
 from cebroker.pipeline.dispatch.retry import GiveUp
 from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.transforming import Transformer
-from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
 from cebroker.storage.claims import Claims
@@ -36,22 +33,6 @@ from cebroker.subscription import Subscription
 from cebroker.telemetry import NO_TRACING, Tracing
 
 log = logging.getLogger("cebroker.pipeline")
-
-#: Seconds before a delivery whose outcome could not be recorded is loaded from the log again.
-RELOAD_DELAY = 5.0
-
-
-async def let_go(
-    claims: Claims | None, lane: Lane, items: Sequence[Item], release: Release, schedule: Schedule
-) -> None:
-    """Let ``items`` go unsent while their sink's circuit is open: the rows stay in the log as
-    they were (``claims`` given back, on a shared log), their lane slots are freed, and the
-    loader takes them again once the circuit closes."""
-    if claims is not None:
-        await claims.release([item.row for item in items])
-    schedule(lane.id, 0.0)
-    for item in items:
-        release(lane, item.row.id)
 
 
 def sender_error(exc: Exception, protocol: str) -> DeliveryError:
@@ -64,20 +45,16 @@ def sender_error(exc: Exception, protocol: str) -> DeliveryError:
 
 
 class Attempts:
-    """Delivers items of lanes through the senders and hands on each outcome."""
+    """Delivers items of lanes through the senders; each attempt's outcome goes to
+    :class:`~.outcomes.Outcomes`."""
 
     def __init__(
         self,
         *,
         senders: SenderPool,
         subscriptions: Mapping[str, Subscription],
-        metrics: PipelineMetrics,
-        clock: Clock,
-        completions: Completions,
-        failures: Failures,
         circuits: Circuits,
-        release: Release,
-        schedule: Schedule,
+        outcomes: Outcomes,
         transformer: Transformer,
         setups: DeliverySetups,
         tracing: Tracing = NO_TRACING,
@@ -92,12 +69,7 @@ class Attempts:
         self._transformer = transformer
         self._circuits = circuits
         self._subscriptions = subscriptions
-        self._metrics = metrics
-        self._clock = clock
-        self._completions = completions
-        self._failures = failures
-        self._release = release
-        self._schedule = schedule
+        self._outcomes = outcomes
 
     async def run(self, lane: Lane, item: Item) -> None:
         """Deliver ``item`` once and record the outcome."""
@@ -105,27 +77,26 @@ class Attempts:
             await self._attempt(lane, item)
         except Exception:
             log_failure("delivery %s: recording its outcome failed", item.row.id)
-            self._release(lane, item.row.id)
-            self._schedule(lane.id, self._clock.now() + RELOAD_DELAY)
+            self._outcomes.reload(lane, [item])
 
     async def _attempt(self, lane: Lane, item: Item) -> None:
         subscription = self._subscriptions.get(lane.id)
         if subscription is None:
-            self._completions.dropped(lane, item)
+            await self._outcomes.apply(lane, item, GONE)
             return
         if self._claims is not None and not self._claims.holds(item.row):
             # A shared log's claim lapsed (this instance could not renew its lease in time):
             # another instance may deliver it now. Leave it; the loader claims it again if not.
-            self._release(lane, item.row.id)
-            self._schedule(lane.id, self._clock.now() + RELOAD_DELAY)
+            self._outcomes.reload(lane, [item])
             return
         if not self._circuits.admits(lane.id, item.row.id):
-            await let_go(self._claims, lane, [item], self._release, self._schedule)
+            await self._outcomes.apply(lane, item, LET_GO)
             return
         setup = self._setups.of(subscription)
-        policy, destination = setup.policy, setup.destination
-        prepared = await self._transformer.apply(lane, item, subscription, policy, destination)
-        if prepared is None:  # the transformation dropped it or failed: settled already
+        policy = setup.policy
+        prepared = self._transformer.apply(lane, item, subscription, policy, setup.destination)
+        if not isinstance(prepared, tuple):  # the transformation dropped it or failed
+            await self._outcomes.apply(lane, item, prepared)
             return
         event, destination = prepared
         if lane.limiter is not None:
@@ -133,14 +104,34 @@ class Attempts:
         if self._tracing.enabled:
             await self._traced(lane, item, event, subscription, policy, destination)
             return
-        try:
-            problem = await self._send(lane, item, subscription, event, destination, None)
-        except Exception as exc:
-            await self._failures.failed(lane, item, policy, sender_error(exc, subscription.protocol))
-        else:
-            await self._settle(lane, item, policy, problem)
+        outcome = await self._send(lane, item, subscription, event, destination, policy, None)
+        await self._outcomes.apply(lane, item, outcome)
 
     async def _send(
+        self,
+        lane: Lane,
+        item: Item,
+        subscription: Subscription,
+        event: Mapping[str, Any],
+        destination: Destination,
+        policy: DeliveryPolicy,
+        context: TraceContext | None,
+    ) -> Outcome:
+        """Send ``event`` and say what came of it: delivered; failed (what the sender raised,
+        to be counted toward the sink's circuit); or, when the sink's reply is published, a
+        dead letter (the reply's chain is too long) or a retry not counted toward the circuit
+        (the reply could not be committed)."""
+        try:
+            problem = await self._exchange(lane, item, subscription, event, destination, context)
+        except Exception as exc:
+            return Failed(policy, sender_error(exc, subscription.protocol))
+        if problem is None:
+            return DELIVERED
+        if isinstance(problem, HopLimit):
+            return DeadLetter(policy, GiveUp(item.row.attempts + 1, str(problem), None, None))
+        return Failed(policy, problem, circuit_open=False)
+
+    async def _exchange(
         self,
         lane: Lane,
         item: Item,
@@ -166,30 +157,6 @@ class Attempts:
             return exc
         return None
 
-    async def _settle(
-        self, lane: Lane, item: Item, policy: DeliveryPolicy, problem: HopLimit | DeliveryError | None
-    ) -> None:
-        """Record a delivery the sink confirmed: done, or held back by its reply (a dead letter
-        past the hop limit; a retry, not counted toward the sink's circuit, when the reply
-        could not be committed)."""
-        if problem is None:
-            await self._delivered(lane, item)
-        elif isinstance(problem, HopLimit):
-            await self._failures.give_up(
-                lane, item, policy, GiveUp(item.row.attempts + 1, str(problem), None, None)
-            )
-        else:
-            await self._failures.failed(lane, item, policy, problem, circuit_open=False)
-
-    async def _delivered(self, lane: Lane, item: Item) -> None:
-        delivered, latency = self._metrics.delivered(lane.id)
-        delivered.inc()
-        now = self._clock.now()
-        self._metrics.last_delivered[lane.id] = now
-        latency.observe(max(0.0, now - item.row.first_at))
-        self._completions.delivered(lane, item)
-        await self._circuits.answered(lane.id)
-
     async def _traced(
         self,
         lane: Lane,
@@ -214,16 +181,15 @@ class Attempts:
             replay=row.replay,
         )
         with trace.use_span(span, end_on_exit=False):
-            try:
-                problem = await self._send(lane, item, subscription, event, destination, context)
-            except Exception as exc:
-                error = sender_error(exc, subscription.protocol)
-                outcome = "unrecorded"  # the outcome's write failed: the loader takes it again
+            outcome = await self._send(lane, item, subscription, event, destination, policy, context)
+            if isinstance(outcome, Failed) and outcome.circuit_open is None:  # the sender failed
+                error = outcome.error
+                recorded = "unrecorded"  # the outcome's write failed: the loader takes it again
                 try:
-                    outcome = await self._failures.failed(lane, item, policy, error)
+                    recorded = await self._outcomes.apply(lane, item, outcome)
                 finally:
                     circuit = "closed" if self._circuits.closed(lane.id) else "open"
-                    Tracing.attempted(span, outcome, status=error.status, error=error, circuit=circuit)
+                    Tracing.attempted(span, recorded, status=error.status, error=error, circuit=circuit)
                 return
         Tracing.attempted(span, "delivered")
-        await self._settle(lane, item, policy, problem)
+        await self._outcomes.apply(lane, item, outcome)

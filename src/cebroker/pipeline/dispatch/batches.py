@@ -15,7 +15,6 @@ recorded is still in the log, and the loader picks it up again a little later.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -25,18 +24,15 @@ from ceprotocols.sender import BatchSender, Destination, ReplyingSender
 from ceprotocols.tracecontext import TraceContext
 from opentelemetry import trace
 
-from cebroker.clock import Clock
-from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, let_go, sender_error
+from cebroker.pipeline.dispatch.attempts import sender_error
 from cebroker.pipeline.dispatch.circuits import Circuits
-from cebroker.pipeline.dispatch.completions import Completions, Release
-from cebroker.pipeline.dispatch.failures import Failures, Schedule
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.dispatch.outcomes import GONE, DeadLetter, Failed, Outcome, Outcomes
 from cebroker.pipeline.dispatch.replies import HopLimit, Replies, wants_replies
-from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
+from cebroker.pipeline.dispatch.retry import GiveUp
 from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.transforming import Transformer
-from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.pipeline.senders import SenderPool
 from cebroker.storage.claims import Claims
@@ -47,20 +43,16 @@ log = logging.getLogger("cebroker.pipeline")
 
 
 class BatchAttempts:
-    """Delivers batches of lanes through the senders and hands on each delivery's outcome."""
+    """Delivers batches of lanes through the senders; each delivery's outcome goes to
+    :class:`~.outcomes.Outcomes`."""
 
     def __init__(
         self,
         *,
         senders: SenderPool,
         subscriptions: Mapping[str, Subscription],
-        metrics: PipelineMetrics,
-        clock: Clock,
-        completions: Completions,
-        failures: Failures,
         circuits: Circuits,
-        release: Release,
-        schedule: Schedule,
+        outcomes: Outcomes,
         transformer: Transformer,
         setups: DeliverySetups,
         tracing: Tracing = NO_TRACING,
@@ -75,12 +67,7 @@ class BatchAttempts:
         self._transformer = transformer
         self._senders = senders
         self._subscriptions = subscriptions
-        self._metrics = metrics
-        self._clock = clock
-        self._completions = completions
-        self._failures = failures
-        self._release = release
-        self._schedule = schedule
+        self._outcomes = outcomes
 
     async def run(self, lane: Lane, items: list[Item]) -> None:
         """Deliver ``items`` in one request and record every outcome."""
@@ -88,45 +75,40 @@ class BatchAttempts:
             await self._attempt(lane, items)
         except Exception:
             log_failure("a batch of %d deliveries: recording the outcome failed", len(items))
-            self._reload(lane, items)
-
-    def _reload(self, lane: Lane, items: list[Item]) -> None:
-        for item in items:
-            if item.row.id in lane.inflight:
-                self._release(lane, item.row.id)
-        self._schedule(lane.id, self._clock.now() + RELOAD_DELAY)
+            self._outcomes.reload(lane, items, held_only=True)
 
     async def _attempt(self, lane: Lane, items: list[Item]) -> None:
         subscription = self._subscriptions.get(lane.id)
         if subscription is None:
             for item in items:
-                self._completions.dropped(lane, item)
+                await self._outcomes.apply(lane, item, GONE)
             return
         held = [item for item in items if self._claims is None or self._claims.holds(item.row)]
         if len(held) < len(items):  # a lapsed claim (see Attempts): leave those to the log
-            self._reload(lane, [item for item in items if item not in held])
+            self._outcomes.reload(lane, [item for item in items if item not in held], held_only=True)
         if not held:
             return
         admitted = [item for item in held if self._circuits.admits(lane.id, item.row.id)]
         if len(admitted) < len(held):  # only the probe goes while the circuit is open
-            refused = [item for item in held if item not in admitted]
-            await let_go(self._claims, lane, refused, self._release, self._schedule)
+            await self._outcomes.let_go(lane, [item for item in held if item not in admitted])
             held = admitted
         if not held:
             return
         setup = self._setups.of(subscription)
-        policy, destination = setup.policy, setup.destination
-        # Each delivery transformed on its own: those dropped or failed are settled here, the
-        # rest go out together (a batch carries no per-event $delivery).
+        policy = setup.policy
+        # Each delivery transformed on its own: those dropped or failed are settled as such,
+        # the rest go out together (a batch carries no per-event $delivery).
         events = []
         sent = []
         for item in held:
-            prepared = await self._transformer.apply(
-                lane, item, subscription, policy, destination, batch=True
+            prepared = self._transformer.apply(
+                lane, item, subscription, policy, setup.destination, batch=True
             )
-            if prepared is not None:
+            if isinstance(prepared, tuple):
                 events.append(prepared[0])
                 sent.append(item)
+            else:
+                await self._outcomes.apply(lane, item, prepared)
         held = sent
         if not held:
             return
@@ -134,12 +116,12 @@ class BatchAttempts:
             for _ in held:
                 await lane.limiter.acquire()
         if self._tracing.enabled:
-            await self._traced(lane, held, events, subscription, policy, destination)
+            await self._traced(lane, held, events, subscription, policy, setup.destination)
             return
         try:
-            problem = await self._send(lane, held, subscription, events, destination, None)
+            problem = await self._send(lane, held, subscription, events, setup.destination, None)
         except Exception as exc:
-            await self._failed(lane, held, policy, sender_error(exc, subscription.protocol))
+            await self._outcomes.batch_failed(lane, held, policy, sender_error(exc, subscription.protocol))
         else:
             await self._settle(lane, held, policy, problem)
 
@@ -153,7 +135,7 @@ class BatchAttempts:
         context: TraceContext | None,
     ) -> HopLimit | DeliveryError | None:
         """Send the batch; with ``config.reply: publish``, publish the sink's answer before the
-        deliveries may count as done (see :meth:`.attempts.Attempts._send`)."""
+        deliveries may count as done (see :meth:`.attempts.Attempts._exchange`)."""
         sender = self._senders.get(subscription.protocol)
         if not isinstance(sender, BatchSender):
             raise DeliveryRejected(f"{subscription.protocol} deliveries cannot be batched", retryable=False)
@@ -176,25 +158,15 @@ class BatchAttempts:
         the hop limit; retries, not counted toward the sink's circuit, when the reply could not
         be committed)."""
         if problem is None:
-            await self._delivered(lane, held)
+            await self._outcomes.delivered(lane, held)
             return
         for item in held:
+            outcome: Outcome
             if isinstance(problem, HopLimit):
-                outcome = GiveUp(item.row.attempts + 1, str(problem), None, None)
-                await self._failures.give_up(lane, item, policy, outcome)
+                outcome = DeadLetter(policy, GiveUp(item.row.attempts + 1, str(problem), None, None))
             else:
-                await self._failures.failed(lane, item, policy, problem, circuit_open=False)
-
-    async def _delivered(self, lane: Lane, held: list[Item]) -> None:
-        label = self._metrics.label(lane.id)
-        now = self._clock.now()
-        self._metrics.deliveries.labels(label, "delivered").inc(len(held))
-        self._metrics.last_delivered[lane.id] = now
-        latency = self._metrics.latency.labels(label)
-        for item in held:
-            latency.observe(max(0.0, now - item.row.first_at))
-            self._completions.delivered(lane, item)
-        await self._circuits.answered(lane.id)
+                outcome = Failed(policy, problem, circuit_open=False)
+            await self._outcomes.apply(lane, item, outcome)
 
     async def _traced(
         self,
@@ -226,40 +198,10 @@ class BatchAttempts:
             except Exception as exc:
                 error = sender_error(exc, subscription.protocol)
                 try:
-                    await self._failed(lane, held, policy, error)
+                    await self._outcomes.batch_failed(lane, held, policy, error)
                 finally:
                     circuit = "closed" if self._circuits.closed(lane.id) else "open"
                     Tracing.attempted(span, "failed", status=error.status, error=error, circuit=circuit)
                 return
         Tracing.attempted(span, "delivered")
         await self._settle(lane, held, policy, problem)
-
-    async def _failed(
-        self, lane: Lane, items: list[Item], policy: DeliveryPolicy, error: DeliveryError
-    ) -> None:
-        head = items[0].row
-        # One request failed: one failed attempt of the sink, counted once (with the head as
-        # the attempt: a probe is a batch of one).
-        circuit_open = await self._circuits.failed(lane.id, head.id, policy, error)
-        first = decide(
-            policy,
-            head.attempts,
-            error,
-            first_at=head.first_at,
-            now=self._clock.now(),
-            circuit_open=circuit_open,
-        )
-        at = first.next_at if isinstance(first, Retry) else None
-        outcomes = await asyncio.gather(
-            *(
-                self._failures.failed(lane, item, policy, error, at=at, circuit_open=circuit_open)
-                for item in items
-            ),
-            return_exceptions=True,
-        )
-        lost = [
-            item for item, outcome in zip(items, outcomes, strict=True) if isinstance(outcome, BaseException)
-        ]
-        if lost:
-            log.debug("a batch: recording %d failed deliveries failed; they are loaded again", len(lost))
-            self._reload(lane, lost)

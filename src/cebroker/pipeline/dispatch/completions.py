@@ -16,7 +16,7 @@ from cebroker.clock import Clock
 from cebroker.pipeline.dispatch.backlog import Backlog
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
-from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.outcomes import Outcomes
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -30,7 +30,7 @@ Release = Callable[[Lane, int], None]
 class Completions:
     """Collects delivered and dropped deliveries; :meth:`run` writes them as they come."""
 
-    def __init__(self, journal: DeliveryLog, backlog: Backlog, release: Release, clock: Clock) -> None:
+    def __init__(self, journal: Outcomes, backlog: Backlog, release: Release, clock: Clock) -> None:
         self._log = journal
         self._backlog = backlog
         self._release = release

@@ -3,7 +3,8 @@
 * :class:`~.lanes.Lanes`: per-subscription lanes and their workers;
 * :class:`~.attempts.Attempts`: one delivery attempt through the protocol's sender;
 * :class:`~.batches.BatchAttempts`: a batch of deliveries in one request (:mod:`.batcher`);
-* :class:`~.failures.Failures` with :func:`~.retry.decide`: retry later or dead-letter;
+* :class:`~.outcomes.Outcomes`: what an attempt came to, acted on in one place (with
+  :func:`~.retry.decide` for a failure: retry later or dead-letter);
 * :class:`~.circuits.Circuits`: a circuit per sink, its probes and time-to-live sweeps;
 * :class:`~.deadletters.DeadLetterForwarder`: copies to the dead-letter sink;
 * :class:`~.completions.Completions`: confirmed and dropped deliveries written in batches;
@@ -24,17 +25,17 @@ from typing import Any
 
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.pipeline.brokerevents import BrokerEvents
-from cebroker.pipeline.dispatch.attempts import RELOAD_DELAY, Attempts
+from cebroker.pipeline.dispatch.attempts import Attempts
 from cebroker.pipeline.dispatch.backlog import Backlog
 from cebroker.pipeline.dispatch.batches import BatchAttempts
 from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.completions import Completions
 from cebroker.pipeline.dispatch.deadletters import DeadLetterForwarder
-from cebroker.pipeline.dispatch.failures import Failures
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.loader import Loader
 from cebroker.pipeline.dispatch.outages import log_failure
+from cebroker.pipeline.dispatch.outcomes import RELOAD_DELAY, Outcomes
 from cebroker.pipeline.dispatch.replies import Replies
 from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.tasks import Tasks
@@ -130,7 +131,7 @@ class Dispatcher:
             events=broker_events,
             claims=claims,
         )
-        failures = Failures(
+        outcomes = Outcomes(
             journal=journal,
             subscriptions=self._subscriptions,
             metrics=metrics,
@@ -142,20 +143,14 @@ class Dispatcher:
             release=self._release,
             schedule=self._schedule,
             tracing=tracing,
+            claims=claims,
         )
-        transformer = Transformer(
-            completions=self._completions, failures=failures, metrics=metrics, check=output_check
-        )
+        transformer = Transformer(metrics=metrics, check=output_check)
         self._attempts = Attempts(
             senders=senders,
             subscriptions=self._subscriptions,
-            metrics=metrics,
-            clock=clock,
-            completions=self._completions,
-            failures=failures,
             circuits=self.circuits,
-            release=self._release,
-            schedule=self._schedule,
+            outcomes=outcomes,
             transformer=transformer,
             setups=self._setups,
             tracing=tracing,
@@ -165,13 +160,8 @@ class Dispatcher:
         self._batches = BatchAttempts(
             senders=senders,
             subscriptions=self._subscriptions,
-            metrics=metrics,
-            clock=clock,
-            completions=self._completions,
-            failures=failures,
             circuits=self.circuits,
-            release=self._release,
-            schedule=self._schedule,
+            outcomes=outcomes,
             transformer=transformer,
             setups=self._setups,
             tracing=tracing,

@@ -40,8 +40,6 @@ from cebroker.subscription import Subscription
 #: The ``config`` key and the value that turns replies on.
 CONFIG_KEY = "reply"
 PUBLISH = "publish"
-#: Values of ``config.reply``.
-MODES = (PUBLISH, "off")
 #: Extension attribute counting the replies between an event and the first event of its chain.
 HOPS = "cebrokerhops"
 #: Extension attribute naming the id of the event a reply answers.
@@ -53,14 +51,7 @@ Publish = Callable[[Sequence[dict[str, Any]], str | None], Awaitable[IngestResul
 
 def wants_replies(subscription: Subscription) -> bool:
     """Whether ``subscription`` publishes its sink's replies."""
-    return str(subscription.config.get(CONFIG_KEY, "")).lower() == PUBLISH
-
-
-def reply_mode_problems(value: Any) -> list[str]:
-    """Problems of a ``config.reply`` value (checked when a subscription is saved)."""
-    if not isinstance(value, str) or value.lower() not in MODES:
-        return ["must be 'publish' or 'off'"]
-    return []
+    return subscription.delivery.reply
 
 
 def hops_of(event: Mapping[str, Any]) -> int:

@@ -5,8 +5,9 @@
 (the webhook secrets it signs with included) and, for an HTTP subscription with
 ``contentmode: batch``, its :class:`BatchLimits`. :class:`DeliverySetups` makes it once per
 revision, and again when a retired webhook secret stops signing; every dispatch part asks it,
-and none keeps a copy of its own. :func:`policy_of` is the one place a policy is read from a
-subscription.
+and none keeps a copy of its own. The policy is the subscription's typed ``config``
+(``Subscription.delivery``, parsed once when the subscription was built: see
+:mod:`cebroker.subscription_settings`), read through :func:`policy_of`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from ceprotocols.sender import Destination
 from ceprotocols.signing import WebhookSecret, WebhookSigning, parse_webhook_secret
 
 from cebroker.clock import Clock
-from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
+from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.subscription import Subscription
+from cebroker.subscription_settings.protocols import HttpSettings
 
 log = logging.getLogger("cebroker.pipeline")
 
@@ -51,12 +53,8 @@ class DeliverySetup:
 
 
 def policy_of(subscription: Subscription) -> DeliveryPolicy:
-    """The delivery policy of ``subscription``; its defaults when the stored ``config`` cannot
-    be read (it was checked at the API: only a damaged record gets here)."""
-    try:
-        return parse_policy(subscription.config)
-    except ValueError:
-        return DeliveryPolicy()
+    """The delivery policy of ``subscription``: its typed ``config``."""
+    return subscription.delivery
 
 
 def make_setup(subscription: Subscription, now: float) -> DeliverySetup:
@@ -71,10 +69,8 @@ def make_setup(subscription: Subscription, now: float) -> DeliverySetup:
         timeout=policy.timeout,
         webhook=signing,
     )
-    batching = (
-        subscription.protocol == "HTTP"
-        and str(subscription.protocolsettings.get("contentmode") or "").lower() == "batch"
-    )
+    settings = subscription.protocol_settings
+    batching = isinstance(settings, HttpSettings) and settings.batch
     batch = BatchLimits(policy.maxbatchsize, policy.maxbatchbytes, policy.maxbatchdelay) if batching else None
     return DeliverySetup(subscription, policy, destination, batch, until)
 

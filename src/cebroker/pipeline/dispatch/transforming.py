@@ -16,9 +16,8 @@ from typing import Any
 
 from ceprotocols.sender import Destination
 
-from cebroker.pipeline.dispatch.completions import Completions
-from cebroker.pipeline.dispatch.failures import Failures
 from cebroker.pipeline.dispatch.lane import Item, Lane
+from cebroker.pipeline.dispatch.outcomes import SKIPPED, DeadLetter, Skipped
 from cebroker.pipeline.dispatch.retry import GiveUp
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
@@ -29,23 +28,14 @@ log = logging.getLogger("cebroker.pipeline")
 
 
 class Transformer:
-    """Applies transformations for the attempts and settles what they drop or fail."""
+    """Applies transformations for the attempts; what they drop or fail is an outcome."""
 
-    def __init__(
-        self,
-        *,
-        completions: Completions,
-        failures: Failures,
-        metrics: PipelineMetrics,
-        check: OutputCheck | None = None,
-    ) -> None:
+    def __init__(self, *, metrics: PipelineMetrics, check: OutputCheck | None = None) -> None:
         self._transforms = Transforms()
         self._check = check
-        self._completions = completions
-        self._failures = failures
         self._metrics = metrics
 
-    async def apply(
+    def apply(
         self,
         lane: Lane,
         item: Item,
@@ -54,9 +44,9 @@ class Transformer:
         destination: Destination,
         *,
         batch: bool = False,
-    ) -> tuple[Mapping[str, Any], Destination] | None:
-        """What to send for ``item`` and where; ``None`` when it was settled here (dropped or
-        dead-lettered)."""
+    ) -> tuple[Mapping[str, Any], Destination] | Skipped | DeadLetter:
+        """What to send for ``item`` and where, or the outcome when nothing is sent: dropped
+        (:class:`~.outcomes.Skipped`) or failed (a :class:`~.outcomes.DeadLetter`)."""
         compiled = self._transforms.of(subscription)
         if compiled is None:
             return item.event, destination
@@ -66,15 +56,9 @@ class Transformer:
             else transform(compiled, item.event, destination, batch=batch, check=self._check)
         )
         if isinstance(outcome, Dropped):
-            self._metrics.deliveries.labels(self._metrics.label(lane.id), "dropped").inc()
-            self._completions.delivered(lane, item)
-            return None
+            return SKIPPED
         if isinstance(outcome, Failed):
-            reason = outcome.message
-            await self._failures.give_up(
-                lane, item, policy, GiveUp(item.row.attempts + 1, reason, None, None)
-            )
-            return None
+            return DeadLetter(policy, GiveUp(item.row.attempts + 1, outcome.message, None, None))
         if outcome.warnings:
             self._metrics.validation_warnings.inc()
             log.warning(

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from cefilters import BudgetObserver, SubscriptionIndex
 
-from cebroker.pipeline.ordering import is_ordered, partition_key
+from cebroker.pipeline.ordering import partition_key
 from cebroker.storage.archive import Archived
 from cebroker.subscription import Subscription
 
@@ -44,7 +44,7 @@ class ReplayFilter:
     ) -> None:
         self.subscription = subscription
         self._replay = replay
-        self._ordered = is_ordered(subscription.config)
+        self._ordered = subscription.delivery.ordering
         self._index: SubscriptionIndex[int] = SubscriptionIndex(observer=observer)
         filters = [*subscription.filters, *(f for f in (extra, receive) if f is not None)]
         self._index.add(

@@ -27,7 +27,6 @@ from cefilters import BudgetObserver
 
 from cebroker.clock import Clock, wait_or_sleep
 from cebroker.pipeline.dispatch.outages import log_failure
-from cebroker.pipeline.dispatch.setup import policy_of
 from cebroker.pipeline.replays.matching import ReplayFilter
 from cebroker.storage.archive import EventArchive, Replay
 from cebroker.subscription import Subscription
@@ -42,7 +41,7 @@ SCAN = 256
 
 def window(subscription: Subscription) -> int:
     """How many of a replay's deliveries may be in the log at once: the concurrency."""
-    return max(1, policy_of(subscription).concurrency)
+    return max(1, subscription.delivery.concurrency)
 
 
 class Replayer:

@@ -26,6 +26,7 @@ from cebroker.pipeline.routes.circuit import circuit_document
 from cebroker.storage.circuits import CircuitStore
 from cebroker.storage.deliveries import DeliveryLog
 from cebroker.storage.pull import LockStats
+from cebroker.storage.stats import SubscriptionCounts
 from cebroker.storage.subscriptions import SubscriptionStore
 from cebroker.subscription import Subscription
 from cebroker.web.access import principal_of
@@ -42,6 +43,20 @@ def _timestamp(epoch: float | None) -> str | None:
     if epoch is None:
         return None
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def counts_document(counts: SubscriptionCounts) -> dict[str, Any]:
+    """A subscription's counts as the status document names them (``lastErrorAt`` still in
+    epoch seconds)."""
+    return {
+        "delivered": counts.delivered,
+        "failed": counts.failed,
+        "pending": counts.pending,
+        "deadlettered": counts.deadlettered,
+        "deadletteredTotal": counts.deadlettered_total,
+        "lastError": counts.last_error,
+        "lastErrorAt": counts.last_error_at,
+    }
 
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
@@ -99,7 +114,7 @@ class DeliveriesApi:
         deliveries locked by consumers now and when the oldest lock began."""
         found = await self._found(request)
         subscription_id = found.id
-        doc = await self._log.status(subscription_id)
+        doc = counts_document(await self._log.status(subscription_id))
         if found.pull and self._locks is not None:
             stats = await self._locks(subscription_id)
             doc["locked"] = stats.locked

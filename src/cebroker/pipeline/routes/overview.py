@@ -41,7 +41,7 @@ from cebroker.pipeline.redaction import redact_userinfo
 from cebroker.pipeline.routes.circuit import circuit_document
 from cebroker.storage.archive import EventArchive
 from cebroker.storage.circuits import CircuitStore
-from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.stats import DeliveryStats, SubscriptionCounts
 from cebroker.subscription import Subscription
 from cebroker.web.access import principal_of
 
@@ -66,6 +66,8 @@ def _by_label(counter: Counter, label: str) -> dict[str, float]:
 
 #: Subscriptions whose items ``/status/subscriptions`` builds between two pauses for the loop.
 SLICE = 100
+#: The counts of a subscription the log holds nothing of.
+NOTHING_COUNTED = SubscriptionCounts()
 
 
 class OverviewApi:
@@ -74,7 +76,7 @@ class OverviewApi:
     def __init__(
         self,
         metrics: PipelineMetrics,
-        journal: DeliveryLog,
+        journal: DeliveryStats,
         circuits: CircuitStore,
         matcher: Matcher,
         dispatcher: Dispatcher,
@@ -120,7 +122,7 @@ class OverviewApi:
                 "deadlettered": int(outcomes.get("deadlettered", 0)),
             },
             "backlog": self._dispatcher.pending,
-            "deadletters": sum(s["deadlettered"] for s in statuses.values()),
+            "deadletters": sum(s.deadlettered for s in statuses.values()),
         }
         if self._archive is not None:
             stats = await self._archive.stats()
@@ -157,24 +159,24 @@ class OverviewApi:
     @staticmethod
     def _health(
         sub: Subscription,
-        statuses: Mapping[str, Mapping[str, Any]],
+        statuses: Mapping[str, SubscriptionCounts],
         circuits: Mapping[str, Any],
         last: Mapping[str, float],
     ) -> dict[str, Any]:
         """One item of ``/status/subscriptions``."""
-        status = statuses.get(sub.id, {})
+        status = statuses.get(sub.id, NOTHING_COUNTED)
         return {
             "id": sub.id,
             "protocol": sub.protocol,
             "sink": redact_userinfo(sub.sink),
             "source": sub.source,
             "types": list(sub.types) if sub.types is not None else None,
-            "delivered": status.get("delivered", 0),
-            "failed": status.get("failed", 0),
-            "pending": status.get("pending", 0),
-            "deadlettered": status.get("deadlettered", 0),
-            "lastError": status.get("lastError"),
-            "lastErrorAt": timestamp(status.get("lastErrorAt")),
+            "delivered": status.delivered,
+            "failed": status.failed,
+            "pending": status.pending,
+            "deadlettered": status.deadlettered,
+            "lastError": status.last_error,
+            "lastErrorAt": timestamp(status.last_error_at),
             "lastDeliveredAt": timestamp(last.get(sub.id)),
             "circuit": circuit_document(circuits.get(sub.id)),
         }

@@ -44,12 +44,13 @@ from cebroker.pipeline.dispatch import Dispatcher
 from cebroker.pipeline.dispatch.lane import REPLAY_ATTRIBUTE
 from cebroker.pipeline.replays.matching import ReplayFilter
 from cebroker.pipeline.replays.replayer import Replayer
-from cebroker.pipeline.replays.starts import UNBOUNDED, instant
+from cebroker.pipeline.replays.starts import UNBOUNDED
 from cebroker.pipeline.routes.overview import timestamp
 from cebroker.pipeline.transform import OutputCheck, compile_of
 from cebroker.pipeline.transform.preview import preview
 from cebroker.storage.archive import EventArchive, Replay, ReplayRequest
 from cebroker.subscription import Subscription
+from cebroker.subscription_settings.delivery import instant
 from cebroker.web.body import read_json
 
 #: Resolves the subscription of a per-subscription request (NotFound if there is none for it).

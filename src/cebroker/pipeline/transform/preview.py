@@ -24,6 +24,7 @@ from ceprotocols.sender import Destination
 from cebroker.pipeline.transform.apply import Dropped, Failed, Outcome, Outgoing, OutputCheck, transform
 from cebroker.pipeline.transform.programs import compile_of
 from cebroker.subscription import Subscription
+from cebroker.subscription_settings.protocols import HttpSettings
 
 __all__ = ["destination_of", "preview", "preview_json"]
 
@@ -38,8 +39,8 @@ def destination_of(subscription: Subscription) -> Destination:
 
 def batching(subscription: Subscription) -> bool:
     """Whether the subscription's deliveries go out in batches (HTTP ``contentmode: batch``)."""
-    mode = str(subscription.protocolsettings.get("contentmode") or "").lower()
-    return subscription.protocol == "HTTP" and mode == "batch"
+    settings = subscription.protocol_settings
+    return isinstance(settings, HttpSettings) and settings.batch
 
 
 def preview(
@@ -50,16 +51,19 @@ def preview(
     compiled = compile_of(subscription)
     if compiled is None:
         return None
+    settings = subscription.protocol_settings
+    http = settings if isinstance(settings, HttpSettings) else None
     if isinstance(compiled, Failed):
-        return preview_json(compiled)
+        return preview_json(compiled, http)
     outcome = transform(
         compiled, event, destination_of(subscription), batch=batching(subscription), check=check
     )
-    return preview_json(outcome)
+    return preview_json(outcome, http)
 
 
-def preview_json(outcome: Outcome) -> dict[str, Any]:
-    """One outcome as JSON (see the module docstring)."""
+def preview_json(outcome: Outcome, http: HttpSettings | None) -> dict[str, Any]:
+    """One outcome as JSON (see the module docstring); ``http``: the settings of an HTTP
+    subscription, which make the message shown."""
     if isinstance(outcome, Dropped):
         return {"outcome": "dropped"}
     if isinstance(outcome, Failed):
@@ -73,16 +77,15 @@ def preview_json(outcome: Outcome) -> dict[str, Any]:
         "delivery": outcome.extras.to_json(),
         "sink": outcome.destination.sink,
     }
-    if outcome.destination.protocol == "HTTP":
-        doc["message"] = _http_message(outcome)
+    if outcome.destination.protocol == "HTTP" and http is not None:
+        doc["message"] = _http_message(outcome, http)
     if outcome.warnings:
         doc["warnings"] = list(outcome.warnings)
     return doc
 
 
-def _http_message(outcome: Outgoing) -> dict[str, Any]:
-    settings = outcome.destination.settings
-    mode = str(settings.get("contentmode") or "binary").lower()
+def _http_message(outcome: Outgoing, settings: HttpSettings) -> dict[str, Any]:
+    mode = settings.contentmode
     try:
         if mode == "batch":
             message = to_batch([outcome.event])
@@ -90,9 +93,10 @@ def _http_message(outcome: Outgoing) -> dict[str, Any]:
             message = to_structured(outcome.event) if mode == "structured" else to_binary(outcome.event)
     except BindingError as error:
         return {"error": f"the event cannot be encoded for HTTP: {error}"}
-    headers = {str(k): str(v) for k, v in (settings.get("headers") or {}).items()}
+    # The destination's headers: the subscription's with the transformation's added.
+    headers = {str(k): str(v) for k, v in (outcome.destination.settings.get("headers") or {}).items()}
     headers.update(message.headers)
-    doc: dict[str, Any] = {"method": str(settings.get("method") or "POST").upper(), "headers": headers}
+    doc: dict[str, Any] = {"method": settings.method, "headers": headers}
     try:
         doc["body"] = message.body.decode()
     except UnicodeDecodeError:

@@ -12,7 +12,7 @@ position and counts.
   new position commit together.
 * A replay that must cover every event accepted before it (``boundary``) takes the exclusive side
   of the lock every append holds shared until it commits
-  (:data:`~cebroker.storage.postgres.deliveries.BOUNDARY`): once it has it, every append that
+  (:data:`~cebroker.storage.postgres.rows.BOUNDARY`): once it has it, every append that
   matched without the new subscription has committed, and ``max(seq)`` bounds them all.
 """
 
@@ -35,7 +35,8 @@ from cebroker.storage.archive import (
     ReplayRequest,
 )
 from cebroker.storage.postgres.database import AsyncConn, Database
-from cebroker.storage.postgres.deliveries import BOUNDARY, NewDelivery, PostgresDeliveryLog
+from cebroker.storage.postgres.deliveries import PostgresDeliveryLog
+from cebroker.storage.postgres.rows import BOUNDARY, NewDelivery
 
 _SCAN = (
     "SELECT seq, received, body FROM pipeline_events WHERE archived AND (received, seq) > (%s, %s)"

@@ -19,8 +19,9 @@ from psycopg import sql
 from cebroker.clock import SYSTEM_CLOCK, Clock
 from cebroker.storage.deliveries import HELD_AT
 from cebroker.storage.postgres.database import AsyncConn, Database
-from cebroker.storage.postgres.deliveries import BUMP, FAILED, PostgresDeliveryLog
+from cebroker.storage.postgres.deliveries import PostgresDeliveryLog
 from cebroker.storage.postgres.instances import notify_due
+from cebroker.storage.postgres.rows import BUMP, FAILED
 from cebroker.storage.pull import (
     EXPIRED,
     UNKNOWN,
@@ -84,7 +85,7 @@ class PostgresPullLog:
         async def job(conn: AsyncConn) -> list[Locked]:
             out: list[Locked] = []
             for _ in range(8):  # each pass may dead-letter rows instead of handing them out
-                cur = await conn.execute(PICK.encode(), (subscription, now, limit - len(out)))
+                cur = await conn.execute(PICK, (subscription, now, limit - len(out)))
                 rows = await cur.fetchall()
                 over = [r for r in rows if int(r[1]) >= max_deliveries]
                 ids: list[int] = []
@@ -101,7 +102,7 @@ class PostgresPullLog:
                         )
                     )
                 if ids:
-                    await conn.execute(TAKE.encode(), (now + lock, ids, owners))
+                    await conn.execute(TAKE, (now + lock, ids, owners))
                 for delivery, attempts, first_at, body, _ in over:
                     await self._dead_letter(
                         conn, subscription, int(delivery), body, int(attempts), first_at, MAX_REACHED, now
@@ -119,7 +120,7 @@ class PostgresPullLog:
         async def job(conn: AsyncConn) -> list[TokenResult]:
             now = self._clock.now()
             ids = sorted({d for d in wanted.values() if d is not None})
-            cur = await conn.execute(HELD.encode(), (ids, subscription))
+            cur = await conn.execute(HELD, (ids, subscription))
             rows = {int(r[0]): (r[1], float(r[2])) for r in await cur.fetchall()}
             results: list[TokenResult] = []
             good: list[int] = []
@@ -250,6 +251,6 @@ class PostgresPullLog:
             (subscription, body, attempts, reason, first_at, now),
         )
         await conn.execute(BUMP.format(col=sql.Identifier("deadlettered")), (subscription, 1))
-        await conn.execute(FAILED.encode(), (subscription, reason, now))
+        await conn.execute(FAILED, (subscription, reason, now))
         await self._log.replay_counts(conn, "deadlettered", gone)
         await self._log.settle(conn, gone, now)

@@ -25,7 +25,8 @@ from cebroker.storage.archive import (
     ReplayRequest,
 )
 from cebroker.storage.sqlite.database import Database
-from cebroker.storage.sqlite.deliveries import NewDelivery, SqliteDeliveryLog
+from cebroker.storage.sqlite.deliveries import SqliteDeliveryLog
+from cebroker.storage.sqlite.rows import NewDelivery
 
 _SCAN = (
     "SELECT seq, received, body FROM pipeline_events WHERE archived = 1 AND (received, seq) > (?, ?) "

@@ -25,7 +25,8 @@ from cebroker.storage.pull import (
     token_delivery,
 )
 from cebroker.storage.sqlite.database import Database
-from cebroker.storage.sqlite.deliveries import BUMP, SqliteDeliveryLog
+from cebroker.storage.sqlite.deliveries import SqliteDeliveryLog
+from cebroker.storage.sqlite.rows import BUMP
 
 MAX_REACHED = "maximum delivery count reached"
 

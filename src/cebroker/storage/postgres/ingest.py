@@ -1,0 +1,242 @@
+"""Ingest on PostgreSQL (``append``): events, their de-duplication keys and their delivery rows
+in one transaction, with **group commit**: the calls that arrive while a transaction is being
+written wait together and go into the next one (at most :data:`MAX_GROUPS` transactions at
+once). A group is one statement, ``cebroker_append``, its rows sent as arrays: one transaction,
+one round trip. Inside the transaction it reads the subscription version (a call matched
+against an older one gets :class:`~cebroker.storage.errors.IndexBehind` and nothing of it is
+written), and a key is fresh only if ``INSERT ... ON CONFLICT DO UPDATE ... WHERE expired``
+wrote it, which holds against concurrent instances too: the second writer of a key waits for
+the first to commit, then finds it. The ingesting instance claims the fresh deliveries itself;
+a moment after the commit, ``NOTIFY cebroker_due`` names the subscriptions whose deliveries it
+left unclaimed, in a transaction of its own (see :meth:`PostgresIngest._announce`).
+
+Every append holds a shared advisory lock (:data:`~.rows.BOUNDARY`) until it commits, so that a
+replay that must cover every event accepted before it can wait for the appends in flight
+(:meth:`~cebroker.storage.archive.EventArchive.create_replay`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from cebroker.storage.deliveries import HELD_AT, Appended, Incoming
+from cebroker.storage.errors import IndexBehind, StorageUnavailable
+from cebroker.storage.postgres.listener import DUE
+from cebroker.storage.postgres.rows import BOUNDARY, LogBase
+
+log = logging.getLogger("cebroker.storage")
+
+#: Transactions of ingest being written at once (each one a group of concurrent calls).
+MAX_GROUPS = 2
+#: Events that may wait for an ingest transaction; more are refused (503) rather than queued
+#: without a bound behind commits the server does not finish.
+MAX_QUEUED = 20_000
+#: Seconds an ingesting instance has to claim its fresh deliveries before the others are told
+#: of those it left.
+ANNOUNCE_AFTER = 0.05
+
+# pg_notify(cebroker_due) naming those of the subscriptions with deliveries due and unclaimed
+# (none: no notification, and the transaction writes nothing); the commit skips the flush.
+ANNOUNCE = (
+    "SELECT set_config('synchronous_commit', 'off', true),"
+    " pg_notify(%s, CASE WHEN length(w.names) <= 7000 THEN w.names ELSE '*' END)"
+    " FROM (SELECT string_agg(t.sub, ' ' ORDER BY t.sub) AS names FROM unnest(%s::text[]) AS t (sub)"
+    " WHERE EXISTS (SELECT 1 FROM pipeline_deliveries d"
+    " WHERE d.subscription = t.sub AND d.owner IS NULL AND d.next_at <= %s)) AS w"
+    " WHERE w.names IS NOT NULL"
+)
+
+
+@dataclass(slots=True)
+class _Call:
+    """One ``append`` waiting for a transaction."""
+
+    items: Sequence[Incoming]
+    bodies: list[str]
+    version: int | None
+    future: asyncio.Future[list[Appended | None]]
+    result: list[Appended | None] = field(default_factory=list)
+    error: BaseException | None = None
+
+
+def _body(event: Mapping[str, Any] | bytes | str) -> str:
+    """The event's JSON text (TypeError if it cannot be serialized)."""
+    if isinstance(event, str):
+        return event
+    if isinstance(event, bytes):
+        return event.decode()
+    return orjson.dumps(event).decode()
+
+
+class PostgresIngest(LogBase):
+    """``append`` with group commit (:class:`~cebroker.storage.ingest.Ingest`)."""
+
+    _waiting: deque[_Call]
+    _queued: int
+    _groups: int
+    _announced: set[str]
+    _announcer: asyncio.Task[None] | None
+
+    async def append(self, items: Sequence[Incoming], *, version: int | None = None) -> list[Appended | None]:
+        """Commit events and their deliveries with group commit; see the module docstring.
+
+        Waits are bounded: while the server is away or hung the call fails at once (503); at
+        most :data:`MAX_QUEUED` events wait for a transaction (more: 503 ``database busy``); and
+        a call waiting when the server is found hung is answered 503 at once (its events may
+        still be committed when the server resumes: at-least-once, a retry is a duplicate)."""
+        self._db.check()
+        if self._queued + len(items) > MAX_QUEUED:
+            raise StorageUnavailable(
+                "database busy", f"{self._queued} events wait for the database", retry_after=1.0
+            )
+        bodies = [_body(item.event) for item in items]  # a bad event fails this call alone
+        call = _Call(items, bodies, version, asyncio.get_running_loop().create_future())
+        self._waiting.append(call)
+        self._queued += len(items)
+        self._start_group()
+        try:
+            return await self._db.watchdog.bounded(call.future)
+        except StorageUnavailable:
+            self._unqueue(call)
+            raise
+
+    def _unqueue(self, call: _Call) -> None:
+        """Take back a call that is still waiting for a transaction (its caller was answered)."""
+        for index, waiting in enumerate(self._waiting):
+            if waiting is call:
+                del self._waiting[index]
+                self._queued -= len(call.items)
+                return
+
+    def _start_group(self) -> None:
+        if self._waiting and self._groups < MAX_GROUPS:
+            calls = list(self._waiting)
+            self._waiting.clear()
+            self._queued = 0
+            self._groups += 1
+            asyncio.create_task(self._commit(calls))
+
+    async def _commit(self, calls: list[_Call]) -> None:
+        try:
+            await self._write(calls)
+        except BaseException as exc:  # the transaction did not commit: nobody's events are in
+            for call in calls:
+                if not call.future.done():
+                    call.future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            for call in calls:
+                if call.future.done():
+                    continue  # the caller was cancelled meanwhile
+                if call.error is not None:
+                    call.future.set_exception(call.error)
+                else:
+                    call.future.set_result(call.result)
+        finally:
+            self._groups -= 1
+            self._start_group()
+
+    async def _write(self, calls: list[_Call]) -> None:
+        """One transaction, one statement, one round trip (``cebroker_append``) for the group."""
+        now = self._clock.now()
+        versions: list[int | None] = []
+        tenants: list[str] = []
+        sources: list[str] = []
+        ids: list[str] = []
+        bodies: list[str] = []
+        traces: list[str | None] = []
+        traced = False
+        d_items: list[int] = []
+        d_subs: list[str] = []
+        d_groups: list[str | None] = []
+        for call in calls:
+            for item, body in zip(call.items, call.bodies, strict=True):
+                versions.append(call.version)
+                tenants.append(item.tenant)
+                sources.append(item.source)
+                ids.append(item.id)
+                bodies.append(body)
+                traces.append(item.trace)
+                traced = traced or item.trace is not None
+                item_groups = item.groups or (None,) * len(item.subscriptions)
+                for sub, group in zip(item.subscriptions, item_groups, strict=True):
+                    d_items.append(len(sources))  # 1-based, as SQL arrays
+                    d_subs.append(sub)
+                    d_groups.append(group)
+        if not sources:
+            for call in calls:
+                call.result = []
+            return
+        rows = await self._db.call(
+            "SELECT * FROM cebroker_append(%s, %s, %s::bigint[], %s::text[], %s::text[], %s::text[],"
+            " %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s, %s, %s)",
+            (
+                now,
+                now - self.dedup_window,
+                versions,
+                tenants,
+                sources,
+                ids,
+                bodies,
+                traces if traced else None,  # no array at all when nothing is traced
+                d_items,
+                d_subs,
+                d_groups,
+                self.retention > 0,  # every event kept for the retention, matched or not
+                HELD_AT,
+                BOUNDARY,
+            ),
+        )
+        latest = int(rows[0][4])
+        written: dict[int, tuple[int, list[tuple[int, str]]]] = {}
+        for item, seq, delivery, sub, _ in rows[1:]:
+            seqs, pairs = written.setdefault(int(item), (int(seq or 0), []))
+            if delivery is not None:
+                pairs.append((int(delivery), str(sub)))
+        self._announce({sub for _, pairs in written.values() for _, sub in pairs})
+        position = 0
+        for call in calls:
+            first, position = position, position + len(call.items)
+            if call.version is not None and call.version < latest:
+                call.error = IndexBehind(latest)  # nothing of it was written
+                continue
+            out: list[Appended | None] = []
+            for number in range(first + 1, position + 1):
+                found = written.get(number)
+                out.append(None if found is None else Appended(found[0], now, found[1], held=False))
+            call.result = out
+
+    def _announce(self, subscriptions: set[str]) -> None:
+        """Tell the other instances, a moment after the append committed, which of
+        ``subscriptions`` still have deliveries nobody claimed.
+
+        The ingesting instance claims its fresh deliveries at once (its dispatcher is told by
+        the append's answer); only what it leaves, because its share of a subscription is
+        taken, is announced, :data:`ANNOUNCE_AFTER` later, so that instances do not all race for
+        every fresh delivery. The notification is sent in a transaction of its own that skips
+        the flush, never inside the ingest's: the server serializes the commits of notifying
+        transactions, and ingest commits wait for theirs. A notification lost with this
+        instance costs the others a rescan's delay."""
+        self._announced |= subscriptions
+        if self._announced and self._announcer is None:
+            self._announcer = asyncio.create_task(self._announce_all(), name="cebroker-announce")
+
+    async def _announce_all(self) -> None:
+        try:
+            while self._announced:
+                await asyncio.sleep(ANNOUNCE_AFTER)
+                subscriptions, self._announced = self._announced, set()
+                try:
+                    await self._db.call(ANNOUNCE, (DUE, sorted(subscriptions), self._clock.now()))
+                except StorageUnavailable as exc:
+                    log.debug("announcing deliveries failed: %s", exc)
+        finally:
+            self._announcer = None

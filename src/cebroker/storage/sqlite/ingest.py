@@ -1,0 +1,198 @@
+"""Ingest on SQLite (``append``): the events, their de-duplication keys and one delivery row per
+matched subscription in the same transaction, so an acknowledged event always has its
+deliveries on disk; concurrent calls are merged into one write."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from cebroker.storage.deliveries import Appended, Incoming
+from cebroker.storage.sqlite.rows import LogBase, NewDelivery, chunks
+
+#: The array indexes (as a JSON array) of ``[tenant, source, id]`` keys seen after the horizon.
+SEEN_LOOKUP = (
+    "SELECT json_group_array(k.key) FROM json_each(?1) AS k WHERE EXISTS (SELECT 1 FROM pipeline_seen s "
+    "WHERE s.tenant = k.value->>0 AND s.source = k.value->>1 AND s.id = k.value->>2 AND s.at >= ?2)"
+)
+SEEN_INSERT = (
+    "INSERT INTO pipeline_seen (tenant, source, id, at) SELECT value->>0, value->>1, value->>2, ?2"
+    " FROM json_each(?1) WHERE true ON CONFLICT (tenant, source, id) DO UPDATE SET at = excluded.at"
+)
+# ``value->1`` is the event object as JSON text (SQLite keeps number and string spellings).
+EVENTS_INSERT = (
+    "INSERT INTO pipeline_events (seq, body, received, archived) "
+    "SELECT value->>0, value->1, ?2, ?3 FROM json_each(?1)"
+)
+# The same with each event's trace context, ``value->>2`` (NULL past the end of a shorter row):
+# used only when an event of the call is traced, so untraced ingest parses no more than before.
+EVENTS_INSERT_TRACED = (
+    "INSERT INTO pipeline_events (seq, body, received, archived, trace) "
+    "SELECT value->>0, value->1, ?2, ?3, value->>2 FROM json_each(?1)"
+)
+
+ARCHIVE_ADD = "UPDATE pipeline_archive SET events = events + ?, bytes = bytes + ?"
+
+
+@dataclass(slots=True)
+class _AppendCall:
+    """One ``append`` waiting for the writer; the writer fills ``result`` or ``error``."""
+
+    items: Sequence[Incoming]
+    result: list[Appended | None] | None = None
+    error: BaseException | None = None
+
+
+class SqliteIngest(LogBase):
+    """``append`` (:class:`~cebroker.storage.ingest.Ingest`), and the ids it reads at open."""
+
+    #: Calls of append() waiting for the writer (appended on the loop, drained in the thread).
+    _appends: deque[_AppendCall]
+
+    def load(self, conn: sqlite3.Connection) -> None:
+        """Read the next ids to assign (on the writer's connection, before it serves jobs)."""
+        self._next_seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM pipeline_events").fetchone()[0]
+        self._next_delivery = conn.execute(
+            "SELECT COALESCE(MAX(id), 0) + 1 FROM pipeline_deliveries"
+        ).fetchone()[0]
+
+    # -- ingest ------------------------------------------------------------------------------
+
+    async def append(self, items: Sequence[Incoming], *, version: int | None = None) -> list[Appended | None]:
+        """Commit events and their deliveries (durable); per event what was written, or None for
+        a duplicate of an event seen within the de-duplication window. ``version`` is not
+        checked: the one process's index follows its store synchronously.
+
+        Concurrent calls are merged: the first of their jobs the writer runs writes the events
+        of every call waiting at that moment, and the others find their result ready (each
+        caller is still answered only after a commit that holds its events). Rows travel to
+        SQLite as one JSON array per table, expanded by ``json_each``, so a whole group is a
+        handful of statements: each statement hands the GIL to and from the event loop, and
+        under CPU contention every handoff can cost milliseconds.
+        """
+        call = _AppendCall(items)
+        self._appends.append(call)
+
+        def job(conn: sqlite3.Connection) -> list[Appended | None]:
+            if call.result is None and call.error is None:
+                self._append_waiting(conn)
+            if call.error is not None:
+                raise call.error
+            if call.result is None:
+                raise RuntimeError("append was not written")  # _append_waiting sets one of the two
+            return call.result
+
+        # Guarded: the job writes only through _append_waiting, which rolls its own savepoint
+        # back on failure, so the writer's per-job savepoint would be two wasted statements.
+        return await self._db.write(job, bounded=True, guarded=True)
+
+    def _append_waiting(self, conn: sqlite3.Connection) -> None:
+        """Write every waiting call at once; if that fails, each on its own, so one caller's
+        bad input (an event that is not JSON-serialisable) fails only that caller.
+
+        A sqlite3 error is the storage failing, not the input: it propagates and the writer
+        rolls the whole transaction back. The calls written here may belong to jobs of a later
+        group, so their results are withdrawn if this transaction does not commit: no caller is
+        ever told that events were written when they were not.
+        """
+        calls: list[_AppendCall] = []
+        while self._appends:
+            calls.append(self._appends.popleft())
+
+        def undo(error: BaseException) -> None:
+            for call in calls:
+                if call.result is not None:
+                    call.result, call.error = None, error
+
+        self._db.writer.on_rollback(undo)
+        conn.execute("SAVEPOINT merged")
+        try:
+            results = self._write(conn, [item for call in calls for item in call.items])
+        except sqlite3.Error:
+            raise
+        except Exception:
+            conn.execute("ROLLBACK TO merged")
+            conn.execute("RELEASE merged")
+            if len(calls) == 1:
+                raise
+            for call in calls:
+                conn.execute("SAVEPOINT single")
+                try:
+                    call.result = self._write(conn, call.items)
+                except sqlite3.Error:
+                    raise
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO single")
+                    call.error = exc
+                conn.execute("RELEASE single")
+            return
+        conn.execute("RELEASE merged")
+        start = 0
+        for call in calls:
+            call.result = results[start : start + len(call.items)]
+            start += len(call.items)
+
+    def _write(self, conn: sqlite3.Connection, items: Sequence[Incoming]) -> list[Appended | None]:
+        now = self._clock.now()
+        keep = self.retention > 0
+        keys = [(item.tenant, item.source, item.id) for item in items]
+        recent: set[int] = set()
+        for start, chunk in chunks(keys):
+            (found,) = conn.execute(SEEN_LOOKUP, (orjson.dumps(chunk), now - self.dedup_window)).fetchone()
+            if found:
+                recent.update(start + index for index in orjson.loads(found))
+        fresh: set[tuple[str, str, str]] = set()
+        out: list[Appended | None] = []
+        seen: list[tuple[str, str, str]] = []
+        events: list[tuple[Any, ...]] = []
+        traced = False
+        size = 0
+        deliveries: list[NewDelivery] = []
+        for index, (item, key) in enumerate(zip(items, keys, strict=True)):
+            if index in recent or key in fresh:
+                out.append(None)
+                continue
+            fresh.add(key)
+            seen.append(key)
+            seq = 0
+            pairs: list[tuple[int, str]] = []
+            if item.subscriptions or keep:
+                seq = self._next_seq
+                self._next_seq += 1
+                event = item.event
+                if keep:  # serialized alone, so that the archive knows its size
+                    body = orjson.dumps(event) if isinstance(event, Mapping) else event
+                    body = body.encode() if isinstance(body, str) else body
+                    size += len(body)
+                    stored: Any = orjson.Fragment(body)
+                else:
+                    stored = event if isinstance(event, Mapping) else orjson.Fragment(event)
+                if item.trace is None:
+                    events.append((seq, stored))
+                else:
+                    events.append((seq, stored, item.trace))
+                    traced = True
+                groups = item.groups or (None,) * len(item.subscriptions)
+                for sub, group in zip(item.subscriptions, groups, strict=True):
+                    row = NewDelivery(seq, sub, group, id=self.take_id())
+                    deliveries.append(row)
+                    pairs.append((row.id, sub))
+            out.append(Appended(seq, now, pairs))
+        for _, new_keys in chunks(seen):
+            conn.execute(SEEN_INSERT, (orjson.dumps(new_keys), now))
+        insert = EVENTS_INSERT_TRACED if traced else EVENTS_INSERT
+        for _, new_events in chunks(events):
+            conn.execute(insert, (orjson.dumps(new_events), now, 1 if keep else 0))
+        if keep and events:
+            conn.execute(ARCHIVE_ADD, (len(events), size))
+        self.write_deliveries(conn, deliveries, now)
+        return out
+
+    def last_seq(self) -> int:
+        """The sequence number of the last event written (on the writer thread)."""
+        return self._next_seq - 1

@@ -1,0 +1,54 @@
+"""The due queue on SQLite (:class:`~cebroker.storage.queue.DueQueue`): read on the writer, in
+order with the dispatcher's own writes (see :mod:`~cebroker.storage.sqlite.deliveries`)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from cebroker.storage.deliveries import Limits, Pending
+from cebroker.storage.sqlite.rows import LogBase
+
+
+class SqliteDueQueue(LogBase):
+    """``due`` and ``backlog``; nothing is claimed: one process reads the file."""
+
+    async def due(
+        self, subscription: str, limit: int, limits: Limits | None = None
+    ) -> tuple[list[Pending], float | None]:
+        """Up to ``limit`` deliveries of ``subscription`` due now (oldest first) and when the
+        next one not returned falls due (now if more are due, None if there are none).
+        ``limits`` are the dispatcher's to enforce: it is the only one delivering."""
+        now = self._clock.now()
+
+        def job(conn: sqlite3.Connection) -> tuple[list[Pending], float | None]:
+            rows = conn.execute(
+                "SELECT d.id, d.event_seq, d.attempts, d.first_at, e.body, d.replay, e.trace "
+                "FROM pipeline_deliveries d JOIN pipeline_events e ON e.seq = d.event_seq "
+                "WHERE d.subscription = ? AND d.next_at <= ? ORDER BY d.next_at, d.id LIMIT ?",
+                (subscription, now, limit),
+            ).fetchall()
+            items = [
+                Pending(r[0], r[1], subscription, r[2], r[3], r[4], replay=r[5], trace=r[6]) for r in rows
+            ]
+            if len(items) == limit:
+                return items, now
+            (later,) = conn.execute(
+                "SELECT MIN(next_at) FROM pipeline_deliveries WHERE subscription = ? AND next_at > ?",
+                (subscription, now),
+            ).fetchone()
+            return items, later
+
+        # On the writer, in order with the dispatcher's own writes: see the module docstring.
+        return await self._db.write(job, durable=False)
+
+    async def backlog(self) -> dict[str, tuple[int, float]]:
+        """Per subscription with pending deliveries: their count and the earliest due time."""
+
+        def job(conn: sqlite3.Connection) -> dict[str, tuple[int, float]]:
+            rows = conn.execute(
+                "SELECT subscription, COUNT(*), MIN(next_at) FROM pipeline_deliveries GROUP BY subscription"
+            )
+            return {r[0]: (r[1], r[2]) for r in rows}
+
+        # On the writer, in order with the dispatcher's own writes: see the module docstring.
+        return await self._db.write(job, durable=False)
