@@ -119,7 +119,7 @@ class Dispatcher:
             setups=self._setups,
             attempt=self._attempt,
             attempt_batch=self._attempt_batch,
-            local_limits=claims is None,
+            claims=claims,
         )
         self.circuits = Circuits(
             store=circuits,

@@ -137,7 +137,7 @@ class Loader:
             return  # its sink's circuit is open
         lane = self._lanes.get(current)
         policy = self._setups.of(current).policy
-        room = lane.room(policy, self._claims.instances if self._claims is not None else 1)
+        room = lane.room(policy)
         if room <= 0:
             return  # the lane wakes the loader when it makes room
         if self._saturated(lane, policy, room):
