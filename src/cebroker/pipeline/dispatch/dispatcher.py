@@ -226,7 +226,8 @@ class Dispatcher:
         """With a shared log the backlog is every instance's: read it from the log, briefly cached."""
         while True:
             try:
-                self.backlog.set(await self._log.pending())
+                mark = self.backlog.mark()
+                self.backlog.read(await self._log.pending(), mark)
             except Exception:
                 log_failure("reading the shared backlog failed")
             await self._clock.sleep(BACKLOG_EVERY)
