@@ -14,7 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
-from servers import free_port
+from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
 from support.broker import Broker
 from support.servers import ServerThread
 from support.sinks import Sink
@@ -54,10 +55,17 @@ def documented_body(answer: str) -> Any:
 
 @pytest.fixture
 def broker_url(tmp_path: Path) -> Iterator[str]:
-    # The documented answers show the broker's own URL: the settings name the port it serves on.
-    port = free_port()
-    settings = Settings(port=port, db=tmp_path / "docs.db")
-    with ServerThread(create_app(settings), port=port, force_exit=False) as server:
+    # The documented answers show the broker's own URL: the settings name the port it serves
+    # on. The socket is bound first and the app made for its port (a port picked free and bound
+    # later could be taken meanwhile by another test's server).
+    apps: list[Starlette] = []
+
+    async def delegate(scope: Scope, receive: Receive, send: Send) -> None:
+        await apps[0](scope, receive, send)
+
+    server = ServerThread(delegate, force_exit=False)
+    apps.append(create_app(Settings(port=server.port, db=tmp_path / "docs.db")))
+    with server:
         yield server.url
 
 

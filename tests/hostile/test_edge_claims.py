@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from servers import free_port
+from servers import CLOSED_PORT, free_port
 from support.servers import ServerThread
 
 from cebroker.app import create_app
@@ -41,7 +41,7 @@ def _cebroker(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_serve_masks_the_database_password(tmp_path: Path, with_key: bool) -> None:
     """Without --secrets-key-file (exit 2), and with one but no server there (exit 1): no
     message holds the password; one that names the database shows it as ***."""
-    url = f"postgresql://u:{PASSWORD}@127.0.0.1:{free_port()}/db"
+    url = f"postgresql://u:{PASSWORD}@127.0.0.1:{CLOSED_PORT}/db"
     flags = ["--port", str(free_port()), "--db", url]
     if with_key:
         assert _cebroker("secrets", "init", str(tmp_path / "k"), cwd=tmp_path).returncode == 0
@@ -55,7 +55,7 @@ def test_serve_masks_the_database_password(tmp_path: Path, with_key: bool) -> No
 
 
 def test_secrets_rotate_masks_the_database_password(tmp_path: Path) -> None:
-    url = f"postgresql://u:{PASSWORD}@127.0.0.1:{free_port()}/db"
+    url = f"postgresql://u:{PASSWORD}@127.0.0.1:{CLOSED_PORT}/db"
     done = _cebroker("secrets", "rotate", "--db", url, cwd=tmp_path)
     assert done.returncode != 0
     assert "storage unavailable" in done.stderr

@@ -95,6 +95,7 @@ def idle_worst(broker: Broker, seconds: float) -> float:
     return max(latencies)
 
 
+@pytest.mark.alone  # /healthz bounded to 0.1 s over the idle worst, on the wall clock
 @pytest.mark.parametrize(("expression", "words", "located"), AT_DELIVERY)
 def test_bounded_at_delivery_without_a_stall(
     make_broker: Callable[..., Broker], sink: Sink, expression: str, words: str, located: bool
@@ -147,6 +148,7 @@ def test_bounded_at_delivery_without_a_stall(
     )
 
 
+@pytest.mark.alone  # /healthz bounded to 0.1 s over the idle worst, on the wall clock
 def test_a_regular_expression_cannot_backtrack_for_ever(
     make_broker: Callable[..., Broker], sink: Sink
 ) -> None:

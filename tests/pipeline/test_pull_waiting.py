@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 import httpx
+import pytest
 from support.broker import Broker
 from support.events import event
 
@@ -37,6 +38,7 @@ def samples(broker: Broker, n: int = 15) -> tuple[float, float]:
     return statistics.median(health), statistics.median(ingest)
 
 
+@pytest.mark.alone  # median /healthz and ingest bounded to 0.1 s, on the wall clock
 def test_500_waiting_receives_do_not_stall_the_broker(make_broker: Callable[..., Broker]) -> None:
     broker = make_broker()
     ids = [

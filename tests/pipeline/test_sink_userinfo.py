@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servers import free_port
+from servers import CLOSED_PORT
 from support.broker import Broker
 from support.events import event
 from support.sinks import Reply, Sink
@@ -62,7 +62,7 @@ def test_sink_userinfo_stays_out_of_dead_letters_status_and_log(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     answering = sink.url.removeprefix("http://")
-    refusing = f"127.0.0.1:{free_port()}"
+    refusing = f"127.0.0.1:{CLOSED_PORT}"
     sink.default["/fails"] = Reply(500, body=b"down")
     db = tmp_path / "userinfo.db"
     seed(

@@ -10,7 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import pytest
 from ceprotocols.sender import Destination, Sender
-from servers import MosquittoServer, NatsServer, RabbitMQServer, TansuServer, free_port
+from servers import CLOSED_PORT, MosquittoServer, NatsServer, RabbitMQServer, TansuServer
 from support.sinks import Sink
 
 from protocols.consumers import (
@@ -101,7 +101,7 @@ CASES: dict[str, ProtocolCase] = {
         sink=lambda s, name: f"{s.url}/{name}",
         settings=lambda name, mode: {"contentmode": mode},
         consumer=_http_consumer,
-        unreachable_sink=lambda: f"http://127.0.0.1:{free_port()}/hook",
+        unreachable_sink=lambda: f"http://127.0.0.1:{CLOSED_PORT}/hook",
     ),
     "MQTT3": ProtocolCase(
         protocol="MQTT3",
@@ -111,7 +111,7 @@ CASES: dict[str, ProtocolCase] = {
         sink=lambda s, name: s.url,
         settings=_mqtt_settings,
         consumer=lambda s, n: _mqtt_consumer(s, n, v5=False),
-        unreachable_sink=lambda: f"mqtt://127.0.0.1:{free_port()}",
+        unreachable_sink=lambda: f"mqtt://127.0.0.1:{CLOSED_PORT}",
     ),
     "MQTT5": ProtocolCase(
         protocol="MQTT5",
@@ -121,7 +121,7 @@ CASES: dict[str, ProtocolCase] = {
         sink=lambda s, name: s.url,
         settings=_mqtt_settings,
         consumer=lambda s, n: _mqtt_consumer(s, n, v5=True),
-        unreachable_sink=lambda: f"mqtt://127.0.0.1:{free_port()}",
+        unreachable_sink=lambda: f"mqtt://127.0.0.1:{CLOSED_PORT}",
     ),
     "AMQP": ProtocolCase(
         protocol="AMQP",
@@ -131,7 +131,7 @@ CASES: dict[str, ProtocolCase] = {
         sink=lambda s, name: s.url,
         settings=lambda name, mode: {"address": f"/queue/{name}", "contentmode": mode},
         consumer=_amqp_consumer,
-        unreachable_sink=lambda: f"amqp://127.0.0.1:{free_port()}",
+        unreachable_sink=lambda: f"amqp://127.0.0.1:{CLOSED_PORT}",
     ),
     "KAFKA": ProtocolCase(
         protocol="KAFKA",
@@ -141,7 +141,7 @@ CASES: dict[str, ProtocolCase] = {
         sink=lambda s, name: s.url,
         settings=lambda name, mode: {"topicname": name, "contentmode": mode},
         consumer=_kafka_consumer,
-        unreachable_sink=lambda: f"kafka://127.0.0.1:{free_port()}",
+        unreachable_sink=lambda: f"kafka://127.0.0.1:{CLOSED_PORT}",
     ),
     "NATS": ProtocolCase(
         protocol="NATS",
@@ -151,7 +151,7 @@ CASES: dict[str, ProtocolCase] = {
         sink=lambda s, name: s.url,
         settings=lambda name, mode: {"subject": name, "contentmode": mode},
         consumer=_nats_consumer,
-        unreachable_sink=lambda: f"nats://127.0.0.1:{free_port()}",
+        unreachable_sink=lambda: f"nats://127.0.0.1:{CLOSED_PORT}",
     ),
 }
 

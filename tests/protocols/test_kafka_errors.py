@@ -17,7 +17,7 @@ from ceprotocols.errors import DeliveryRejected, DeliveryTimeout, TargetUnreacha
 from ceprotocols.kafka.binding import KafkaRecord
 from ceprotocols.kafka.producer import KafkaProducer, translate
 from confluent_kafka import KafkaError
-from servers import free_port
+from servers import CLOSED_PORT
 
 WHERE = "Kafka kafka://127.0.0.1:1"
 REFUSALS = [
@@ -79,7 +79,7 @@ def test_an_unrelated_rejection_ignores_a_past_refusal() -> None:
 @pytest.fixture
 async def producer() -> AsyncIterator[KafkaProducer]:
     """A real librdkafka producer whose bootstrap port has nothing listening."""
-    config = {"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": 1000}
+    config = {"bootstrap.servers": f"127.0.0.1:{CLOSED_PORT}", "message.timeout.ms": 1000}
     made = KafkaProducer(config, where=WHERE)
     yield made
     await made.close()
@@ -105,7 +105,7 @@ async def test_timed_out_records_without_a_refusal_are_unreachable(producer: Kaf
 
 async def test_no_delivery_report_in_time_after_a_refusal_is_rejected() -> None:
     """The sender's own deadline passing first is the same refusal, not a timeout."""
-    config = {"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": 1500}
+    config = {"bootstrap.servers": f"127.0.0.1:{CLOSED_PORT}", "message.timeout.ms": 1500}
     producer = KafkaProducer(config, where=WHERE)
     try:
         producer._on_error(refusal(KafkaError.SASL_AUTHENTICATION_FAILED))

@@ -17,7 +17,7 @@ from ceprotocols.errors import TargetUnreachable
 from ceprotocols.mqtt.sender import MqttSender
 from ceprotocols.sender import Destination
 from servers import MosquittoServer
-from servers.base import free_port
+from servers.base import CLOSED_PORT
 
 from protocols.ce_samples import as_strings, make_event
 from protocols.consumers import MqttConsumer
@@ -82,7 +82,7 @@ async def test_unreachable_broker_fails_in_time_and_closes_promptly() -> None:
     keeps retrying in the background), and closing the sender stops the retries at once."""
     sender = MqttSender(v5=True)
     destination = Destination(
-        protocol="MQTT5", sink=f"mqtt://127.0.0.1:{free_port()}", settings={"topicname": "t"}, timeout=1.5
+        protocol="MQTT5", sink=f"mqtt://127.0.0.1:{CLOSED_PORT}", settings={"topicname": "t"}, timeout=1.5
     )
     started = time.monotonic()
     with pytest.raises(TargetUnreachable):

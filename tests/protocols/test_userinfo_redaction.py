@@ -15,7 +15,7 @@ from ceprotocols.nats.sender import translate as nats_translate
 from ceprotocols.sender import Destination
 from confluent_kafka import KafkaError
 from nats.errors import ConnectionClosedError, MaxPayloadError
-from servers import NatsServer, free_port
+from servers import CLOSED_PORT, NatsServer
 
 SECRET = "s3cr3t-Tok3n"
 USERINFOS = [pytest.param(SECRET, id="token-as-user"), pytest.param(f"user:{SECRET}", id="password")]
@@ -55,7 +55,7 @@ async def test_http_transport_errors_leave_the_userinfo_out(userinfo: str) -> No
     transport = HttpTransport()
     try:
         for url, kind in (
-            (f"http://{userinfo}@127.0.0.1:{free_port()}/x", TargetUnreachable),
+            (f"http://{userinfo}@127.0.0.1:{CLOSED_PORT}/x", TargetUnreachable),
             (f"http://{userinfo}@127.0.0.1:99999/x", DeliveryRejected),
         ):
             with pytest.raises(HttpTransportError) as caught:

@@ -7,7 +7,7 @@ fixtures that start them live in :mod:`servers.fixtures`, registered for the who
 ``tests/conftest.py``. A missing server binary fails the test with the command that installs it.
 """
 
-from servers.base import ServerError, ServerProcess, free_port
+from servers.base import CLOSED_PORT, ServerError, ServerProcess, free_port
 from servers.mosquitto import MosquittoServer
 from servers.nats import NatsServer
 from servers.postgres import PostgresServer
@@ -15,6 +15,7 @@ from servers.rabbitmq import RabbitMQServer
 from servers.tansu import TansuServer
 
 __all__ = [
+    "CLOSED_PORT",
     "MosquittoServer",
     "NatsServer",
     "PostgresServer",

@@ -28,6 +28,13 @@ class ServerError(RuntimeError):
     """A test server could not be found, started or stopped."""
 
 
+#: A port of 127.0.0.1 that nothing listens on, for a target that must refuse connections: the
+#: discard service's, below the range a bind to port 0 takes its ports from, so that no server a
+#: test starts (in this process or in another worker) can be listening there by chance, as it
+#: can on a port :func:`free_port` found free a moment before.
+CLOSED_PORT = 9
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

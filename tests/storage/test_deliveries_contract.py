@@ -386,37 +386,48 @@ async def test_what_due_hands_out_is_held_and_watch_can_be_stopped(storage: Stor
     stop()  # stopping twice is harmless
 
 
-async def test_take_gives_a_rate_and_a_burst_of_one_second(storage: Storage) -> None:
-    log = storage.deliveries
-    assert [await log.take("k", 5.0) for _ in range(5)] == [0.0] * 5
-    wait = await log.take("k", 5.0)
-    assert 0.0 < wait <= 0.2
-    assert await log.take("other", 5.0) == 0.0  # buckets are independent
-    with pytest.raises(ValueError, match="positive"):
-        await log.take("k", 0.0)
+async def test_take_gives_a_rate_and_a_burst_of_one_second(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> None:
+    # On a clock of its own: a stall of 0.2 s between the takes would refill the bucket.
+    clock = ManualClock()
+    async with opened(STORAGES[backend](request, tmp_path, clock=clock)) as storage:
+        log = storage.deliveries
+        assert [await log.take("k", 5.0) for _ in range(5)] == [0.0] * 5
+        wait = await log.take("k", 5.0)
+        assert 0.0 < wait <= 0.2
+        assert await log.take("other", 5.0) == 0.0  # buckets are independent
+        with pytest.raises(ValueError, match="positive"):
+            await log.take("k", 0.0)
 
 
-async def test_due_keeps_within_the_limits_on_a_shared_log(storage: Storage) -> None:
+async def test_due_keeps_within_the_limits_on_a_shared_log(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> None:
     """A shared log enforces a subscription's concurrency and rate over every instance; an
     unshared one leaves them to its one dispatcher and returns what is due."""
-    log = storage.deliveries
-    await log.append([incoming(n, "a") for n in range(10)])
-    rows, later = await log.due("a", 10, Limits(concurrency=3))
-    if storage.claims is None:
-        assert len(rows) == 10
-        return
-    assert len(rows) == 3
-    assert later is not None
-    assert (await log.due("a", 10, Limits(concurrency=3)))[0] == []  # all three permits are out
-    await log.complete([(rows[0].id, rows[0].event_seq, "a")])
-    assert len((await log.due("a", 10, Limits(concurrency=3)))[0]) == 1
-    await log.append([incoming(f"r{n}", "r") for n in range(10)])
-    first, _ = await log.due("r", 10, Limits(concurrency=10, rate=4.0))
-    assert len(first) == 4  # a burst of one second's worth
-    second, later = await log.due("r", 10, Limits(concurrency=10, rate=4.0))
-    assert second == []
-    assert later is not None
-    assert later - time.time() <= 0.3
+    # On a clock of its own: a stall of a quarter of a second between two looks would refill
+    # the rate's bucket.
+    clock = ManualClock()
+    async with opened(STORAGES[backend](request, tmp_path, clock=clock)) as storage:
+        log = storage.deliveries
+        await log.append([incoming(n, "a") for n in range(10)])
+        rows, later = await log.due("a", 10, Limits(concurrency=3))
+        if storage.claims is None:
+            assert len(rows) == 10
+            return
+        assert len(rows) == 3
+        assert later is not None
+        assert (await log.due("a", 10, Limits(concurrency=3)))[0] == []  # all three permits are out
+        await log.complete([(rows[0].id, rows[0].event_seq, "a")])
+        assert len((await log.due("a", 10, Limits(concurrency=3)))[0]) == 1
+        await log.append([incoming(f"r{n}", "r") for n in range(10)])
+        first, _ = await log.due("r", 10, Limits(concurrency=10, rate=4.0))
+        assert len(first) == 4  # a burst of one second's worth
+        second, later = await log.due("r", 10, Limits(concurrency=10, rate=4.0))
+        assert second == []
+        assert later is not None
+        assert later - clock.now() <= 0.3
 
 
 async def test_release_gives_back_claims_untouched(storage: Storage) -> None:

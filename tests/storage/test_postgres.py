@@ -209,6 +209,22 @@ async def test_deliveries_the_ingesting_instance_leaves_unclaimed_are_announced(
         assert two.claims.holds(claimed)
 
 
+async def test_an_instance_closing_right_after_an_append_still_announces_what_it_left(
+    postgres_url: str,
+) -> None:
+    """The announcement waits a moment after the append; a close in that moment sends it at once
+    (otherwise the others would find the deliveries only at their next rescan)."""
+    async with opened(PostgresStorage(postgres_url)) as two:
+        heard: list[str | None] = []
+        two.claims.watch(heard.append)
+        one = PostgresStorage(postgres_url)
+        async with opened(one):
+            await one.deliveries.append([Incoming({"id": "1"}, "/s", "1", ("s",))])
+        await async_wait_until(lambda: "s" in heard, 10, "the other instance told of s")
+        (claimed,), _ = await two.deliveries.due("s", 10)
+        assert two.claims.holds(claimed)
+
+
 async def test_a_task_cancelled_during_a_statement_ends_cancelled(postgres_url: str) -> None:
     """psycopg answers a cancellation with the server's "query canceled"; the task must still end
     cancelled (a loop that retries storage failures would otherwise outlive its cancellation:

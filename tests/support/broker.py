@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,14 +37,25 @@ from support.waiting import wait_for, wait_until
 STRUCTURED = {"content-type": "application/cloudevents+json"}
 
 
-class Broker:
-    """A running broker with an HTTP client bound to it (``http``)."""
+#: Seconds the backlog count must stay at zero on a broker that shares its log (PostgreSQL)
+#: before :meth:`Broker.settled` trusts it: such a broker reads the count back from the log
+#: every second, and a read begun just before an ingest committed sets it to what it was before
+#: that ingest, a moment after the ingest added to it, until the next read.
+SHARED_COUNT_STEADY = 2.0
 
-    def __init__(self, server: ServerThread, client: httpx.Client, app: Starlette) -> None:
+
+class Broker:
+    """A running broker with an HTTP client bound to it (``http``); ``shared`` when its
+    delivery log is shared with other instances (PostgreSQL)."""
+
+    def __init__(
+        self, server: ServerThread, client: httpx.Client, app: Starlette, *, shared: bool = False
+    ) -> None:
         self.server = server
         self.url = server.url
         self.http = client
         self.app = app
+        self.shared = shared
 
     def subscribe(self, sink: str, **fields: Any) -> dict[str, Any]:
         """Create an HTTP subscription delivering to ``sink`` (201 asserted); returns it."""
@@ -68,8 +80,26 @@ class Broker:
 
     def settled(self, timeout: float = 15.0) -> None:
         """Wait until no delivery is pending: each one accepted so far has reached its sink (or
-        its dead letter, or was dropped with its subscription), so none can arrive later."""
-        wait_for(self.backlog, lambda pending: pending == 0, timeout, "no pending delivery")
+        its dead letter, or was dropped with its subscription), so none can arrive later. On a
+        shared log the count must stay at zero for :data:`SHARED_COUNT_STEADY` seconds."""
+        steady = SHARED_COUNT_STEADY if self.shared else 0.0
+        zero_since: list[float] = []
+
+        def observe() -> tuple[float, float]:
+            """The count, and for how many seconds it has been zero."""
+            pending, now = self.backlog(), time.monotonic()
+            if pending != 0:
+                zero_since.clear()
+            elif not zero_since:
+                zero_since.append(now)
+            return pending, now - zero_since[0] if zero_since else 0.0
+
+        wait_for(
+            observe,
+            lambda seen: seen[0] == 0 and seen[1] >= steady,
+            timeout + steady,
+            f"no pending delivery for {steady:g} s" if steady else "no pending delivery",
+        )
 
 
 class Brokers:
@@ -113,7 +143,8 @@ class Brokers:
         parts = build_components(settings, storage, clock=clock, resolver=resolver, senders=senders)
         app = create_app(settings, parts)
         server, client = self._served.start(app, force_exit=self._force_exit)
-        return Broker(server, client, app)
+        shared = storage.claims is not None if storage is not None else key is not None
+        return Broker(server, client, app, shared=shared)
 
     def close(self) -> None:
         """Stop every broker started, newest first."""

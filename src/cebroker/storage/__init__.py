@@ -1,4 +1,4 @@
-"""The storage layer: every table the broker keeps, behind four contracts.
+"""The storage layer: every table the broker keeps, behind small contracts, among them:
 
 * :class:`SubscriptionStore` (subscriptions and their change feed),
 * :class:`DeliveryLog` (events, deliveries, dead letters, counts, de-duplication keys: small
@@ -7,7 +7,8 @@
 * :class:`RegistryStore` (the xRegistry's entities, as synchronous row access in a transaction),
 * :class:`CircuitStore` (the open circuits of subscriptions whose sinks are down),
 
-bundled by a :class:`Storage` that one backend provides and :func:`create_storage` picks from
+and the event archive, pull delivery's locks and the reply channel, bundled by a
+:class:`Storage` that one backend provides and :func:`create_storage` picks from
 :data:`~cebroker.storage.backends.BACKENDS`. Components depend on these contracts only; the
 embedded backend is :mod:`cebroker.storage.sqlite`.
 """

@@ -21,7 +21,7 @@ from opentelemetry import trace
 from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
-from cebroker.pipeline.dispatch.outcomes import DELIVERED, GONE, LET_GO, DeadLetter, Failed, Outcome, Outcomes
+from cebroker.pipeline.dispatch.outcomes import DELIVERED, GONE, LET_GO, DeadLetter, Failed, Outcome, Settler
 from cebroker.pipeline.dispatch.replies import HopLimit, Replies, wants_replies
 from cebroker.pipeline.dispatch.retry import GiveUp
 from cebroker.pipeline.dispatch.setup import DeliverySetups
@@ -46,7 +46,7 @@ def sender_error(exc: Exception, protocol: str) -> DeliveryError:
 
 class Attempts:
     """Delivers items of lanes through the senders; each attempt's outcome goes to
-    :class:`~.outcomes.Outcomes`."""
+    :class:`~.outcomes.Settler`."""
 
     def __init__(
         self,
@@ -54,7 +54,7 @@ class Attempts:
         senders: SenderPool,
         subscriptions: Mapping[str, Subscription],
         circuits: Circuits,
-        outcomes: Outcomes,
+        settler: Settler,
         transformer: Transformer,
         setups: DeliverySetups,
         tracing: Tracing = NO_TRACING,
@@ -69,7 +69,7 @@ class Attempts:
         self._transformer = transformer
         self._circuits = circuits
         self._subscriptions = subscriptions
-        self._outcomes = outcomes
+        self._settler = settler
 
     async def run(self, lane: Lane, item: Item) -> None:
         """Deliver ``item`` once and record the outcome."""
@@ -77,26 +77,26 @@ class Attempts:
             await self._attempt(lane, item)
         except Exception:
             log_failure("delivery %s: recording its outcome failed", item.row.id)
-            self._outcomes.reload(lane, [item])
+            self._settler.reload(lane, [item])
 
     async def _attempt(self, lane: Lane, item: Item) -> None:
         subscription = self._subscriptions.get(lane.id)
         if subscription is None:
-            await self._outcomes.apply(lane, item, GONE)
+            await self._settler.apply(lane, item, GONE)
             return
         if self._claims is not None and not self._claims.holds(item.row):
             # A shared log's claim lapsed (this instance could not renew its lease in time):
             # another instance may deliver it now. Leave it; the loader claims it again if not.
-            self._outcomes.reload(lane, [item])
+            self._settler.reload(lane, [item])
             return
         if not self._circuits.admits(lane.id, item.row.id):
-            await self._outcomes.apply(lane, item, LET_GO)
+            await self._settler.apply(lane, item, LET_GO)
             return
         setup = self._setups.of(subscription)
         policy = setup.policy
         prepared = self._transformer.apply(lane, item, subscription, policy, setup.destination)
         if not isinstance(prepared, tuple):  # the transformation dropped it or failed
-            await self._outcomes.apply(lane, item, prepared)
+            await self._settler.apply(lane, item, prepared)
             return
         event, destination = prepared
         if lane.limiter is not None:
@@ -105,7 +105,7 @@ class Attempts:
             await self._traced(lane, item, event, subscription, policy, destination)
             return
         outcome = await self._send(lane, item, subscription, event, destination, policy, None)
-        await self._outcomes.apply(lane, item, outcome)
+        await self._settler.apply(lane, item, outcome)
 
     async def _send(
         self,
@@ -186,10 +186,10 @@ class Attempts:
                 error = outcome.error
                 recorded = "unrecorded"  # the outcome's write failed: the loader takes it again
                 try:
-                    recorded = await self._outcomes.apply(lane, item, outcome)
+                    recorded = await self._settler.apply(lane, item, outcome)
                 finally:
                     circuit = "closed" if self._circuits.closed(lane.id) else "open"
                     Tracing.attempted(span, recorded, status=error.status, error=error, circuit=circuit)
                 return
         Tracing.attempted(span, "delivered")
-        await self._outcomes.apply(lane, item, outcome)
+        await self._settler.apply(lane, item, outcome)

@@ -17,6 +17,7 @@ class Backlog:
     def __init__(self, gauge: Any) -> None:
         self._gauge = gauge
         self._pending = 0
+        self._written = 0  # every delivery ever added here: marks for reads of a shared log
 
     @property
     def pending(self) -> int:
@@ -27,12 +28,23 @@ class Backlog:
         """``count`` deliveries were written to the log."""
         if count:
             self._pending += count
+            self._written += count
             self._gauge.set(self._pending)
 
-    def set(self, count: int) -> None:
-        """The count read from a shared log (every instance's deliveries)."""
-        self._pending = count
-        self._gauge.set(count)
+    def mark(self) -> int:
+        """Where this instance's additions stand: take it before reading a shared log's count."""
+        return self._written
+
+    def read(self, count: int, mark: int) -> None:
+        """The count read from a shared log (every instance's deliveries), read after ``mark``.
+
+        Deliveries this instance added while the read was under way may be missing from it (their
+        commit raced the read's snapshot), so they are kept on top of it until the next read. One
+        whose commit the snapshot did see is then counted twice until that read: the count errs
+        high for a moment rather than low, so ingress's bound and a wait for an empty backlog
+        never see deliveries that are in fact pending as gone."""
+        self._pending = count + (self._written - mark)
+        self._gauge.set(self._pending)
 
     def settled(self, count: int) -> None:
         """``count`` deliveries left the log (never below zero: a clean-up may race a completion)."""

@@ -28,7 +28,7 @@ from cebroker.pipeline.dispatch.attempts import sender_error
 from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.outages import log_failure
-from cebroker.pipeline.dispatch.outcomes import GONE, DeadLetter, Failed, Outcome, Outcomes
+from cebroker.pipeline.dispatch.outcomes import GONE, DeadLetter, Failed, Outcome, Settler
 from cebroker.pipeline.dispatch.replies import HopLimit, Replies, wants_replies
 from cebroker.pipeline.dispatch.retry import GiveUp
 from cebroker.pipeline.dispatch.setup import DeliverySetups
@@ -44,7 +44,7 @@ log = logging.getLogger("cebroker.pipeline")
 
 class BatchAttempts:
     """Delivers batches of lanes through the senders; each delivery's outcome goes to
-    :class:`~.outcomes.Outcomes`."""
+    :class:`~.outcomes.Settler`."""
 
     def __init__(
         self,
@@ -52,7 +52,7 @@ class BatchAttempts:
         senders: SenderPool,
         subscriptions: Mapping[str, Subscription],
         circuits: Circuits,
-        outcomes: Outcomes,
+        settler: Settler,
         transformer: Transformer,
         setups: DeliverySetups,
         tracing: Tracing = NO_TRACING,
@@ -67,7 +67,7 @@ class BatchAttempts:
         self._transformer = transformer
         self._senders = senders
         self._subscriptions = subscriptions
-        self._outcomes = outcomes
+        self._settler = settler
 
     async def run(self, lane: Lane, items: list[Item]) -> None:
         """Deliver ``items`` in one request and record every outcome."""
@@ -75,22 +75,22 @@ class BatchAttempts:
             await self._attempt(lane, items)
         except Exception:
             log_failure("a batch of %d deliveries: recording the outcome failed", len(items))
-            self._outcomes.reload(lane, items, held_only=True)
+            self._settler.reload(lane, items, held_only=True)
 
     async def _attempt(self, lane: Lane, items: list[Item]) -> None:
         subscription = self._subscriptions.get(lane.id)
         if subscription is None:
             for item in items:
-                await self._outcomes.apply(lane, item, GONE)
+                await self._settler.apply(lane, item, GONE)
             return
         held = [item for item in items if self._claims is None or self._claims.holds(item.row)]
         if len(held) < len(items):  # a lapsed claim (see Attempts): leave those to the log
-            self._outcomes.reload(lane, [item for item in items if item not in held], held_only=True)
+            self._settler.reload(lane, [item for item in items if item not in held], held_only=True)
         if not held:
             return
         admitted = [item for item in held if self._circuits.admits(lane.id, item.row.id)]
         if len(admitted) < len(held):  # only the probe goes while the circuit is open
-            await self._outcomes.let_go(lane, [item for item in held if item not in admitted])
+            await self._settler.let_go(lane, [item for item in held if item not in admitted])
             held = admitted
         if not held:
             return
@@ -108,7 +108,7 @@ class BatchAttempts:
                 events.append(prepared[0])
                 sent.append(item)
             else:
-                await self._outcomes.apply(lane, item, prepared)
+                await self._settler.apply(lane, item, prepared)
         held = sent
         if not held:
             return
@@ -121,7 +121,7 @@ class BatchAttempts:
         try:
             problem = await self._send(lane, held, subscription, events, setup.destination, None)
         except Exception as exc:
-            await self._outcomes.batch_failed(lane, held, policy, sender_error(exc, subscription.protocol))
+            await self._settler.batch_failed(lane, held, policy, sender_error(exc, subscription.protocol))
         else:
             await self._settle(lane, held, policy, problem)
 
@@ -158,7 +158,7 @@ class BatchAttempts:
         the hop limit; retries, not counted toward the sink's circuit, when the reply could not
         be committed)."""
         if problem is None:
-            await self._outcomes.delivered(lane, held)
+            await self._settler.delivered(lane, held)
             return
         for item in held:
             outcome: Outcome
@@ -166,7 +166,7 @@ class BatchAttempts:
                 outcome = DeadLetter(policy, GiveUp(item.row.attempts + 1, str(problem), None, None))
             else:
                 outcome = Failed(policy, problem, circuit_open=False)
-            await self._outcomes.apply(lane, item, outcome)
+            await self._settler.apply(lane, item, outcome)
 
     async def _traced(
         self,
@@ -198,7 +198,7 @@ class BatchAttempts:
             except Exception as exc:
                 error = sender_error(exc, subscription.protocol)
                 try:
-                    await self._outcomes.batch_failed(lane, held, policy, error)
+                    await self._settler.batch_failed(lane, held, policy, error)
                 finally:
                     circuit = "closed" if self._circuits.closed(lane.id) else "open"
                     Tracing.attempted(span, "failed", status=error.status, error=error, circuit=circuit)

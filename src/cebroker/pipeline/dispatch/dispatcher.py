@@ -3,7 +3,7 @@
 * :class:`~.lanes.Lanes`: per-subscription lanes and their workers;
 * :class:`~.attempts.Attempts`: one delivery attempt through the protocol's sender;
 * :class:`~.batches.BatchAttempts`: a batch of deliveries in one request (:mod:`.batcher`);
-* :class:`~.outcomes.Outcomes`: what an attempt came to, acted on in one place (with
+* :class:`~.outcomes.Settler`: what an attempt came to, acted on in one place (with
   :func:`~.retry.decide` for a failure: retry later or dead-letter);
 * :class:`~.circuits.Circuits`: a circuit per sink, its probes and time-to-live sweeps;
 * :class:`~.deadletters.DeadLetterForwarder`: copies to the dead-letter sink;
@@ -31,13 +31,15 @@ from cebroker.pipeline.dispatch.batches import BatchAttempts
 from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.completions import Completions
 from cebroker.pipeline.dispatch.deadletters import DeadLetterForwarder
+from cebroker.pipeline.dispatch.due import DueTimes
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.loader import Loader
 from cebroker.pipeline.dispatch.outages import log_failure
-from cebroker.pipeline.dispatch.outcomes import RELOAD_DELAY, Outcomes
+from cebroker.pipeline.dispatch.outcomes import RELOAD_DELAY, Settler
 from cebroker.pipeline.dispatch.replies import Replies
 from cebroker.pipeline.dispatch.setup import DeliverySetups
+from cebroker.pipeline.dispatch.slots import Slots
 from cebroker.pipeline.dispatch.tasks import Tasks
 from cebroker.pipeline.dispatch.transforming import Transformer
 from cebroker.pipeline.matcher import Matcher
@@ -98,15 +100,18 @@ class Dispatcher:
         self._clock = clock
         self._subscriptions = matcher.subscriptions
         self._ordered = matcher.ordered
-        self._replay_settled = replay_settled
         #: Every subscription's delivery setup (policy, destination, batches), made once per revision.
         self._setups = DeliverySetups(clock)
         self.backlog = Backlog(metrics.backlog)
+        #: What waits in the log, and when it falls due: written by every part, read by the loader.
+        self._due = DueTimes(self._subscriptions)
         self._last_delivered = metrics.last_delivered
-        self._completions = Completions(journal, self.backlog, self._release, clock)
         self._forwarder = DeadLetterForwarder(
             senders, events=broker_events, subscriptions=self._subscriptions
         )
+        # The one cycle: lanes run attempts, and an attempt's outcome frees its lane's place
+        # (and a circuit pushes its probe into a lane). The lanes are made first and given two
+        # methods of this dispatcher that reach the attempts, made after them.
         self._lanes = Lanes(
             capacity=lane_capacity,
             clock=clock,
@@ -114,7 +119,7 @@ class Dispatcher:
             setups=self._setups,
             attempt=self._attempt,
             attempt_batch=self._attempt_batch,
-            local_limits=claims is None,
+            claims=claims,
         )
         self.circuits = Circuits(
             store=circuits,
@@ -126,12 +131,20 @@ class Dispatcher:
             clock=clock,
             backlog=self.backlog,
             forwarder=self._forwarder,
-            schedule=self._schedule,
+            schedule=self._due.schedule,
             probe_max_delay=probe_max_delay,
             events=broker_events,
             claims=claims,
         )
-        outcomes = Outcomes(
+        slots = Slots(
+            due=self._due,
+            lanes=self._lanes,
+            circuits=self.circuits,
+            ordered=self._ordered,
+            replay_settled=replay_settled,
+        )
+        self._completions = Completions(journal, self.backlog, slots.release, clock)
+        settler = Settler(
             journal=journal,
             subscriptions=self._subscriptions,
             metrics=metrics,
@@ -140,8 +153,8 @@ class Dispatcher:
             completions=self._completions,
             forwarder=self._forwarder,
             circuits=self.circuits,
-            release=self._release,
-            schedule=self._schedule,
+            release=slots.release,
+            schedule=self._due.schedule,
             tracing=tracing,
             claims=claims,
         )
@@ -150,7 +163,7 @@ class Dispatcher:
             senders=senders,
             subscriptions=self._subscriptions,
             circuits=self.circuits,
-            outcomes=outcomes,
+            settler=settler,
             transformer=transformer,
             setups=self._setups,
             tracing=tracing,
@@ -161,7 +174,7 @@ class Dispatcher:
             senders=senders,
             subscriptions=self._subscriptions,
             circuits=self.circuits,
-            outcomes=outcomes,
+            settler=settler,
             transformer=transformer,
             setups=self._setups,
             tracing=tracing,
@@ -175,6 +188,7 @@ class Dispatcher:
             setups=self._setups,
             metrics=metrics,
             clock=clock,
+            due=self._due,
             deleted=self._deleted,
             closed=self.circuits.closed,
             claims=claims,
@@ -195,7 +209,7 @@ class Dispatcher:
             if subscription in self._subscriptions:
                 if self._subscriptions[subscription].pull:
                     continue  # its consumers receive it: not pushed, not in the push backlog
-                self._loader.schedule(subscription, due_at)
+                self._due.schedule(subscription, due_at)
                 self.backlog.added(count)
             else:  # deleted while the broker was down
                 await self._log.forget(subscription)
@@ -212,7 +226,8 @@ class Dispatcher:
         """With a shared log the backlog is every instance's: read it from the log, briefly cached."""
         while True:
             try:
-                self.backlog.set(await self._log.pending())
+                mark = self.backlog.mark()
+                self.backlog.read(await self._log.pending(), mark)
             except Exception:
                 log_failure("reading the shared backlog failed")
             await self._clock.sleep(BACKLOG_EVERY)
@@ -260,14 +275,14 @@ class Dispatcher:
                 # A shared log: this instance claims it like any other; ordered: the log says
                 # which of a group goes next.
                 if not appended.held or subscription in self._ordered:
-                    self._loader.schedule(subscription, 0.0)
+                    self._due.schedule(subscription, 0.0)
                     continue
                 # It waits in the log while older ones do (the lane's order), the lane is full
                 # or the sink's circuit is open.
-                waits = self._loader.waiting(subscription) or not self.circuits.closed(subscription)
+                waits = self._due.waiting(subscription) or not self.circuits.closed(subscription)
                 lane = None if waits or current is None else self._lanes.get(current)
                 if lane is None or lane.free <= 0:
-                    self._loader.schedule(subscription, 0.0)
+                    self._due.schedule(subscription, 0.0)
                     continue
                 trace = traces[index] if traces is not None else None
                 row = Pending(delivery_id, appended.seq, subscription, 0, appended.at, None, trace=trace)
@@ -278,7 +293,7 @@ class Dispatcher:
     def redriven(self, subscription: str, count: int) -> None:
         """``count`` dead letters of ``subscription`` were put back in the log as deliveries."""
         self.backlog.added(count)
-        self._loader.schedule(subscription, 0.0)
+        self._due.schedule(subscription, 0.0)
 
     def replaced(self, subscription: Subscription) -> None:
         """A subscription was replaced: its lane follows the new revision, and a circuit open
@@ -289,7 +304,7 @@ class Dispatcher:
     def replayed(self, subscription: str, count: int) -> None:
         """A replay put ``count`` deliveries of ``subscription`` in the log."""
         self.backlog.added(count)
-        self._loader.schedule(subscription, 0.0)
+        self._due.schedule(subscription, 0.0)
 
     def withdrawn(self, count: int) -> None:
         """A cancelled replay took ``count`` of its deliveries out of the log."""
@@ -302,7 +317,7 @@ class Dispatcher:
 
     async def forget(self, subscription: str) -> None:
         """A subscription was deleted: drop its lane and everything the log keeps for it."""
-        self._loader.forget(subscription)
+        self._due.forget(subscription)
         self._lanes.drop(subscription)
         self._setups.forget(subscription)
         self._last_delivered.pop(subscription, None)
@@ -313,12 +328,11 @@ class Dispatcher:
         except StorageUnavailable as exc:
             # Its rows stay; the loader finds them again, sees the subscription gone and retries.
             log.debug("forgetting subscription %s failed: %s", subscription, exc)
-            self._loader.schedule(subscription, self._clock.now() + RELOAD_DELAY)
+            self._due.schedule(subscription, self._clock.now() + RELOAD_DELAY)
             return
         self.backlog.settled(removed)
 
-    # The callbacks below are handed to parts built before the loader and the lanes they
-    # reach (which need those parts in turn), so they are methods rather than bound references.
+    # The lanes' two ways into the attempts (see the cycle in __init__).
 
     async def _attempt(self, lane: Lane, item: Item) -> None:
         await self._attempts.run(lane, item)
@@ -326,24 +340,7 @@ class Dispatcher:
     async def _attempt_batch(self, lane: Lane, items: list[Item]) -> None:
         await self._batches.run(lane, items)
 
-    def _schedule(self, subscription: str, at: float) -> None:
-        self._loader.schedule(subscription, at)
-
-    def _release(self, lane: Lane, delivery_id: int) -> None:
-        """A delivery's outcome is recorded: free its slot in the lane."""
-        lane.inflight.discard(delivery_id)
-        self.circuits.released(lane.id, delivery_id)
-        if delivery_id in lane.replayed:
-            lane.replayed.discard(delivery_id)
-            self._replay_settled()
-        if lane.id in self._ordered or self._loader.held_back(lane.id):
-            # The next of its group may be due now. The lane stays (a load in progress may be
-            # about to fill it); the loader drops it once the log holds nothing more of it.
-            self._loader.schedule(lane.id, 0.0)
-        elif self._loader.waiting(lane.id):
-            self._loader.wake()  # more of the subscription's deliveries wait in the log
-        else:
-            self._lanes.drop_if_idle(lane)
-
     def _deleted(self, subscription: str) -> None:
+        """The loader found rows of a deleted subscription: the clean-up reaches every part, so
+        the loader hands it to this owner of them all."""
         self._cleanups.spawn(self.forget(subscription))

@@ -20,6 +20,7 @@ import orjson
 from cebroker.clock import Clock
 from cebroker.pipeline.dispatch.setup import BatchLimits, DeliverySetup
 from cebroker.pipeline.policy import DeliveryPolicy
+from cebroker.storage.claims import Claims
 from cebroker.storage.deliveries import Pending
 
 log = logging.getLogger("cebroker.pipeline")
@@ -85,14 +86,15 @@ class Lane:
     """One subscription's deliveries in memory; :class:`~.lanes.Lanes` runs its workers."""
 
     def __init__(
-        self, subscription_id: str, capacity: int, clock: Clock, *, local_limits: bool = True
+        self, subscription_id: str, capacity: int, clock: Clock, *, claims: Claims | None = None
     ) -> None:
         self.id = subscription_id
         self._base_capacity = capacity
         self.capacity = capacity
         self._clock = clock
-        #: False when a shared log enforces concurrency and rate over every instance (claims).
-        self.local_limits = local_limits
+        #: A shared log's claims: the log enforces concurrency and rate over every instance, and
+        #: the lane asks for its share (None: the lane enforces the limits itself).
+        self.claims = claims
         self.queue: deque[Item] = deque()
         #: Delivery ids queued, being delivered or awaiting their log update.
         self.inflight: set[int] = set()
@@ -112,16 +114,16 @@ class Lane:
         """How many more deliveries this lane may take into memory."""
         return self.capacity - len(self.inflight)
 
-    def room(self, policy: DeliveryPolicy, instances: int = 1) -> int:
+    def room(self, policy: DeliveryPolicy) -> int:
         """How many more deliveries to ask the log for: the free places, and with limits
-        enforced by a shared log no more than this instance's share of the concurrency leaves
-        (the ``policy``'s concurrency over the ``instances`` using the log, rounded up; the
-        claims of this lane count against it until their outcome is written). Shares keep one
-        instance from holding every slot of a subscription while the others can only wait for
-        one."""
-        if self.local_limits:
+        enforced by a shared log (``claims``) no more than this instance's share of the
+        concurrency leaves (the ``policy``'s concurrency over the instances using the log,
+        rounded up; the claims of this lane count against it until their outcome is written).
+        Shares keep one instance from holding every slot of a subscription while the others can
+        only wait for one."""
+        if self.claims is None:
             return self.free
-        share = -(-policy.concurrency // max(1, instances))
+        share = -(-policy.concurrency // max(1, self.claims.instances))
         return min(self.free, share - len(self.inflight))
 
     def push(self, item: Item) -> None:
@@ -145,7 +147,7 @@ class Lane:
         if self.batch is not None:
             held = min(setup.policy.concurrency, BATCHES_HELD) * self.batch.events
             self.capacity = max(self._base_capacity, held)
-        rate = setup.policy.ratelimit if self.local_limits else None
+        rate = setup.policy.ratelimit if self.claims is None else None
         if rate is None:
             self.limiter = None
         elif self.limiter is None or self.limiter.rate != rate:

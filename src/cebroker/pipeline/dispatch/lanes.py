@@ -17,6 +17,7 @@ from cebroker.pipeline.dispatch.batcher import collect, wanted_workers
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.dispatch.tasks import Tasks
+from cebroker.storage.claims import Claims
 from cebroker.subscription import Subscription
 
 #: Delivers one item of a lane and records its outcome; never raises.
@@ -37,11 +38,11 @@ class Lanes:
         setups: DeliverySetups,
         attempt: Attempt,
         attempt_batch: BatchAttempt,
-        local_limits: bool = True,
+        claims: Claims | None = None,
     ) -> None:
         self._setups = setups
         self._capacity = capacity
-        self._local_limits = local_limits
+        self._claims = claims
         self._clock = clock
         self._subscriptions = subscriptions
         self._attempt = attempt
@@ -56,7 +57,7 @@ class Lanes:
         lane = self._lanes.get(subscription.id)
         if lane is None:
             lane = self._lanes[subscription.id] = Lane(
-                subscription.id, self._capacity, self._clock, local_limits=self._local_limits
+                subscription.id, self._capacity, self._clock, claims=self._claims
             )
         lane.follow(self._setups.of(subscription))
         return lane

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections.abc import Callable, Mapping
 
 from cebroker.clock import Clock, wait_or_sleep
+from cebroker.pipeline.dispatch.due import DueTimes
 from cebroker.pipeline.dispatch.lane import Item, Lane
 from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.outages import log_failure
@@ -22,7 +22,7 @@ from cebroker.pipeline.dispatch.setup import DeliverySetups
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.claims import Claims
-from cebroker.storage.deliveries import HELD_AT, DueQueue, Limits
+from cebroker.storage.deliveries import DueQueue, Limits
 from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.pipeline")
@@ -32,7 +32,7 @@ RECHECK = 1.0
 
 
 class Loader:
-    """The subscriptions with deliveries waiting in the log, and the loop that loads them.
+    """The loop that loads what falls due, as ``due`` (:class:`~.due.DueTimes`) says.
 
     ``deleted`` is called for a subscription found deleted while rows of it wait in the log
     (an ingest that matched it committed just after the deletion's clean-up). ``closed`` says
@@ -51,6 +51,7 @@ class Loader:
         setups: DeliverySetups,
         metrics: PipelineMetrics,
         clock: Clock,
+        due: DueTimes,
         deleted: Callable[[str], None],
         closed: Callable[[str], bool],
         claims: Claims | None = None,
@@ -64,43 +65,15 @@ class Loader:
         self._clock = clock
         self._deleted = deleted
         self._closed = closed
-        #: Subscription -> when its earliest delivery waiting in the log falls due.
-        self._due: dict[str, float] = {}
-        self._wake = asyncio.Event()
+        self._due = due
         self._rescan = asyncio.Event()
-
-    def waiting(self, subscription: str) -> bool:
-        """Whether ``subscription`` has deliveries in the log that are not in memory."""
-        return subscription in self._due
-
-    def held_back(self, subscription: str) -> bool:
-        """Whether the deliveries of ``subscription`` left in the log all wait for one before
-        them in their ordering group (only a delivery leaving the log lets the next go)."""
-        return self._due.get(subscription, 0.0) >= HELD_AT
-
-    def schedule(self, subscription: str, at: float) -> None:
-        """A delivery of ``subscription`` waits in the log and falls due at ``at`` (0: now).
-        A PULL subscription's deliveries wait for their consumers: never loaded, never pushed."""
-        current = self._subscriptions.get(subscription)
-        if current is not None and current.pull:
-            return
-        self._due[subscription] = min(self._due.get(subscription, math.inf), at)
-        self._wake.set()
-
-    def wake(self) -> None:
-        """Look again now (a lane made room)."""
-        self._wake.set()
-
-    def forget(self, subscription: str) -> None:
-        """Stop loading for a deleted subscription."""
-        self._due.pop(subscription, None)
 
     def heard(self, subscription: str | None) -> None:
         """A shared log says deliveries of ``subscription`` (None: of any) wait unclaimed."""
         if subscription is None:
             self._rescan.set()
         elif subscription in self._subscriptions:
-            self.schedule(subscription, 0.0)
+            self._due.schedule(subscription, 0.0)
 
     async def rescan(self, every: float) -> None:
         """With a shared log: every ``every`` seconds, or when told to, look for subscriptions
@@ -120,7 +93,7 @@ class Loader:
                 continue
             for subscription, due_at in waiting.items():
                 if subscription in self._subscriptions:
-                    self.schedule(subscription, due_at)
+                    self._due.schedule(subscription, due_at)
 
     async def run(self) -> None:
         """Load what falls due, then sleep until the next due time or a wake-up; forever."""
@@ -128,7 +101,7 @@ class Loader:
             now = self._clock.now()
             wake_at = now + RECHECK
             ready: list[tuple[str, float]] = []
-            for subscription, due_at in list(self._due.items()):
+            for subscription, due_at in self._due.items():
                 if due_at > now:
                     wake_at = min(wake_at, due_at)
                 else:
@@ -139,8 +112,8 @@ class Loader:
                 for subscription, due_at in ready:
                     await self._load(subscription, due_at)
             self._metrics.queued.set(self._lanes.queued)
-            self._wake.clear()
-            await wait_or_sleep(self._wake, max(0.0, wake_at - self._clock.now()), self._clock)
+            self._due.wakeup.clear()
+            await wait_or_sleep(self._due.wakeup, max(0.0, wake_at - self._clock.now()), self._clock)
 
     def _saturated(self, lane: Lane, policy: DeliveryPolicy, room: int) -> bool:
         """Whether to leave a lane as it is for now although it has ``room``: deliveries are not
@@ -157,14 +130,14 @@ class Loader:
     async def _load(self, subscription: str, due_at: float) -> None:
         current = self._subscriptions.get(subscription)
         if current is None:
-            self._due.pop(subscription, None)
+            self._due.forget(subscription)
             self._deleted(subscription)
             return
         if not self._closed(subscription):
             return  # its sink's circuit is open
         lane = self._lanes.get(current)
         policy = self._setups.of(current).policy
-        room = lane.room(policy, self._claims.instances if self._claims is not None else 1)
+        room = lane.room(policy)
         if room <= 0:
             return  # the lane wakes the loader when it makes room
         if self._saturated(lane, policy, room):
@@ -181,11 +154,7 @@ class Loader:
         for row in rows:
             if row.id not in lane.inflight and lane.free > 0:
                 lane.push(Item.from_row(row))
-        if self._due.get(subscription) == due_at:  # else a new delivery came in meanwhile
-            if later is None:
-                del self._due[subscription]
-            else:
-                self._due[subscription] = later
+        self._due.loaded(subscription, due_at, later)
         self._lanes.start_workers(lane)
-        if subscription not in self._due:
+        if not self._due.waiting(subscription):
             self._lanes.drop_if_idle(lane)  # nothing of it in the log, nothing in memory

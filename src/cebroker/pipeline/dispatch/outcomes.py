@@ -2,7 +2,7 @@
 
 An attempt (:mod:`.attempts`, :mod:`.batches`) and the transformation it applies
 (:mod:`.transforming`) record nothing themselves: each returns an outcome, and
-:meth:`Outcomes.apply` acts on it.
+:meth:`Settler.apply` acts on it.
 
 * :class:`Delivered`: the sink confirmed it. Counted, removed from the log (:mod:`.completions`),
   and the sink's circuit hears that the sink answered.
@@ -22,7 +22,7 @@ An attempt (:mod:`.attempts`, :mod:`.batches`) and the transformation it applies
 
 Either way the delivery's lane slot is freed only after the log write has committed. When
 recording an outcome fails (the log is unwritable?) the row is still in the log:
-:meth:`Outcomes.reload` frees the slot and has the loader pick it up again a little later.
+:meth:`Settler.reload` frees the slot and has the loader pick it up again a little later.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.claims import Claims
-from cebroker.storage.deliveries import DeliveryLog
+from cebroker.storage.outcomes import Outcomes
 from cebroker.subscription import Subscription
 from cebroker.telemetry import NO_TRACING, Tracing
 
@@ -110,14 +110,15 @@ GONE = Gone()
 LET_GO = LetGo()
 
 
-class Outcomes:
-    """Applies the outcomes of attempts; see the module docstring. ``claims``: a shared log's,
+class Settler:
+    """Settles the outcomes of attempts (the log's :class:`~cebroker.storage.outcomes.Outcomes`
+    records them); see the module docstring. ``claims``: a shared log's,
     through which a delivery let go is given back."""
 
     def __init__(
         self,
         *,
-        journal: DeliveryLog,
+        journal: Outcomes,
         subscriptions: Mapping[str, Subscription],
         metrics: PipelineMetrics,
         clock: Clock,

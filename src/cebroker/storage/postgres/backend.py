@@ -80,10 +80,12 @@ class PostgresStorage:
         self._open = True
 
     async def close(self) -> None:
-        """Give this instance's claims back, stop listening, close the pools."""
+        """Announce the deliveries this instance left unclaimed, give its claims back, stop
+        listening, close the pools."""
         if not self._open:
             return
         self._open = False
+        await self.deliveries.announce_now()
         with contextlib.suppress(StorageUnavailable):
             await self._membership.stop()
         await self._listener.stop()

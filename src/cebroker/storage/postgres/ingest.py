@@ -229,6 +229,21 @@ class PostgresIngest(LogBase):
         if self._announced and self._announcer is None:
             self._announcer = asyncio.create_task(self._announce_all(), name="cebroker-announce")
 
+    async def announce_now(self) -> None:
+        """Send at once the announcement that waits for :data:`ANNOUNCE_AFTER` (when the
+        storage closes: the other instances would otherwise hear of the deliveries this one
+        leaves unclaimed only at their next rescan). Best effort, as the announcement is."""
+        announcer = self._announcer
+        if announcer is not None:
+            announcer.cancel()
+            await asyncio.wait([announcer])  # its own end, whatever it was; never this task's
+        subscriptions, self._announced = self._announced, set()
+        if subscriptions:
+            try:
+                await self._db.call(ANNOUNCE, (DUE, sorted(subscriptions), self._clock.now()))
+            except StorageUnavailable as exc:
+                log.debug("announcing deliveries failed: %s", exc)
+
     async def _announce_all(self) -> None:
         try:
             while self._announced:

@@ -2,10 +2,11 @@
 server functions of the hot paths: append, claims, completion, ordering groups, buckets) run
 by the shared runner (:mod:`cebroker.storage.migrations`).
 
-The components and their versions are those of the SQLite backend. Each step runs in a
-transaction that first takes a transaction-level advisory lock, so several instances starting
-at once on a fresh database apply each step exactly once: the others wait, then find nothing
-left to do. A step's file is sent whole, as one statement string.
+The components are those of the SQLite backend, and so are their versions, except that
+PostgreSQL's ``deliveries`` has one more step (6, which only replaces a server function).
+Each step runs in a transaction that first takes a transaction-level advisory lock, so
+several instances starting at once on a fresh database apply each step exactly once: the
+others wait, then find nothing left to do. A step's file is sent whole, as one statement string.
 """
 
 from __future__ import annotations

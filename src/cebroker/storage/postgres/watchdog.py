@@ -76,6 +76,10 @@ class Watchdog:
     def start(self) -> None:
         """Watch in the background."""
         if self._task is None:
+            # The first ping opens the watchdog's connection now: opened only when a stall is
+            # judged, its connection time (slow on a loaded machine) counted against the ping's
+            # bound and could call a slow server hung.
+            self._ping = asyncio.create_task(self._pinged(), name="cebroker-postgres-ping")
             self._task = asyncio.create_task(self._watch(), name="cebroker-postgres-watchdog")
 
     async def stop(self) -> None:

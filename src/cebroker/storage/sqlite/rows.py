@@ -57,7 +57,7 @@ Removed = tuple[int, str, str | None, str | None]
 @dataclass(frozen=True, slots=True)
 class NewDelivery:
     """A delivery row to write: its event, subscription, ordering group, replay and id (from
-    :meth:`SqliteDeliveryLog.take_id`)."""
+    :meth:`LogBase.take_id`)."""
 
     seq: int
     subscription: str

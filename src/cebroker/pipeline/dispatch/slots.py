@@ -1,0 +1,53 @@
+"""Freeing a delivery's place in its lane once its outcome is recorded (or it was let go).
+
+What follows a freed place depends on what else the subscription has: its sink's circuit hears
+of it (a probe that ended without an outcome is retried), a replay learns that one of its
+deliveries settled, and the next delivery is looked for: in an ordered subscription (or one whose
+log rows all wait behind an ordering group's head) the next of its group may be due now; if more
+wait in the log the loader looks again; otherwise an idle lane is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container
+
+from cebroker.pipeline.dispatch.circuits import Circuits
+from cebroker.pipeline.dispatch.due import DueTimes
+from cebroker.pipeline.dispatch.lane import Lane
+from cebroker.pipeline.dispatch.lanes import Lanes
+
+
+class Slots:
+    """Frees lane places (:meth:`release`); ``ordered`` holds the ids of ordered subscriptions
+    (live), and ``replay_settled`` is told when a delivery a replay queued settles."""
+
+    def __init__(
+        self,
+        *,
+        due: DueTimes,
+        lanes: Lanes,
+        circuits: Circuits,
+        ordered: Container[str],
+        replay_settled: Callable[[], None],
+    ) -> None:
+        self._due = due
+        self._lanes = lanes
+        self._circuits = circuits
+        self._ordered = ordered
+        self._replay_settled = replay_settled
+
+    def release(self, lane: Lane, delivery_id: int) -> None:
+        """A delivery's outcome is recorded: free its slot in the lane."""
+        lane.inflight.discard(delivery_id)
+        self._circuits.released(lane.id, delivery_id)
+        if delivery_id in lane.replayed:
+            lane.replayed.discard(delivery_id)
+            self._replay_settled()
+        if lane.id in self._ordered or self._due.held_back(lane.id):
+            # The next of its group may be due now. The lane stays (a load in progress may be
+            # about to fill it); the loader drops it once the log holds nothing more of it.
+            self._due.schedule(lane.id, 0.0)
+        elif self._due.waiting(lane.id):
+            self._due.wake()  # more of the subscription's deliveries wait in the log
+        else:
+            self._lanes.drop_if_idle(lane)
