@@ -86,7 +86,13 @@ async def broker(
 ) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
     path, keys = api_keys
     settings = Settings(
-        db=tmp_path / "matrix.db", api_keys=path, oidc_issuer=issuer.url, oidc_audience=AUDIENCE
+        db=tmp_path / "matrix.db",
+        api_keys=path,
+        oidc_issuer=issuer.url,
+        oidc_audience=AUDIENCE,
+        # Stopped at once: the deliveries to the unreachable sink the calls create are not what
+        # this tests, and the default grace waited 10 s for them at every teardown.
+        shutdown_grace=0.0,
     )
     app = create_app(settings)
     async with app.router.lifespan_context(app):
