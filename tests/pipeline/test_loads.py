@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from support.sinks import Sink
+from support.sinks import Reply, Sink
 
 from cebroker.pipeline.component import PipelineComponent
 from cebroker.settings import Settings
@@ -66,3 +66,55 @@ def test_a_backlog_is_read_from_the_log_about_once(
     # Each load reads the lane's deliveries in memory again: loading whenever a few of its 256
     # slots free up read each delivery about 256 / 4 times at concurrency 4.
     assert rows <= 2 * EVENTS, f"{rows} rows read for {EVENTS} deliveries"
+
+
+async def _dead_letters_with_slow_reads(db: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Dead-letter a small backlog while every read of due deliveries answers late, after the
+    deliveries it saw in flight were settled; the dead letters written."""
+    storage = create_storage(db)
+    await storage.open()
+    sub = Subscription(id="s", protocol="HTTP", sink=url, config={"concurrency": "4"})
+    await storage.subscriptions.create(sub)
+    await storage.deliveries.append(
+        [
+            Incoming(
+                {"id": f"e{n}", "source": "/t", "specversion": "1.0", "type": "t"}, "/t", f"e{n}", ("s",)
+            )
+            for n in range(EVENTS)  # more than a lane holds: it is loaded again as it drains
+        ]
+    )
+    due = storage.deliveries.due
+
+    async def late(
+        subscription: str, limit: int, limits: Limits | None = None
+    ) -> tuple[list[Pending], float | None]:
+        rows, later = await due(subscription, limit, limits)
+        await asyncio.sleep(0.05)  # widens the window between the read and its use
+        return rows, later
+
+    monkeypatch.setattr(storage.deliveries, "due", late)
+    settings = Settings(db=db, webhook_validation=False)
+    component = PipelineComponent(settings, storage.subscriptions, storage.deliveries, storage.circuits)
+    await component.start()
+    try:
+        for _ in range(3000):  # thirty seconds at most
+            if not component.dispatcher.pending:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await component.stop()
+    letters = await storage.deliveries.dead_letters("s", 0, 2 * EVENTS)
+    await storage.close()
+    return len(letters)
+
+
+def test_a_read_of_due_deliveries_that_answers_late_queues_none_twice(
+    tmp_path: Path, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delivery settled while a read of the log was under way is not taken from that read's
+    stale answer and attempted again."""
+    sink.default["/bad"] = Reply(status=400, body=b"refused")
+    letters = asyncio.run(_dead_letters_with_slow_reads(tmp_path / "l.db", sink.url + "/bad", monkeypatch))
+    ids = [r.headers["ce-id"] for r in sink.at("/bad")]
+    assert len(ids) == len(set(ids)) == EVENTS, "each delivery attempted once"
+    assert letters == EVENTS

@@ -100,6 +100,11 @@ class Lane:
         self.inflight: set[int] = set()
         #: Those of them that a replay queued.
         self.replayed: set[int] = set()
+        #: Reads of due deliveries under way for this lane, and the ids whose outcome was
+        #: written meanwhile: such a read may have been taken before that write and still return
+        #: them as due, and they must not be queued again.
+        self.loading = 0
+        self.settled_while_loading: set[int] = set()
         #: Set when a delivery is queued (a batching worker waits on it for more).
         self.arrived = asyncio.Event()
         self.workers = 0

@@ -142,6 +142,7 @@ class Loader:
             return  # the lane wakes the loader when it makes room
         if self._saturated(lane, policy, room):
             return  # likewise
+        lane.loading += 1
         try:
             if self._claims is not None:  # claims: only what this lane takes, within the global limits
                 limits = Limits(policy.concurrency, policy.ratelimit)
@@ -150,11 +151,28 @@ class Loader:
                 rows, later = await self._log.due(subscription, room + len(lane.inflight))
         except Exception:
             log_failure("reading due deliveries failed")
-            return
-        for row in rows:
-            if row.id not in lane.inflight and lane.free > 0:
+            rows, later = None, None
+        finally:
+            lane.loading -= 1
+        # Without claims, a delivery settled while the read was under way may be in it as still
+        # due (the read began before its outcome was written): queued again, it would be
+        # attempted twice. It is skipped, and the log read again (a retry or a reload of it is
+        # due later, or now). Claims cannot return it: they are taken in the write that returns
+        # them, and a claimed row is not returned to anyone.
+        settled = lane.settled_while_loading if self._claims is None else set()
+        skipped = False
+        for row in rows or ():
+            if row.id in settled:
+                skipped = True
+            elif row.id not in lane.inflight and lane.free > 0:
                 lane.push(Item.from_row(row))
+        if not lane.loading:
+            lane.settled_while_loading.clear()
+        if rows is None:
+            return
         self._due.loaded(subscription, due_at, later)
+        if skipped:
+            self._due.schedule(subscription, 0.0)
         self._lanes.start_workers(lane)
         if not self._due.waiting(subscription):
             self._lanes.drop_if_idle(lane)  # nothing of it in the log, nothing in memory

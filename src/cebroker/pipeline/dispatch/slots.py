@@ -39,6 +39,8 @@ class Slots:
     def release(self, lane: Lane, delivery_id: int) -> None:
         """A delivery's outcome is recorded: free its slot in the lane."""
         lane.inflight.discard(delivery_id)
+        if lane.loading:
+            lane.settled_while_loading.add(delivery_id)
         self._circuits.released(lane.id, delivery_id)
         if delivery_id in lane.replayed:
             lane.replayed.discard(delivery_id)
