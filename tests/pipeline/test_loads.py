@@ -5,6 +5,7 @@ load reads the deliveries already in memory again)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,15 @@ from cebroker.subscription import Subscription
 EVENTS = 600
 
 
-async def _drain(db: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
-    """Deliver a backlog of :data:`EVENTS` at concurrency 4; (rows read, deliveries pending)."""
+Due = Callable[[str, int, Limits | None], Awaitable[tuple[list[Pending], float | None]]]
+
+
+async def _drain(
+    db: Path, url: str, monkeypatch: pytest.MonkeyPatch, wrap: Callable[[Due], Due]
+) -> tuple[int, int]:
+    """Deliver a backlog of :data:`EVENTS` (more than a lane holds: it is loaded again as it
+    drains) at concurrency 4, with the log's reads of due deliveries replaced by ``wrap`` of
+    them; (deliveries pending at the end, dead letters written)."""
     storage = create_storage(db)
     await storage.open()
     sub = Subscription(id="s", protocol="HTTP", sink=url, config={"concurrency": "4"})
@@ -32,17 +40,7 @@ async def _drain(db: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[i
             for n in range(EVENTS)
         ]
     )
-    read = [0]
-    due = storage.deliveries.due
-
-    async def counted(
-        subscription: str, limit: int, limits: Limits | None = None
-    ) -> tuple[list[Pending], float | None]:
-        rows, later = await due(subscription, limit, limits)
-        read[0] += len(rows)
-        return rows, later
-
-    monkeypatch.setattr(storage.deliveries, "due", counted)
+    monkeypatch.setattr(storage.deliveries, "due", wrap(storage.deliveries.due))
     settings = Settings(db=db, webhook_validation=False)
     component = PipelineComponent(settings, storage.subscriptions, storage.deliveries, storage.circuits)
     await component.start()
@@ -51,61 +49,36 @@ async def _drain(db: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[i
             if not component.dispatcher.pending:
                 break
             await asyncio.sleep(0.01)
-        return read[0], component.dispatcher.pending
+        pending = component.dispatcher.pending
     finally:
         await component.stop()
-        await storage.close()
+    letters = await storage.deliveries.dead_letters("s", 0, 2 * EVENTS)
+    await storage.close()
+    return pending, len(letters)
 
 
 def test_a_backlog_is_read_from_the_log_about_once(
     tmp_path: Path, sink: Sink, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rows, pending = asyncio.run(_drain(tmp_path / "b.db", sink.url + "/d", monkeypatch))
+    read = [0]
+
+    def counted(due: Due) -> Due:
+        async def counting(
+            subscription: str, limit: int, limits: Limits | None = None
+        ) -> tuple[list[Pending], float | None]:
+            rows, later = await due(subscription, limit, limits)
+            read[0] += len(rows)
+            return rows, later
+
+        return counting
+
+    pending, _ = asyncio.run(_drain(tmp_path / "b.db", sink.url + "/d", monkeypatch, counted))
+    rows = read[0]
     assert pending == 0
     assert len({r.headers["ce-id"] for r in sink.at("/d")}) == EVENTS
     # Each load reads the lane's deliveries in memory again: loading whenever a few of its 256
     # slots free up read each delivery about 256 / 4 times at concurrency 4.
     assert rows <= 2 * EVENTS, f"{rows} rows read for {EVENTS} deliveries"
-
-
-async def _dead_letters_with_slow_reads(db: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> int:
-    """Dead-letter a small backlog while every read of due deliveries answers late, after the
-    deliveries it saw in flight were settled; the dead letters written."""
-    storage = create_storage(db)
-    await storage.open()
-    sub = Subscription(id="s", protocol="HTTP", sink=url, config={"concurrency": "4"})
-    await storage.subscriptions.create(sub)
-    await storage.deliveries.append(
-        [
-            Incoming(
-                {"id": f"e{n}", "source": "/t", "specversion": "1.0", "type": "t"}, "/t", f"e{n}", ("s",)
-            )
-            for n in range(EVENTS)  # more than a lane holds: it is loaded again as it drains
-        ]
-    )
-    due = storage.deliveries.due
-
-    async def late(
-        subscription: str, limit: int, limits: Limits | None = None
-    ) -> tuple[list[Pending], float | None]:
-        rows, later = await due(subscription, limit, limits)
-        await asyncio.sleep(0.05)  # widens the window between the read and its use
-        return rows, later
-
-    monkeypatch.setattr(storage.deliveries, "due", late)
-    settings = Settings(db=db, webhook_validation=False)
-    component = PipelineComponent(settings, storage.subscriptions, storage.deliveries, storage.circuits)
-    await component.start()
-    try:
-        for _ in range(3000):  # thirty seconds at most
-            if not component.dispatcher.pending:
-                break
-            await asyncio.sleep(0.01)
-    finally:
-        await component.stop()
-    letters = await storage.deliveries.dead_letters("s", 0, 2 * EVENTS)
-    await storage.close()
-    return len(letters)
 
 
 def test_a_read_of_due_deliveries_that_answers_late_queues_none_twice(
@@ -114,7 +87,18 @@ def test_a_read_of_due_deliveries_that_answers_late_queues_none_twice(
     """A delivery settled while a read of the log was under way is not taken from that read's
     stale answer and attempted again."""
     sink.default["/bad"] = Reply(status=400, body=b"refused")
-    letters = asyncio.run(_dead_letters_with_slow_reads(tmp_path / "l.db", sink.url + "/bad", monkeypatch))
+
+    def late(due: Due) -> Due:
+        async def answering_late(
+            subscription: str, limit: int, limits: Limits | None = None
+        ) -> tuple[list[Pending], float | None]:
+            rows, later = await due(subscription, limit, limits)
+            await asyncio.sleep(0.05)  # widens the window between the read and its use
+            return rows, later
+
+        return answering_late
+
+    _, letters = asyncio.run(_drain(tmp_path / "l.db", sink.url + "/bad", monkeypatch, late))
     ids = [r.headers["ce-id"] for r in sink.at("/bad")]
     assert len(ids) == len(set(ids)) == EVENTS, "each delivery attempted once"
     assert letters == EVENTS
