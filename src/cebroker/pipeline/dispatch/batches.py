@@ -135,7 +135,7 @@ class BatchAttempts:
         context: TraceContext | None,
     ) -> HopLimit | DeliveryError | None:
         """Send the batch; with ``config.reply: publish``, publish the sink's answer before the
-        deliveries may count as done (see :meth:`.attempts.Attempts._exchange`)."""
+        deliveries may count as done (see :meth:`.attempts.Attempts._replying`)."""
         sender = self._senders.get(subscription.protocol)
         if not isinstance(sender, BatchSender):
             raise DeliveryRejected(f"{subscription.protocol} deliveries cannot be batched", retryable=False)
