@@ -247,3 +247,25 @@ async def test_reads_do_not_queue_behind_the_writer(tmp_path: Path) -> None:
         finally:
             gate.set()
             await held
+
+
+async def test_due_leaves_out_the_deliveries_held_in_memory(tmp_path: Path) -> None:
+    """The dispatcher's deliveries in memory stay due in the log until their outcome is written;
+    a read of due deliveries leaves out those it names (before their events are read), and the
+    rest come oldest first, within the limit, with when more are due."""
+    async with opened(SqliteStorage(tmp_path / "b.db")) as storage:
+        await storage.subscriptions.create(Subscription(id="s", protocol="HTTP", sink="http://127.0.0.1:9/x"))
+        log = storage.deliveries
+        await log.append([Incoming({**EVENT, "id": f"e{n}"}, "/s", f"e{n}", ("s",)) for n in range(6)])
+        everything, _ = await log.due("s", 10)
+        ids = [r.id for r in everything]
+        assert len(ids) == 6
+        held = {ids[0], ids[2], ids[3]}
+        rows, later = await log.due("s", 10, held=held)
+        assert [r.id for r in rows] == [ids[1], ids[4], ids[5]]
+        assert [json.loads(r.body or "")["id"] for r in rows] == ["e1", "e4", "e5"]
+        assert later is None  # nothing else waits but what is held
+        rows, later = await log.due("s", 2, held=held)
+        assert [r.id for r in rows] == [ids[1], ids[4]]
+        assert later is not None  # more is due now
+        assert [r.id for r in (await log.due("s", 10, held=set(ids)))[0]] == []

@@ -10,6 +10,7 @@ and, on a shared log, across instances.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -56,7 +57,7 @@ class DueQueue(Protocol):
     """
 
     async def due(
-        self, subscription: str, limit: int, limits: Limits | None = None
+        self, subscription: str, limit: int, limits: Limits | None = None, *, held: Collection[int] = ()
     ) -> tuple[list[Pending], float | None]:
         """Up to ``limit`` deliveries of ``subscription`` due now (earliest due first, then
         oldest) and when the next one not returned falls due (now if more are due, None if
@@ -65,8 +66,10 @@ class DueQueue(Protocol):
         A log that also provides :class:`~cebroker.storage.claims.Claims` claims what it returns
         for this instance, within ``limits`` over all instances, and returns nothing already
         claimed; when the limits hold deliveries back the next time is when a claim may
-        succeed. A log of one process returns rows in memory too (the dispatcher skips those)
-        and leaves ``limits`` to the dispatcher."""
+        succeed. A log of one process leaves ``limits`` to the dispatcher and leaves out the
+        deliveries ``held`` (their ids, as of the call: those the dispatcher holds in memory,
+        which stay due in the log until their outcome is written); the dispatcher skips any
+        it holds that come back all the same."""
         ...
 
     async def backlog(self) -> dict[str, tuple[int, float]]:

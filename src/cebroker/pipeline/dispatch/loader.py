@@ -119,10 +119,11 @@ class Loader:
         """Whether to leave a lane as it is for now although it has ``room``: deliveries are not
         claimed, the lane is more than half full and its queue holds work for every worker.
 
-        A load without claims reads the deliveries already in memory again (they stay due until
-        their outcome is written; the lane skips them), so loading each time a few slots free up
-        would read every delivery several times over. The lane's releases wake the loader
-        again, until its queue runs shorter than its concurrency or half of it is free."""
+        Each load is a read of the log on its writer (without claims, the deliveries already in
+        memory, which stay due until their outcome is written, are left out by the log), so
+        loading each time a few slots free up would make a read for every few deliveries. The
+        lane's releases wake the loader again, until its queue runs shorter than its
+        concurrency or half of it is free."""
         if self._claims is not None or lane.batch is not None or room * 2 >= lane.capacity:
             return False
         return len(lane.queue) >= policy.concurrency
@@ -147,8 +148,8 @@ class Loader:
             if self._claims is not None:  # claims: only what this lane takes, within the global limits
                 limits = Limits(policy.concurrency, policy.ratelimit)
                 rows, later = await self._log.due(subscription, room, limits)
-            else:  # rows in memory come back too; they are skipped below
-                rows, later = await self._log.due(subscription, room + len(lane.inflight))
+            else:  # the log leaves out the rows in memory (any that come back are skipped below)
+                rows, later = await self._log.due(subscription, room, held=lane.inflight)
         except Exception:
             log_failure("reading due deliveries failed")
             rows, later = None, None

@@ -13,7 +13,7 @@ written only by the claim's owner, while a confirmed delivery is removed whoever
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,11 +107,12 @@ class PostgresClaims(LogBase):
         return item.owner == self._membership.id and self._membership.live
 
     async def due(
-        self, subscription: str, limit: int, limits: Limits | None = None
+        self, subscription: str, limit: int, limits: Limits | None = None, *, held: Collection[int] = ()
     ) -> tuple[list[Pending], float | None]:
         """Claim up to ``limit`` due deliveries of ``subscription`` within ``limits``. The calls
         made while a claim is being written go together into the next one (one statement, one
-        round trip for every subscription)."""
+        round trip for every subscription). ``held`` needs no exclusion here: a delivery held
+        in memory is claimed, and claimed ones are not returned."""
         now = self._clock.now()
         if self._membership.id is None or not self._membership.live or limit <= 0:
             return [], now + HELD_BACK
