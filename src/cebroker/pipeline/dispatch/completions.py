@@ -1,7 +1,9 @@
 """Records finished deliveries in the durable log, many per write.
 
 Confirmed deliveries are removed from the log and counted as delivered; deliveries of a
-subscription deleted meanwhile are removed without a count. A delivery stays in flight in its
+subscription deleted meanwhile are removed without a count. Outcomes are gathered for a moment
+when few wait (:data:`GATHER`), so that a write carries many, unless the next delivery of a
+subscription waits for the write (an ordering group's next). A delivery stays in flight in its
 lane until its removal has committed, so that the loader never hands it out again; a write that
 fails is tried again a moment later with everything that came in meanwhile.
 """
@@ -22,37 +24,67 @@ log = logging.getLogger("cebroker.pipeline")
 
 #: Seconds before a failed completion write is tried again.
 RETRY_PAUSE = 1.0
+#: While fewer outcomes than :data:`GROUP` wait to be written, more are gathered for
+#: :data:`GATHER` seconds first (not when a subscription's next delivery waits for the write).
+#: Each write is a transaction of the log, whose cost is mostly per transaction (its commit
+#: writes every page it touched): written as they came, a drain at concurrency 32 made groups of
+#: about 25 and the log's writer spent 13 to 15 µs per delivery; gathered, 9 to 10 µs. Their
+#: lane slots are held that much longer; the deliveries themselves are not held up.
+GROUP = 64
+GATHER = 0.002
 
 #: Frees a delivery's slot in its lane once its outcome is recorded.
 Release = Callable[[Lane, int], None]
 
 
 class Completions:
-    """Collects delivered and dropped deliveries; :meth:`run` writes them as they come."""
+    """Collects delivered and dropped deliveries; :meth:`run` writes them as they come.
 
-    def __init__(self, journal: Outcomes, backlog: Backlog, release: Release, clock: Clock) -> None:
+    ``waits`` says whether the next delivery of a subscription waits for its deliveries' removal
+    (an ordered one's: the log releases an ordering group's next only then): those are written
+    without gathering more."""
+
+    def __init__(
+        self,
+        journal: Outcomes,
+        backlog: Backlog,
+        release: Release,
+        clock: Clock,
+        waits: Callable[[str], bool] = lambda _: False,
+    ) -> None:
         self._log = journal
         self._backlog = backlog
         self._release = release
         self._clock = clock
+        self._waits = waits
         self._delivered: list[tuple[Lane, Item]] = []
         self._dropped: list[tuple[Lane, Item]] = []
         self._pending = asyncio.Event()
+        #: Something collected has a subscription's next delivery waiting for its write.
+        self._urgent = False
 
     def delivered(self, lane: Lane, item: Item) -> None:
         """The sink confirmed ``item``."""
         self._delivered.append((lane, item))
+        if not self._urgent and self._waits(lane.id):
+            self._urgent = True
         self._pending.set()
 
     def dropped(self, lane: Lane, item: Item) -> None:
         """``item`` belongs to a deleted subscription: remove it, undelivered."""
         self._dropped.append((lane, item))
+        if not self._urgent and self._waits(lane.id):
+            self._urgent = True
         self._pending.set()
 
     async def run(self) -> None:
         """Write what has come in, whenever something has; forever."""
         while True:
             await self._pending.wait()
+            if not self._urgent and len(self._delivered) + len(self._dropped) < GROUP:
+                # Real time, not the clock's: a window for outcomes arriving meanwhile, which a
+                # test's clock that stands still must not hold closed.
+                await asyncio.sleep(GATHER)
             self._pending.clear()
             try:
                 await self.flush()
@@ -65,6 +97,7 @@ class Completions:
         """Write everything collected so far; on failure it is kept for the next try."""
         done, self._delivered = self._delivered, []
         dropped, self._dropped = self._dropped, []
+        urgent, self._urgent = self._urgent, False
         try:
             if done:
                 await self._log.complete([(i.row.id, i.row.event_seq, lane.id) for lane, i in done])
@@ -73,6 +106,7 @@ class Completions:
             )
         except BaseException:
             self._delivered[:0], self._dropped[:0] = done, dropped
+            self._urgent = self._urgent or urgent
             raise
         for lane, item in [*done, *dropped]:
             self._release(lane, item.row.id)

@@ -143,7 +143,7 @@ class Dispatcher:
             ordered=self._ordered,
             replay_settled=replay_settled,
         )
-        self._completions = Completions(journal, self.backlog, slots.release, clock)
+        self._completions = Completions(journal, self.backlog, slots.release, clock, waits=self._waits)
         settler = Settler(
             journal=journal,
             subscriptions=self._subscriptions,
@@ -342,6 +342,12 @@ class Dispatcher:
 
     def _attempt_batch(self, lane: Lane, items: list[Item]) -> Awaitable[None]:
         return self._batches.run(lane, items)
+
+    def _waits(self, subscription: str) -> bool:
+        """Whether the next delivery of ``subscription`` waits for the removal of one settled (as
+        in :meth:`.slots.Slots.release`: an ordered subscription, or one whose deliveries in the
+        log all wait behind an ordering group's head)."""
+        return subscription in self._ordered or self._due.held_back(subscription)
 
     def _deleted(self, subscription: str) -> None:
         """The loader found rows of a deleted subscription: the clean-up reaches every part, so
