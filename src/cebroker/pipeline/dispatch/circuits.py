@@ -121,6 +121,11 @@ class Circuits:
 
     # -- outcomes -----------------------------------------------------------------------------------
 
+    def counting(self, subscription: str) -> bool:
+        """Whether the circuit of ``subscription`` has anything to hear of an answer (a streak
+        of failures, or it is open): most have not, and :meth:`answered` need not be awaited."""
+        return subscription in self._sinks
+
     async def answered(self, subscription: str) -> None:
         """The sink answered an attempt (it confirmed it, or refused the event for good)."""
         sink = self._sinks.get(subscription)

@@ -179,7 +179,8 @@ class Settler:
         for item in items:
             latency.observe(max(0.0, now - item.row.first_at))
             self._completions.delivered(lane, item)
-        await self._circuits.answered(lane.id)
+        if self._circuits.counting(lane.id):
+            await self._circuits.answered(lane.id)
 
     async def let_go(self, lane: Lane, items: Sequence[Item]) -> None:
         """Let ``items`` go unsent while their sink's circuit is open: the rows stay in the log
