@@ -13,6 +13,7 @@ import asyncio
 import importlib.util
 import logging.config
 import math
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -109,7 +110,14 @@ def stopping_server(config: uvicorn.Config, on_stop: Sequence[Callable[[], None]
     """
     import uvicorn
 
+    from cebroker.pipeline.gcpause import freeze_started
+
     class StoppingServer(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                freeze_started()  # what start-up built lives as long as the process
+
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             for handler in on_stop:
                 handler()

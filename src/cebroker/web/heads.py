@@ -34,6 +34,8 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from cebroker.web.corked import CorkedTransport
+
 #: After a refusal: how much more of the request is read and dropped, and for how long, before
 #: the connection is closed.
 LINGER_BYTES = 1024 * 1024
@@ -218,7 +220,8 @@ class LimitedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport (uvloop's are not subclasses of asyncio.Transport).
         stream = cast(asyncio.Transport, transport)
-        super().connection_made(stream)
+        # Each answer's head and body go out in one write (see web.corked).
+        super().connection_made(cast(asyncio.Transport, CorkedTransport(stream, self.loop)))
         self.guard.opened(stream)
 
     def connection_lost(self, exc: Exception | None) -> None:

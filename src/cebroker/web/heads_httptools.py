@@ -16,6 +16,7 @@ from typing import Any, cast
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from cebroker.web.corked import CorkedTransport
 from cebroker.web.heads import LINE_OVERHEAD, HeadGuard, limits_of
 
 
@@ -35,7 +36,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport (uvloop's are not subclasses of asyncio.Transport).
         stream = cast(asyncio.Transport, transport)
-        super().connection_made(stream)
+        # Each answer's head and body go out in one write (see web.corked).
+        super().connection_made(cast(asyncio.Transport, CorkedTransport(stream, self.loop)))
         self.guard.opened(stream)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -222,6 +222,11 @@ class Database:
         # Checkpoints run in their own thread (see checkpoint.py), not inside commits.
         conn.execute("PRAGMA wal_autocheckpoint=0")
         conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+        # A group's statements need a statement journal (their savepoints) and transient
+        # tables; on disk (SQLite's default) that was a temporary file created, unlinked and
+        # closed in every transaction: four system calls and a file per group commit. They are
+        # as large as one group's rows, so memory holds them.
+        conn.execute("PRAGMA temp_store=MEMORY")
         return conn
 
     def _connect_reader(self) -> sqlite3.Connection:
