@@ -74,26 +74,55 @@ def test_kafka_binary_adds_no_time() -> None:
     assert kafka.to_binary(event).header("ce_time") is None
 
 
+@pytest.mark.parametrize("payload", sorted(PAYLOADS))
+def test_amqp_binary_is_the_sdk_encoding(payload: str) -> None:
+    """The directly written message is the one the SDK's AMQP binding writes for the same event:
+    the same properties in the same order (``time`` as an AMQP timestamp, as before), the same
+    content type and body."""
+    event = make_event(payload)
+    sdk = sdk_amqp.to_binary(to_sdk(event, native=True), BYTES_FORMAT)
+    expected = {**sdk.application_properties, "cloudEvents_time": amqp.Timestamp(1714566600123)}
+    message = amqp.to_binary(event)
+    assert list(message.application_properties.items()) == list(expected.items())
+    assert message.content_type == sdk.properties.get("content-type")
+    assert message.body == (sdk.application_data or None)
+
+
+def test_amqp_binary_adds_no_time() -> None:
+    """An event without ``time`` gets no ``cloudEvents_time`` property."""
+    event = make_event()
+    del event["time"]
+    assert "cloudEvents_time" not in amqp.to_binary(event).application_properties
+
+
+REFUSED_BY_THE_SDK = [
+    {"specversion": "0.3"},
+    {"id": ""},
+    {"subject": ""},
+    {"datacontenttype": ""},
+    {"dataschema": ""},
+    {"time": "yesterday"},
+    {"time": "2024-05-01T12:30:00"},
+    {"Upper": "x"},
+    {"floatext": 1.5},
+]
+
+
+@pytest.mark.parametrize("binding", ["kafka", "amqp"])
 @pytest.mark.parametrize(
-    "change",
-    [
-        {"specversion": "0.3"},
-        {"id": ""},
-        {"subject": ""},
-        {"datacontenttype": ""},
-        {"dataschema": ""},
-        {"time": "yesterday"},
-        {"time": "2024-05-01T12:30:00"},
-        {"Upper": "x"},
-        {"floatext": 1.5},
-    ],
-    ids=lambda change: next(iter(change)) + "=" + repr(next(iter(change.values()))),
+    "change", REFUSED_BY_THE_SDK, ids=lambda change: "=".join(map(repr, next(iter(change.items()))))
 )
-def test_kafka_binary_refuses_what_the_sdk_refuses(change: dict[str, object]) -> None:
+def test_binary_refuses_what_the_sdk_refuses(binding: str, change: dict[str, object]) -> None:
     """Every event the SDK's CloudEvent refuses is refused with BindingError."""
     event = {**make_event(), **change}
     with pytest.raises(BindingError):
-        kafka.to_binary(event)
+        kafka.to_binary(event) if binding == "kafka" else amqp.to_binary(event)
+
+
+def test_amqp_binary_refuses_a_subject_that_is_not_a_string() -> None:
+    """AMQP keeps integers native, and the SDK refuses a subject that is not a string."""
+    with pytest.raises(BindingError):
+        amqp.to_binary({**make_event(), "subject": 7})
 
 
 def test_amqp_binary_properties() -> None:

@@ -11,7 +11,6 @@ itself is never modified.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,10 @@ from cloudevents.core.exceptions import BaseCloudEventException
 
 from ceprotocols.errors import BindingError
 from ceprotocols.eventform import (
+    EXTENSION_NAME,
+    NOT_EMPTY,
     PAYLOAD_MEMBERS,
+    SPEC_ATTRIBUTES,
     STRUCTURED_JSON,
     canonical_string,
     check_event,
@@ -36,14 +38,6 @@ HEADER_PREFIX = "ce_"
 DEFAULT_KEY_ATTRIBUTE = "partitionkey"
 
 Headers = tuple[tuple[str, bytes], ...]
-
-#: The context attributes the Core spec defines; any other is an extension, named by ``_EXTENSION``.
-_SPEC_ATTRIBUTES = frozenset(
-    {"specversion", "id", "source", "type", "subject", "time", "datacontenttype", "dataschema"}
-)
-_EXTENSION = re.compile(r"[a-z0-9]+")
-#: Optional attributes that must not be empty when present (as the SDK's CloudEvent checks).
-_NOT_EMPTY = frozenset({"subject", "datacontenttype", "dataschema"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,15 +80,15 @@ def to_binary(event: Mapping[str, Any], *, key_attribute: str | None = None) -> 
         if value is None or name in PAYLOAD_MEMBERS:
             continue
         text = value if value.__class__ is str else canonical_string(value)
-        if name in _SPEC_ATTRIBUTES:
-            if not text and name in _NOT_EMPTY:
+        if name in SPEC_ATTRIBUTES:
+            if not text and name in NOT_EMPTY:
                 raise BindingError(f"{name} must not be empty")
             if name == "time":
                 parse_time(value)
             elif name == "datacontenttype":
                 headers.append((CONTENT_TYPE, text.encode()))
                 continue
-        elif _EXTENSION.fullmatch(name) is None:
+        elif EXTENSION_NAME.fullmatch(name) is None:
             raise BindingError(f"extension name {name!r} is not lower-case letters and digits")
         headers.append((HEADER_PREFIX + name, text.encode()))
     return KafkaRecord(
