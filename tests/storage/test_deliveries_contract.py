@@ -138,6 +138,29 @@ async def test_events_read_back_as_sent_and_complete_removes_them(storage: Stora
     assert await log.backlog() == {}
 
 
+async def test_text_that_array_syntax_would_escape_reads_back_unchanged(storage: Storage) -> None:
+    """Quotes, backslashes, braces, commas, spaces, the word NULL and non-ASCII text in bodies,
+    sources, ids and subscription ids: the backends pass rows as arrays (PostgreSQL in binary,
+    SQLite as JSON), and nothing of them may be read as array or JSON syntax."""
+    awkward = 'a "quoted" \\ back\\slash, {brace} NULL é \u2603'
+    event = ev(f"id {awkward}", source=f"/s {awkward}", data={"text": awkward, "list": [awkward, None]})
+    subscription = f"sub {awkward}"
+    log = storage.deliveries
+    (written,) = await log.append(
+        [Incoming(event, event["source"], event["id"], (subscription,), tenant=awkward)]
+    )
+    assert written is not None
+    (again,) = await log.append(
+        [Incoming(event, event["source"], event["id"], (subscription,), tenant=awkward)]
+    )
+    assert again is None  # the awkward key is found again: a duplicate
+    rows, _ = await log.due(subscription, 10)
+    assert [json.loads(r.body or "") for r in rows] == [event]
+    assert [r.subscription for r in rows] == [subscription]
+    await log.complete([(rows[0].id, rows[0].event_seq, subscription)])
+    assert await log.backlog() == {}
+
+
 async def test_due_pages_in_due_order_and_says_when_more_fall_due(storage: Storage) -> None:
     log = storage.deliveries
     await log.append([incoming(n, "a") for n in range(5)])

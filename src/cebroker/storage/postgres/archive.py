@@ -140,12 +140,12 @@ class PostgresEventArchive:
                 # Still needed by pending deliveries: out of the archive, but kept for them (and
                 # removed with the last of them, like any event that is not archived).
                 await conn.execute(
-                    "UPDATE pipeline_events e SET archived = false WHERE e.seq = ANY(%s::bigint[])"
+                    "UPDATE pipeline_events e SET archived = false WHERE e.seq = ANY(%b::bigint[])"
                     " AND EXISTS (SELECT 1 FROM pipeline_deliveries d WHERE d.event_seq = e.seq)",
                     (chosen,),
                 )
                 await conn.execute(
-                    "DELETE FROM pipeline_events WHERE seq = ANY(%s::bigint[]) AND archived", (chosen,)
+                    "DELETE FROM pipeline_events WHERE seq = ANY(%b::bigint[]) AND archived", (chosen,)
                 )
                 await conn.execute(
                     "UPDATE pipeline_archive SET events = events - %s, bytes = bytes - %s,"
@@ -263,7 +263,7 @@ class PostgresEventArchive:
                 return state, 0
             cur = await conn.execute(
                 "DELETE FROM pipeline_deliveries WHERE replay = %s AND owner IS NULL"
-                " AND NOT (id = ANY(%s::bigint[])) RETURNING event_seq, subscription, orderkey, replay",
+                " AND NOT (id = ANY(%b::bigint[])) RETURNING event_seq, subscription, orderkey, replay",
                 (replay, list(keep)),
             )
             gone = [(int(r[0]), str(r[1]), r[2], r[3]) for r in await cur.fetchall()]

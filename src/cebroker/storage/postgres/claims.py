@@ -147,7 +147,7 @@ class PostgresClaims(LogBase):
             return
         try:
             rows = await self._db.call(
-                "SELECT * FROM cebroker_claim_many(%s, %s, %s, %s::int[], %s::int[], %s::float8[])",
+                "SELECT * FROM cebroker_claim_many(%s, %s, %s, %b::int[], %b::int[], %b::float8[])",
                 (
                     [c.subscription for c in batch],
                     owner,
@@ -183,7 +183,7 @@ class PostgresClaims(LogBase):
 
         async def job(conn: AsyncConn) -> None:
             cur = await conn.execute(
-                "UPDATE pipeline_deliveries SET owner = NULL WHERE id = ANY(%s::bigint[]) AND owner = %s"
+                "UPDATE pipeline_deliveries SET owner = NULL WHERE id = ANY(%b::bigint[]) AND owner = %s"
                 " RETURNING subscription",
                 (mine, owner),
             )

@@ -40,7 +40,7 @@ class PostgresDeadLetters(LogBase):
         now = self._clock.now()
 
         async def job(conn: AsyncConn) -> int:
-            picked = sql.SQL("AND id = ANY(%s::bigint[])" if ids is not None else "")
+            picked = sql.SQL("AND id = ANY(%b::bigint[])" if ids is not None else "")
             params: tuple[Any, ...] = (subscription, list(ids)) if ids is not None else (subscription,)
             cur = await conn.execute(
                 sql.SQL(

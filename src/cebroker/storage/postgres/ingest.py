@@ -47,7 +47,7 @@ ANNOUNCE_AFTER = 0.05
 ANNOUNCE = (
     "SELECT set_config('synchronous_commit', 'off', true),"
     " pg_notify(%s, CASE WHEN length(w.names) <= 7000 THEN w.names ELSE '*' END)"
-    " FROM (SELECT string_agg(t.sub, ' ' ORDER BY t.sub) AS names FROM unnest(%s::text[]) AS t (sub)"
+    " FROM (SELECT string_agg(t.sub, ' ' ORDER BY t.sub) AS names FROM unnest(%b::text[]) AS t (sub)"
     " WHERE EXISTS (SELECT 1 FROM pipeline_deliveries d"
     " WHERE d.subscription = t.sub AND d.owner IS NULL AND d.next_at <= %s)) AS w"
     " WHERE w.names IS NOT NULL"
@@ -176,8 +176,11 @@ class PostgresIngest(LogBase):
                 call.result = []
             return
         rows = await self._db.call(
-            "SELECT * FROM cebroker_append(%s, %s, %s::bigint[], %s::text[], %s::text[], %s::text[],"
-            " %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s, %s, %s)",
+            # The arrays travel in binary (%b): psycopg writes a text-format array in Python,
+            # escaping every quote of every event body with a regular expression; that cost more
+            # than the rest of an event's ingest together (about 110 µs for 8 events).
+            "SELECT * FROM cebroker_append(%s, %s, %b::bigint[], %b::text[], %b::text[], %b::text[],"
+            " %b::text[], %b::text[], %b::int[], %b::text[], %b::text[], %s, %s, %s)",
             (
                 now,
                 now - self.dedup_window,

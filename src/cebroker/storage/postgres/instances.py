@@ -246,7 +246,7 @@ class Membership:
             freed: set[str] = set()
             if dead:  # no index on owner (claims stay HOT updates): this scan is a take-over's cost
                 cur = await conn.execute(
-                    "UPDATE pipeline_deliveries SET owner = NULL WHERE owner = ANY(%s::text[])"
+                    "UPDATE pipeline_deliveries SET owner = NULL WHERE owner = ANY(%b::text[])"
                     " RETURNING subscription",
                     (dead,),
                 )

@@ -21,7 +21,7 @@ from cebroker.storage.deliveries import HELD_AT
 from cebroker.storage.postgres.database import AsyncConn
 
 _BUSY = (
-    "SELECT g.sub, g.grp FROM unnest(%s::text[], %s::text[]) AS g (sub, grp) WHERE EXISTS"
+    "SELECT g.sub, g.grp FROM unnest(%b::text[], %b::text[]) AS g (sub, grp) WHERE EXISTS"
     " (SELECT 1 FROM pipeline_deliveries d WHERE d.subscription = g.sub AND d.orderkey = g.grp)"
 )
 
@@ -37,7 +37,7 @@ async def lock(conn: AsyncConn, groups: Iterable[Group]) -> None:
     wanted = _groups(groups)
     if wanted:
         await conn.execute(
-            "SELECT cebroker_lock_groups(%s::text[], %s::text[])",
+            "SELECT cebroker_lock_groups(%b::text[], %b::text[])",
             ([s for s, _ in wanted], [g for _, g in wanted]),
         )
 
@@ -58,7 +58,7 @@ async def release(conn: AsyncConn, groups: Iterable[Group], now: float) -> set[s
     if not wanted:
         return set()
     cur = await conn.execute(
-        "SELECT cebroker_release_groups(%s::text[], %s::text[], %s, %s)",
+        "SELECT cebroker_release_groups(%b::text[], %b::text[], %s, %s)",
         ([s for s, _ in wanted], [g for _, g in wanted], now, HELD_AT),
     )
     return {str(r[0]) for r in await cur.fetchall()}

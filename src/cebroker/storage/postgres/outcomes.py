@@ -20,7 +20,7 @@ from cebroker.storage.postgres.rows import BUMP, FAILED, REPLAY_BUMP, LogBase, R
 log = logging.getLogger("cebroker.storage")
 
 #: Confirmed deliveries removed and counted, in one statement (see ``complete``).
-COMPLETE = "SELECT cebroker_complete(%s::bigint[], %s, %s)"
+COMPLETE = "SELECT cebroker_complete(%b::bigint[], %s, %s)"
 #: Confirmations kept for a new id's transaction when recording them failed (see ``complete``).
 MAX_UNRECORDED = 100_000
 
@@ -65,7 +65,7 @@ class PostgresOutcomes(LogBase):
         now = self._clock.now()
 
         async def job(conn: AsyncConn) -> int:
-            gone = await self._delete(conn, sql.SQL("id = ANY(%s::bigint[])"), (ids,))
+            gone = await self._delete(conn, sql.SQL("id = ANY(%b::bigint[])"), (ids,))
             await self.settle(conn, gone, now)
             return len(gone)
 

@@ -45,11 +45,11 @@ PICK = (
 )
 TAKE = (
     "UPDATE pipeline_deliveries d SET owner = v.owner, attempts = d.attempts + 1, next_at = %s"
-    " FROM unnest(%s::bigint[], %s::text[]) AS v (id, owner) WHERE d.id = v.id"
+    " FROM unnest(%b::bigint[], %b::text[]) AS v (id, owner) WHERE d.id = v.id"
 )
 #: The rows named by tokens, locked for this transaction (in id order, as every settlement).
 HELD = (
-    "SELECT id, owner, next_at FROM pipeline_deliveries WHERE id = ANY(%s::bigint[]) AND subscription = %s"
+    "SELECT id, owner, next_at FROM pipeline_deliveries WHERE id = ANY(%b::bigint[]) AND subscription = %s"
     " ORDER BY id FOR UPDATE"
 )
 
@@ -157,7 +157,7 @@ class PostgresPullLog:
         """Complete the locked deliveries and count them delivered."""
 
         async def act(conn: AsyncConn, ids: list[int], now: float) -> None:
-            await conn.execute(b"SELECT cebroker_complete(%s::bigint[], %s, %s)", (ids, now, HELD_AT))
+            await conn.execute(b"SELECT cebroker_complete(%b::bigint[], %s, %s)", (ids, now, HELD_AT))
 
         results = await self._settle(subscription, tokens, act)
         self._remember(results)
@@ -168,7 +168,7 @@ class PostgresPullLog:
 
         async def act(conn: AsyncConn, ids: list[int], now: float) -> None:
             await conn.execute(
-                b"UPDATE pipeline_deliveries SET owner = NULL, next_at = %s WHERE id = ANY(%s::bigint[])",
+                b"UPDATE pipeline_deliveries SET owner = NULL, next_at = %s WHERE id = ANY(%b::bigint[])",
                 (now + delay, ids),
             )
             if delay <= 0:
@@ -185,7 +185,7 @@ class PostgresPullLog:
             cur = await conn.execute(
                 b"SELECT d.id, d.attempts, d.first_at, e.body FROM pipeline_deliveries d"
                 b" JOIN pipeline_events e ON e.seq = d.event_seq"
-                b" WHERE d.id = ANY(%s::bigint[]) ORDER BY d.id",
+                b" WHERE d.id = ANY(%b::bigint[]) ORDER BY d.id",
                 (ids,),
             )
             for delivery, attempts, first_at, body in await cur.fetchall():
@@ -202,7 +202,7 @@ class PostgresPullLog:
 
         async def act(conn: AsyncConn, ids: list[int], now: float) -> None:
             await conn.execute(
-                b"UPDATE pipeline_deliveries SET next_at = %s WHERE id = ANY(%s::bigint[])", (now + lock, ids)
+                b"UPDATE pipeline_deliveries SET next_at = %s WHERE id = ANY(%b::bigint[])", (now + lock, ids)
             )
 
         return await self._settle(subscription, tokens, act)

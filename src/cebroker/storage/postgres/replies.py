@@ -46,7 +46,7 @@ class PostgresReplyChannel:
                 self.too_long += 1
                 self._handlers.tell(event)
         if payloads:
-            await self._db.call("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (REPLIES, payloads))
+            await self._db.call("SELECT pg_notify(%s, p) FROM unnest(%b::text[]) AS p", (REPLIES, payloads))
 
     def watch(self, handler: ReplyHandler) -> Callable[[], None]:
         """Call ``handler`` with every reply announced by any instance."""

@@ -19,19 +19,19 @@ from cebroker.storage.postgres.instances import Membership, notify_due
 NEXT_IDS = "SELECT array(SELECT nextval(%s::regclass) FROM generate_series(1, %s))"
 EVENTS = (
     "INSERT INTO pipeline_events (seq, body, received, archived, trace)"
-    " SELECT e.seq, e.body, %s, %s, e.trace FROM unnest(%s::bigint[], %s::text[], %s::text[])"
+    " SELECT e.seq, e.body, %s, %s, e.trace FROM unnest(%b::bigint[], %b::text[], %b::text[])"
     " AS e (seq, body, trace)"
 )
 DELIVERIES = (
     "INSERT INTO pipeline_deliveries (id, event_seq, subscription, attempts, next_at, first_at, orderkey,"
     " replay) SELECT d.id, d.seq, d.sub, 0, coalesce(d.due, %s), %s, d.grp, d.replay FROM unnest("
-    "%s::bigint[], %s::bigint[], %s::text[], %s::double precision[], %s::text[], %s::text[])"
+    "%b::bigint[], %b::bigint[], %b::text[], %b::double precision[], %b::text[], %b::text[])"
     " AS d (id, seq, sub, due, grp, replay)"
 )
 COUNT = "UPDATE pipeline_backlog SET pending = pending + %s WHERE shard = pg_backend_pid() %% 64"
 # Only an event that is not kept for the retention goes with its last delivery.
 GC_EVENTS = (
-    "DELETE FROM pipeline_events e WHERE e.seq = ANY(%s::bigint[]) AND NOT e.archived"
+    "DELETE FROM pipeline_events e WHERE e.seq = ANY(%b::bigint[]) AND NOT e.archived"
     " AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries d WHERE d.event_seq = e.seq)"
 )
 REPLAY_BUMP = sql.SQL("UPDATE pipeline_replays SET {col} = {col} + %s WHERE id = %s")

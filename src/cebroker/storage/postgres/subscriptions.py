@@ -323,7 +323,7 @@ def _check_revision(current: int, expected: int | None) -> None:
 async def _insert_types(conn: AsyncConn, seq: int, subscription: Subscription) -> None:
     if subscription.types:
         await conn.execute(
-            "INSERT INTO subscription_types (type, seq) SELECT DISTINCT t, %s FROM unnest(%s::text[]) AS t"
+            "INSERT INTO subscription_types (type, seq) SELECT DISTINCT t, %s FROM unnest(%b::text[]) AS t"
             " ON CONFLICT DO NOTHING",
             (seq, list(subscription.types)),
         )

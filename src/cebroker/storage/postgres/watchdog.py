@@ -64,6 +64,8 @@ class Watchdog:
         self._keys = itertools.count()
         self._answered = time.monotonic()
         self._stalled = asyncio.Event()
+        #: The waits of :meth:`bounded` under way, answered at once when the server is hung.
+        self._bounded: set[asyncio.Future[Any]] = set()
         self._task: asyncio.Task[None] | None = None
         self._ping: asyncio.Task[None] | None = None
         self._conn: AsyncConn | None = None
@@ -124,19 +126,34 @@ class Watchdog:
     async def bounded(self, future: asyncio.Future[T]) -> T:
         """``future``'s result, unless the server is found hung first: then
         :class:`StorageUnavailable` at once, while the work behind ``future`` goes on (its
-        outcome is nobody's any more)."""
-        if not future.done():
-            stall: asyncio.Future[Any] = asyncio.ensure_future(self._stalled.wait())
-            waited: set[asyncio.Future[Any]] = {future, stall}
-            try:
-                await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stall.cancel()
-                if not future.done():
-                    future.add_done_callback(_forget)
-        if not future.done():
+        outcome is nobody's any more).
+
+        Every single event's ingest waits here: the wait is one future of the caller's, settled
+        by ``future`` or by :meth:`_hung`, with no task or ``asyncio.wait`` of its own.
+        """
+        if future.done():
+            return future.result()
+        if self._stalled.is_set():
+            future.add_done_callback(_forget)
             raise self.error()
-        return future.result()
+        waiter: asyncio.Future[T] = future.get_loop().create_future()
+
+        def settle(done: asyncio.Future[T]) -> None:
+            if waiter.done():
+                _forget(done)  # abandoned: the caller was answered or cancelled already
+            elif done.cancelled():
+                waiter.cancel()
+            elif (exc := done.exception()) is not None:
+                waiter.set_exception(exc)
+            else:
+                waiter.set_result(done.result())
+
+        future.add_done_callback(settle)
+        self._bounded.add(waiter)
+        try:
+            return await waiter
+        finally:
+            self._bounded.discard(waiter)
 
     async def _watch(self) -> None:
         while True:
@@ -183,6 +200,9 @@ class Watchdog:
         self._health.failed(
             StorageUnavailable(NOT_RESPONDING, f"{self._name}: no answer for {silent:.1f} s", retry_after=1.0)
         )
+        for waiter in self._bounded:
+            if not waiter.done():
+                waiter.set_exception(self.error())
 
     def _recovered(self) -> None:
         self._stalled.clear()
