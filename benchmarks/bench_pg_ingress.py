@@ -8,7 +8,11 @@ single events from 32 keep-alive connections, and batches of 1,000 events from 4
 matches one subscription (rate-limited, so that delivery does not compete for the CPU) and
 writes its event, its de-duplication key and one delivery. Both commit durably before the
 ``202`` (SQLite ``synchronous=FULL``, PostgreSQL ``synchronous_commit = on``, fsync on).
-Usage: ``python benchmarks/bench_pg_ingress.py [--rounds 3] [--seconds 3] [--concurrency 32]``.
+With ``--wrk`` the single events come from ``wrk`` (C, one thread; ``ingress.lua``) instead of
+the Python load generator, which on a 2-core machine competes with the brokers for the CPU; the
+CPU time per single event is printed too: the broker's process, and for PostgreSQL its server's
+processes as well.
+Usage: ``python benchmarks/bench_pg_ingress.py [--rounds 3] [--seconds 3] [--concurrency 32] [--wrk]``.
 """
 
 from __future__ import annotations
@@ -20,26 +24,39 @@ import tempfile
 from pathlib import Path
 
 import httpx
-from bench_ingress import _batch, _single
+from bench_ingress import _batch, _single, _wrk
 from harness import Child, broker, load, percentile
-from pg import postgres, uptime
+from pg import cpu_seconds, postgres, server_pids, uptime
+
+#: One round of one broker: single events/s, their p99 (ms), batch events/s, and the CPU
+#: microseconds per single event of the broker and of the database server (0 for SQLite).
+Round = tuple[float, float, float, float, float]
 
 
-def _round(server: Child, name: str, args: argparse.Namespace) -> tuple[float, float, float]:
-    """(single events/s, its p99 in ms, batch events/s) of one round against ``server``."""
-    one = asyncio.run(
-        load(server.port, _single(server.port, name), concurrency=args.concurrency, seconds=args.seconds)
-    )
+def _round(server: Child, name: str, args: argparse.Namespace, database: list[int]) -> Round:
+    """One round against ``server``; ``database``: the PIDs of its database server (none for
+    SQLite)."""
+    spent, spent_db = server.cpu_seconds(), cpu_seconds(database)
+    if args.wrk:
+        rate, _, p99, bad = _wrk(server.url, name, connections=args.concurrency, seconds=args.seconds)
+        if bad:
+            raise RuntimeError(f"{bad} answers other than 202")
+    else:
+        one = asyncio.run(
+            load(server.port, _single(server.port, name), concurrency=args.concurrency, seconds=args.seconds)
+        )
+        if set(one.statuses) != {202}:
+            raise RuntimeError(f"answers other than 202: {one.statuses}")
+        rate, p99 = one.requests / one.seconds, percentile(one.latencies, 0.99) * 1e3
+    events = rate * args.seconds
+    cpu = (server.cpu_seconds() - spent) / events * 1e6
+    cpu_db = (cpu_seconds(database) - spent_db) / events * 1e6
     many = asyncio.run(
         load(server.port, _batch(server.port, args.batch, f"b{name}"), concurrency=4, seconds=args.seconds)
     )
-    if set(one.statuses) != {202} or set(many.statuses) != {202}:
-        raise RuntimeError(f"answers other than 202: {one.statuses} {many.statuses}")
-    return (
-        one.requests / one.seconds,
-        percentile(one.latencies, 0.99) * 1e3,
-        many.requests * args.batch / many.seconds,
-    )
+    if set(many.statuses) != {202}:
+        raise RuntimeError(f"answers other than 202: {many.statuses}")
+    return rate, p99, many.requests * args.batch / many.seconds, cpu, cpu_db
 
 
 def main() -> None:
@@ -48,9 +65,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--wrk", action="store_true", help="single events from wrk")
     args = parser.parse_args()
     print(f"load before: {uptime()}")
-    results: dict[str, list[tuple[float, float, float]]] = {"sqlite": [], "postgres": []}
+    results: dict[str, list[Round]] = {"sqlite": [], "postgres": []}
     with postgres() as server, tempfile.TemporaryDirectory() as tmp:
         brokers = {
             "sqlite": broker(Path(tmp) / "bench.db", webhook_validation="off"),
@@ -62,14 +80,16 @@ def main() -> None:
                 assert httpx.post(b.url + "/subscriptions", json=sub).status_code == 201
             for r in range(args.rounds):
                 for name, b in brokers.items():
-                    results[name].append(_round(b, f"{name}{r}", args))
+                    pids = server_pids(server) if name == "postgres" else []  # backends come and go
+                    results[name].append(_round(b, f"{name}{r}", args, pids))
         finally:
             for b in brokers.values():
                 b.stop()
     print(f"load after:  {uptime()}")
     print(
         f"1. ingress into one instance, PostgreSQL vs SQLite ({args.rounds} rounds of {args.seconds:g} s;"
-        f" single events from {args.concurrency} connections, batches of {args.batch} from 4)"
+        f" single events from {args.concurrency} connections{' (wrk)' if args.wrk else ''},"
+        f" batches of {args.batch} from 4)"
     )
     for column, label in ((0, "single-event"), (2, "batch")):
         lite = [r[column] for r in results["sqlite"]]
@@ -82,6 +102,12 @@ def main() -> None:
         )
     p99 = {name: statistics.median(r[1] for r in rows) for name, rows in results.items()}
     print(f"   single-event p99: SQLite {p99['sqlite']:.1f} ms, PostgreSQL {p99['postgres']:.1f} ms")
+    cpu = {name: statistics.median(r[3] for r in rows) for name, rows in results.items()}
+    server_cpu = statistics.median(r[4] for r in results["postgres"])
+    print(
+        f"   single-event CPU per event: SQLite broker {cpu['sqlite']:.0f} us; PostgreSQL broker"
+        f" {cpu['postgres']:.0f} us + its server {server_cpu:.0f} us (medians)"
+    )
 
 
 if __name__ == "__main__":
