@@ -12,6 +12,7 @@ from ceprotocols.amqp import binding as amqp_binding
 from ceprotocols.amqp.connection import AmqpConnection
 from ceprotocols.amqp.settings import SCHEMES, parse_settings
 from ceprotocols.endpoint import sink_endpoint
+from ceprotocols.kafka.producer import KafkaProducer
 from ceprotocols.registry import create_sender
 from ceprotocols.sender import Destination
 from servers import MosquittoServer, NatsServer, RabbitMQServer, TansuServer
@@ -161,3 +162,34 @@ async def test_amqp_sends_arriving_over_several_turns_share_one_group(
     finally:
         await consumer.close()
         await connection.close()
+
+
+@pytest.mark.kafka
+async def test_kafka_reports_of_one_poll_reach_the_loop_together(
+    tansu: TansuServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The delivery reports one ``poll`` serves are handed to the event loop in one call (a
+    produce request's records wake the loop once, not once each); each delivery still completes
+    on its own report."""
+    handed: list[int] = []
+    settle_all = KafkaProducer._settle_all
+
+    def counted(self: KafkaProducer, reports: list[Any]) -> None:
+        handed.append(len(reports))
+        settle_all(self, reports)
+
+    monkeypatch.setattr(KafkaProducer, "_settle_all", counted)
+    topic = unique_name()
+    sender = create_sender("KAFKA")
+    destination = Destination(protocol="KAFKA", sink=tansu.url, settings={"topicname": topic, "acks": "all"})
+    consumer = await KafkaConsumer().start(tansu.bootstrap, topic)
+    try:
+        await sender.deliver(make_event(), destination)  # connected, metadata known
+        await asyncio.gather(*(sender.deliver(make_event(), destination) for _ in range(32)))
+        assert sum(handed) == 33
+        assert len(handed) < 33
+        assert max(handed) > 1
+        assert len(await consumer.receive(33)) == 33
+    finally:
+        await consumer.close()
+        await sender.aclose()
