@@ -37,6 +37,14 @@ BATCH_PREFIX = "application/cloudevents-batch"
 _PAYLOAD_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 #: Attribute names: lower-case ASCII letters and digits (Core spec 3.1.1 "Attribute Naming").
 ATTRIBUTE_NAME = re.compile(r"^[a-z0-9]{1,20}$")
+#: The context attributes the Core spec defines; any other is an extension.
+SPEC_ATTRIBUTES = frozenset(
+    {"specversion", "id", "source", "type", "subject", "time", "datacontenttype", "dataschema"}
+)
+#: An extension name the CloudEvents SDK accepts (it checks no length).
+EXTENSION_NAME = re.compile(r"[a-z0-9]+")
+#: Optional attributes the CloudEvents SDK refuses empty (or of another type than string).
+NOT_EMPTY = frozenset({"subject", "datacontenttype", "dataschema"})
 # RFC 3339 section 5.6 date-time with field ranges, so only days 29-31 need a calendar check.
 _RFC3339 = re.compile(
     r"(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?"

@@ -15,10 +15,15 @@ from ceprotocols.errors import BindingError
 _KEEP = frozenset(chr(c) for c in range(0x21, 0x7F)) - {'"', "%"}
 #: What may appear in a header value as it arrives: printable ASCII, space and tab.
 _WIRE = re.compile(r"[\t\x20-\x7e]*")
+#: A value that needs no escape: printable ASCII but ``"`` and ``%`` (U+0021, U+0023..U+0024,
+#: U+0026..U+007E).
+_PLAIN = re.compile(r"[\x21\x23\x24\x26-\x7e]*")
 
 
 def percent_encode(value: str) -> str:
     """Escape ``value`` for a header, upper-case hex, one escape per UTF-8 byte."""
+    if _PLAIN.fullmatch(value) is not None:  # most values: one match instead of a scan per character
+        return value
     return "".join(ch if ch in _KEEP else "".join(f"%{b:02X}" for b in ch.encode()) for ch in value)
 
 

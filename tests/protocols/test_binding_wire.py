@@ -10,11 +10,12 @@ from ceprotocols.headers import percent_decode, percent_encode
 from ceprotocols.kafka import binding as kafka
 from ceprotocols.mqtt import binding as mqtt
 from ceprotocols.nats import binding as nats
+from ceprotocols.sdk import BYTES_FORMAT, to_sdk
 from cloudevents.core.bindings import amqp as sdk_amqp
 from cloudevents.core.bindings import kafka as sdk_kafka
 from cloudevents.core.formats.json import JSONFormat
 
-from protocols.ce_samples import make_event
+from protocols.ce_samples import PAYLOADS, make_event
 
 
 def test_kafka_binary_headers_and_key() -> None:
@@ -51,6 +52,77 @@ def test_kafka_binary_decodes_with_the_official_sdk() -> None:
     assert decoded.get_id() == event["id"]
     assert decoded.get_extension("intext") == "42"
     assert decoded.get_data() == event["data"]
+
+
+@pytest.mark.parametrize("payload", sorted(PAYLOADS))
+def test_kafka_binary_is_the_sdk_encoding(payload: str) -> None:
+    """The directly written record is the one the SDK's Kafka binding writes for the same event:
+    the same headers in the same order and the same value (``time`` kept as the producer's text,
+    as before)."""
+    event = make_event(payload, partitionkey="k-1", time="2024-05-01T12:30:00.100+02:00")
+    sdk = sdk_kafka.to_binary(to_sdk(event, native=False), BYTES_FORMAT, key_mapper=lambda _: None)
+    expected = {**sdk.headers, "ce_time": b"2024-05-01T12:30:00.100+02:00"}
+    record = kafka.to_binary(event)
+    assert record.headers == tuple(expected.items())
+    assert record.value == (sdk.value or None)
+
+
+def test_kafka_binary_adds_no_time() -> None:
+    """An event without ``time`` gets no ``ce_time`` header (the SDK's event would invent one)."""
+    event = make_event()
+    del event["time"]
+    assert kafka.to_binary(event).header("ce_time") is None
+
+
+@pytest.mark.parametrize("payload", sorted(PAYLOADS))
+def test_amqp_binary_is_the_sdk_encoding(payload: str) -> None:
+    """The directly written message is the one the SDK's AMQP binding writes for the same event:
+    the same properties in the same order (``time`` as an AMQP timestamp, as before), the same
+    content type and body."""
+    event = make_event(payload)
+    sdk = sdk_amqp.to_binary(to_sdk(event, native=True), BYTES_FORMAT)
+    expected = {**sdk.application_properties, "cloudEvents_time": amqp.Timestamp(1714566600123)}
+    message = amqp.to_binary(event)
+    assert list(message.application_properties.items()) == list(expected.items())
+    assert message.content_type == sdk.properties.get("content-type")
+    assert message.body == (sdk.application_data or None)
+
+
+def test_amqp_binary_adds_no_time() -> None:
+    """An event without ``time`` gets no ``cloudEvents_time`` property."""
+    event = make_event()
+    del event["time"]
+    assert "cloudEvents_time" not in amqp.to_binary(event).application_properties
+
+
+REFUSED_BY_THE_SDK = [
+    {"specversion": "0.3"},
+    {"id": ""},
+    {"subject": ""},
+    {"datacontenttype": ""},
+    {"dataschema": ""},
+    {"time": "yesterday"},
+    {"time": "2024-05-01T12:30:00"},
+    {"Upper": "x"},
+    {"floatext": 1.5},
+]
+
+
+@pytest.mark.parametrize("binding", ["kafka", "amqp"])
+@pytest.mark.parametrize(
+    "change", REFUSED_BY_THE_SDK, ids=lambda change: "=".join(map(repr, next(iter(change.items()))))
+)
+def test_binary_refuses_what_the_sdk_refuses(binding: str, change: dict[str, object]) -> None:
+    """Every event the SDK's CloudEvent refuses is refused with BindingError."""
+    event = {**make_event(), **change}
+    with pytest.raises(BindingError):
+        kafka.to_binary(event) if binding == "kafka" else amqp.to_binary(event)
+
+
+def test_amqp_binary_refuses_a_subject_that_is_not_a_string() -> None:
+    """AMQP keeps integers native, and the SDK refuses a subject that is not a string."""
+    with pytest.raises(BindingError):
+        amqp.to_binary({**make_event(), "subject": 7})
 
 
 def test_amqp_binary_properties() -> None:

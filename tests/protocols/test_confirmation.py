@@ -4,9 +4,15 @@ key), and the optional settings reach the wire (QoS 2, settled AMQP links, link 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from ceprotocols.amqp import binding as amqp_binding
+from ceprotocols.amqp.connection import AmqpConnection
+from ceprotocols.amqp.settings import SCHEMES, parse_settings
+from ceprotocols.endpoint import sink_endpoint
+from ceprotocols.kafka.producer import KafkaProducer
 from ceprotocols.registry import create_sender
 from ceprotocols.sender import Destination
 from servers import MosquittoServer, NatsServer, RabbitMQServer, TansuServer
@@ -122,3 +128,68 @@ async def test_kafka_record_key_from_the_key_attribute(tansu: TansuServer) -> No
         assert "partitionkey" not in received[by_subject["id"]].event
     finally:
         await consumer.close()
+
+
+@pytest.mark.amqp
+async def test_amqp_sends_arriving_over_several_turns_share_one_group(
+    rabbitmq: RabbitMQServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sends that reach the connection over a few turns of the event loop (as a window's
+    successors do after a group settles) are written and awaited as one group, not one round
+    trip each; every one still gets its own outcome."""
+    groups: list[int] = []
+    send_group = AmqpConnection._send_group
+
+    def counted(self: AmqpConnection, group: list[Any]) -> list[Exception | None]:
+        groups.append(len(group))
+        return send_group(self, group)
+
+    monkeypatch.setattr(AmqpConnection, "_send_group", counted)
+    queue = f"/queue/{unique_name()}"
+    settings = parse_settings({"address": queue}, sink_endpoint(rabbitmq.url, schemes=SCHEMES))
+    connection = await AmqpConnection(rabbitmq.url, None).open(10.0)
+    consumer = await AmqpConsumer().start(rabbitmq.url, queue)
+
+    async def send(n: int) -> None:
+        for _ in range(n % 4):  # arrives n % 4 turns later
+            await asyncio.sleep(0)
+        await connection.send(settings, amqp_binding.to_binary(make_event()), 10.0)
+
+    try:
+        await asyncio.gather(*(send(n) for n in range(16)))
+        assert groups == [16]
+        assert len(await consumer.receive(16)) == 16
+    finally:
+        await consumer.close()
+        await connection.close()
+
+
+@pytest.mark.kafka
+async def test_kafka_reports_of_one_poll_reach_the_loop_together(
+    tansu: TansuServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The delivery reports one ``poll`` serves are handed to the event loop in one call (a
+    produce request's records wake the loop once, not once each); each delivery still completes
+    on its own report."""
+    handed: list[int] = []
+    settle_all = KafkaProducer._settle_all
+
+    def counted(self: KafkaProducer, reports: list[Any]) -> None:
+        handed.append(len(reports))
+        settle_all(self, reports)
+
+    monkeypatch.setattr(KafkaProducer, "_settle_all", counted)
+    topic = unique_name()
+    sender = create_sender("KAFKA")
+    destination = Destination(protocol="KAFKA", sink=tansu.url, settings={"topicname": topic, "acks": "all"})
+    consumer = await KafkaConsumer().start(tansu.bootstrap, topic)
+    try:
+        await sender.deliver(make_event(), destination)  # connected, metadata known
+        await asyncio.gather(*(sender.deliver(make_event(), destination) for _ in range(32)))
+        assert sum(handed) == 33
+        assert len(handed) < 33
+        assert max(handed) > 1
+        assert len(await consumer.receive(33)) == 33
+    finally:
+        await consumer.close()
+        await sender.aclose()

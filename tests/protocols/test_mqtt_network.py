@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from ceprotocols.errors import TargetUnreachable
+from ceprotocols.errors import DeliveryTimeout, TargetUnreachable
+from ceprotocols.mqtt.binding import MqttMessage
+from ceprotocols.mqtt.connection import MqttConnection
 from ceprotocols.mqtt.sender import MqttSender
 from ceprotocols.sender import Destination
 from servers import MosquittoServer
@@ -112,3 +114,32 @@ async def test_binary_mode_over_the_loop_driven_client(mosquitto: MosquittoServe
     finally:
         await sender.aclose()
         await consumer.close()
+
+
+async def test_an_unacknowledged_publish_times_out_and_its_packet_id_is_abandoned() -> None:
+    """A broker that accepts the connection but never sends PUBACK: the delivery fails as a
+    DeliveryTimeout after its time, and a late PUBACK for that packet id would not be taken for
+    the confirmation of a later publish (the id is remembered as abandoned)."""
+    publishes: list[bytes] = []
+
+    async def silent_broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)  # CONNECT
+        writer.write(bytes([0x20, 3, 0, 0, 0]))  # CONNACK: no session, success, no properties
+        while chunk := await reader.read(65536):
+            publishes.append(chunk)
+        writer.close()
+
+    server = await asyncio.start_server(silent_broker, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    connection = await MqttConnection("127.0.0.1", port, v5=True).open(5.0)
+    try:
+        started = time.monotonic()
+        with pytest.raises(DeliveryTimeout, match="no MQTT acknowledgement"):
+            await connection.publish("t", MqttMessage(b"x"), qos=1, within=0.3)
+        assert 0.25 < time.monotonic() - started < 5.0
+        assert publishes  # it was written
+        assert not connection._pending
+        assert len(connection._abandoned) == 1
+    finally:
+        await connection.close()
+        server.close()

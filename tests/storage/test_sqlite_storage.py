@@ -269,3 +269,16 @@ async def test_due_leaves_out_the_deliveries_held_in_memory(tmp_path: Path) -> N
         assert [r.id for r in rows] == [ids[1], ids[4]]
         assert later is not None  # more is due now
         assert [r.id for r in (await log.due("s", 10, held=set(ids)))[0]] == []
+
+
+async def test_the_writer_keeps_temporary_structures_in_memory(tmp_path: Path) -> None:
+    """The writer's statement journals and transient tables are in memory (``temp_store`` 2):
+    on disk, SQLite's default, every group commit created, unlinked and closed a file in the
+    temporary directory."""
+    sqlite = SqliteStorage(tmp_path / "b.db")
+    async with opened(sqlite) as storage:
+        await storage.subscriptions.create(Subscription(id="s", protocol="HTTP", sink="http://127.0.0.1:9/"))
+        event = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t"}
+        await storage.deliveries.append([Incoming(event, "/s", "1", ("s",))])
+        mode = await sqlite._db.writer.run(lambda conn: conn.execute("PRAGMA temp_store").fetchone()[0])
+        assert mode == 2

@@ -1,9 +1,11 @@
 """AMQP 1.0 protocol binding (CloudEvents AMQP Protocol Binding 1.0), pure: no IO.
 
 Binary mode maps attributes onto application properties prefixed ``cloudEvents_`` (both
-``cloudEvents_`` and ``cloudEvents:`` are accepted on input, section 3.1.3.1) through
-``cloudevents.core.bindings.amqp``, with native AMQP types: booleans, integers (long) and the
-``time`` attribute as an AMQP timestamp (section 3.1.4). ``datacontenttype`` is the message's
+``cloudEvents_`` and ``cloudEvents:`` are accepted on input, section 3.1.3.1), with native AMQP
+types: booleans, integers (long) and the ``time`` attribute as an AMQP timestamp (section
+3.1.4). Messages are written here directly, with the checks the SDK's ``CloudEvent`` makes (this
+runs for every delivery, and the SDK's event object cost more than the whole mapping), and read
+through ``cloudevents.core.bindings.amqp``. ``datacontenttype`` is the message's
 ``content-type`` property. Structured mode carries the JSON event format in a data section.
 """
 
@@ -18,8 +20,20 @@ from cloudevents.core.bindings import amqp as sdk_amqp
 from cloudevents.core.exceptions import BaseCloudEventException
 
 from ceprotocols.errors import BindingError
-from ceprotocols.eventform import STRUCTURED_JSON, decode_structured, encode_structured, is_structured
-from ceprotocols.sdk import BYTES_FORMAT, from_sdk, parse_time, to_sdk
+from ceprotocols.eventform import (
+    EXTENSION_NAME,
+    NOT_EMPTY,
+    PAYLOAD_MEMBERS,
+    SPEC_ATTRIBUTES,
+    STRUCTURED_JSON,
+    canonical_string,
+    check_event,
+    decode_structured,
+    encode_structured,
+    is_structured,
+    payload_of,
+)
+from ceprotocols.sdk import BYTES_FORMAT, from_sdk, parse_time
 
 PREFIX = "cloudEvents_"
 PREFIXES = ("cloudEvents_", "cloudEvents:")
@@ -56,15 +70,39 @@ def _time_property(value: Any) -> Timestamp | str:
 
 
 def to_binary(event: Mapping[str, Any]) -> AmqpMessage:
-    """Binary content mode (section 3.1)."""
-    message = sdk_amqp.to_binary(to_sdk(event, native=True), BYTES_FORMAT)
-    properties = dict(message.application_properties)
-    if "time" in event:
-        properties[f"{PREFIX}time"] = _time_property(event["time"])
+    """Binary content mode (section 3.1): one ``cloudEvents_`` property per attribute, in the
+    event's order; an event without ``time`` gets none (the binding adds no attribute).
+
+    Raises BindingError for an event the CloudEvents SDK would refuse: a required attribute
+    missing or empty, ``specversion`` other than ``1.0``, a ``subject``, ``datacontenttype`` or
+    ``dataschema`` that is empty or not a string, a ``time`` that is not an RFC 3339 timestamp
+    with an offset, an extension name other than lower-case letters and digits, or a value with
+    no CloudEvents type.
+    """
+    check_event(event)
+    if event["specversion"] != "1.0":
+        raise BindingError(f"specversion must be '1.0', not {event['specversion']!r}")
+    properties: dict[str, Any] = {}
+    content_type: str | None = None
+    for name, value in event.items():
+        if value is None or name in PAYLOAD_MEMBERS:
+            continue
+        if name == "time":
+            properties[PREFIX + name] = _time_property(value)
+            continue
+        native = value if isinstance(value, str | bool | int) else canonical_string(value)
+        if name in SPEC_ATTRIBUTES:
+            if name in NOT_EMPTY:
+                if not isinstance(native, str) or not native:
+                    raise BindingError(f"{name} must be a non-empty string")
+                if name == "datacontenttype":
+                    content_type = native
+                    continue
+        elif EXTENSION_NAME.fullmatch(name) is None:
+            raise BindingError(f"extension name {name!r} is not lower-case letters and digits")
+        properties[PREFIX + name] = native
     return AmqpMessage(
-        content_type=message.properties.get("content-type"),
-        application_properties=properties,
-        body=message.application_data or None,
+        content_type=content_type, application_properties=properties, body=payload_of(event) or None
     )
 
 

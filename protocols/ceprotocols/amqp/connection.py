@@ -173,6 +173,13 @@ class AmqpConnection:
 
     async def _drain(self) -> None:
         while self._queue:
+            # Let the sends that are on their way join this group: when a group settles, its
+            # deliveries' successors reach send() over the next few turns of the loop, and a
+            # group taken at once would hold only the first of them (one round trip each).
+            size = 0
+            while size != len(self._queue) < _GROUP:
+                size = len(self._queue)
+                await asyncio.sleep(0)
             group, self._queue = self._queue[:_GROUP], self._queue[_GROUP:]
             try:
                 outcomes = await self._run(self._send_group, group)

@@ -1,9 +1,12 @@
 """Kafka protocol binding (CloudEvents Kafka Protocol Binding 1.0), pure: no IO.
 
 Binary mode maps attributes onto ``ce_`` headers and ``datacontenttype`` onto ``content-type``
-through ``cloudevents.core.bindings.kafka``; structured mode carries the JSON event format in the
-record value. The record key comes from a key attribute (section 3.1 "Key Mapping"): by default
-the ``partitionkey`` extension, verbatim; the event itself is never modified.
+(section 3.2.3); records are written here directly, with the checks the SDK's ``CloudEvent``
+makes, because this runs for every delivery and the SDK's event object costs more than the
+whole mapping; records are read through ``cloudevents.core.bindings.kafka``. Structured mode
+carries the JSON event format in the record value. The record key comes from a key attribute
+(section 3.1 "Key Mapping"): by default the ``partitionkey`` extension, verbatim; the event
+itself is never modified.
 """
 
 from __future__ import annotations
@@ -16,8 +19,19 @@ from cloudevents.core.bindings import kafka as sdk_kafka
 from cloudevents.core.exceptions import BaseCloudEventException
 
 from ceprotocols.errors import BindingError
-from ceprotocols.eventform import STRUCTURED_JSON, canonical_string, decode_structured, encode_structured
-from ceprotocols.sdk import BYTES_FORMAT, from_sdk, to_sdk
+from ceprotocols.eventform import (
+    EXTENSION_NAME,
+    NOT_EMPTY,
+    PAYLOAD_MEMBERS,
+    SPEC_ATTRIBUTES,
+    STRUCTURED_JSON,
+    canonical_string,
+    check_event,
+    decode_structured,
+    encode_structured,
+    payload_of,
+)
+from ceprotocols.sdk import BYTES_FORMAT, from_sdk, parse_time
 
 CONTENT_TYPE = "content-type"
 HEADER_PREFIX = "ce_"
@@ -48,13 +62,37 @@ def record_key(event: Mapping[str, Any], key_attribute: str | None = None) -> by
 
 
 def to_binary(event: Mapping[str, Any], *, key_attribute: str | None = None) -> KafkaRecord:
-    """Binary content mode (section 3.2)."""
-    message = sdk_kafka.to_binary(to_sdk(event, native=False), BYTES_FORMAT, key_mapper=lambda _: None)
-    headers = dict(message.headers)
-    if event.get("time") is not None:  # the SDK re-renders the time; keep the producer's text
-        headers[f"{HEADER_PREFIX}time"] = canonical_string(event["time"]).encode()
+    """Binary content mode (section 3.2): one ``ce_`` header per attribute, in the event's order,
+    valued with its canonical string (``time`` as the producer wrote it); ``datacontenttype`` as
+    ``content-type``. An event without ``time`` gets none (the binding adds no attribute).
+
+    Raises BindingError for an event the CloudEvents SDK would refuse: a required attribute
+    missing or empty, ``specversion`` other than ``1.0``, an empty ``subject``,
+    ``datacontenttype`` or ``dataschema``, a ``time`` that is not an RFC 3339 timestamp with an
+    offset, an extension name other than lower-case letters and digits, or a value with no
+    CloudEvents type.
+    """
+    check_event(event)
+    if event["specversion"] != "1.0":
+        raise BindingError(f"specversion must be '1.0', not {event['specversion']!r}")
+    headers: list[tuple[str, bytes]] = []
+    for name, value in event.items():
+        if value is None or name in PAYLOAD_MEMBERS:
+            continue
+        text = value if value.__class__ is str else canonical_string(value)
+        if name in SPEC_ATTRIBUTES:
+            if not text and name in NOT_EMPTY:
+                raise BindingError(f"{name} must not be empty")
+            if name == "time":
+                parse_time(value)
+            elif name == "datacontenttype":
+                headers.append((CONTENT_TYPE, text.encode()))
+                continue
+        elif EXTENSION_NAME.fullmatch(name) is None:
+            raise BindingError(f"extension name {name!r} is not lower-case letters and digits")
+        headers.append((HEADER_PREFIX + name, text.encode()))
     return KafkaRecord(
-        headers=tuple(headers.items()), key=record_key(event, key_attribute), value=message.value or None
+        headers=tuple(headers), key=record_key(event, key_attribute), value=payload_of(event) or None
     )
 
 

@@ -1,12 +1,14 @@
 """One confluent-kafka Producer bridged to asyncio.
 
-A daemon thread serves the producer's callbacks (``poll``); each delivery report resolves the
-asyncio future of its record on the owning loop. librdkafka reconnects by itself; the error
-callback remembers whether the brokers are down so that a record that times out is reported as
-TargetUnreachable rather than a plain timeout, and whether they refused our credential or denied
-us the cluster or topic: librdkafka reports a refused SASL login only there (the queued records then
-fail with ``_MSG_TIMED_OUT``), and retrying a wrong password cannot succeed, so those records are a
-final DeliveryRejected naming the refusal. A later successful delivery forgets both.
+A daemon thread serves the producer's callbacks (``poll``); the delivery reports one ``poll``
+served are handed to the owning loop together (one wake-up for a produce request's worth of
+records, not one each), where each resolves the asyncio future of its record. librdkafka
+reconnects by itself; the error callback remembers whether the brokers are down so that a record
+that times out is reported as TargetUnreachable rather than a plain timeout, and whether they
+refused our credential or denied us the cluster or topic: librdkafka reports a refused SASL login
+only there (the queued records then fail with ``_MSG_TIMED_OUT``), and retrying a wrong password
+cannot succeed, so those records are a final DeliveryRejected naming the refusal. A later
+successful delivery forgets both.
 """
 
 from __future__ import annotations
@@ -85,12 +87,17 @@ class KafkaProducer:
         self._brokers_checked: float | None = None
         self._checking = asyncio.Lock()
         self._running = True
+        #: (future, error) of the delivery reports of the poll under way (poll thread only).
+        self._reports: list[tuple[asyncio.Future[None], KafkaError | None]] = []
         self._thread = threading.Thread(target=self._serve, name="kafka-producer", daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
         while self._running:
             self._producer.poll(0.1)
+            if self._reports:
+                reports, self._reports = self._reports, []
+                self._loop.call_soon_threadsafe(self._settle_all, reports)
 
     def _on_error(self, error: KafkaError) -> None:  # librdkafka's thread
         if is_refusal(error):
@@ -131,8 +138,11 @@ class KafkaProducer:
         """Produce and return once the delivery report confirms the record."""
         future: asyncio.Future[None] = self._loop.create_future()
 
-        def report(error: KafkaError | None, message: Message) -> None:  # poll thread
-            self._loop.call_soon_threadsafe(self._settle, future, error)
+        def report(error: KafkaError | None, message: Message) -> None:  # librdkafka's callback
+            if threading.get_ident() == self._thread.ident:  # within _serve's poll: handed on after it
+                self._reports.append((future, error))
+            else:  # within close's flush, on another thread
+                self._loop.call_soon_threadsafe(self._settle_all, [(future, error)])
 
         try:
             self._producer.produce(
@@ -144,12 +154,19 @@ class KafkaProducer:
             ) from exc
         except KafkaException as exc:
             raise translate(exc.args[0], self.where, self._refusal) from exc
+        # One timer handle instead of asyncio.wait_for's task-side machinery: librdkafka itself
+        # reports a record it could not deliver within message.timeout.ms, this is the backstop.
+        timer = self._loop.call_at(self._loop.time() + within, self._expire, future, within)
         try:
-            await asyncio.wait_for(future, within)
-        except TimeoutError:
-            raise self._timeout_error(f"no delivery report within {within}s") from None
+            await future
         except DeliveryTimeout as exc:
             raise self._timeout_error(str(exc)) from exc
+        finally:
+            timer.cancel()
+
+    def _expire(self, future: asyncio.Future[None], within: float) -> None:
+        if not future.done():
+            future.set_exception(self._timeout_error(f"no delivery report within {within}s"))
 
     def _timeout_error(self, text: str) -> DeliveryError:
         if self._refusal is not None:
@@ -158,8 +175,12 @@ class KafkaProducer:
             return TargetUnreachable(f"{self.where}: brokers unreachable ({text})")
         return DeliveryTimeout(f"{self.where}: {text}")
 
+    def _settle_all(self, reports: list[tuple[asyncio.Future[None], KafkaError | None]]) -> None:
+        for future, error in reports:
+            self._settle(future, error)
+
     def _settle(self, future: asyncio.Future[None], error: KafkaError | None) -> None:
-        if future.done():
+        if future.done():  # expired or cancelled meanwhile
             return
         if error is None:
             self._down_since = None

@@ -204,7 +204,8 @@ class MqttConnection:
         within: float,
     ) -> None:
         """Publish and return when the broker confirmed it (PUBACK for QoS 1, PUBCOMP for QoS 2)."""
-        await self.wait_connected(within)
+        if self._closed or self._refusal is not None or not self._connected.is_set():
+            await self.wait_connected(within)
         properties = publish_properties(message, expiry) if self.v5 else None
         future: asyncio.Future[None] = self._loop.create_future()
         # Never hold our lock while calling into paho: paho calls on_publish while holding its own
@@ -221,16 +222,23 @@ class MqttConnection:
                 self._settle(future, self._early.pop(info.mid))
             else:
                 self._pending[info.mid] = future
+        # One timer handle per publish (asyncio.timeout costs a context object and a reschedule).
+        timer = self._loop.call_at(self._loop.time() + within, self._expire, future, info.mid, within)
         try:
-            async with asyncio.timeout(within):
-                await future
-        except TimeoutError:
-            with self._lock:
-                if self._pending.pop(info.mid, None) is not None:
-                    self._abandon(info.mid)
-            raise DeliveryTimeout(
-                f"no MQTT acknowledgement from {self.host}:{self.port} within {within}s"
-            ) from None
+            await future
+        finally:
+            timer.cancel()
+
+    def _expire(self, future: asyncio.Future[None], mid: int, within: float) -> None:
+        """No acknowledgement within the delivery's time: fail it, and forget its packet id."""
+        if future.done():
+            return
+        with self._lock:
+            if self._pending.pop(mid, None) is not None:
+                self._abandon(mid)
+        future.set_exception(
+            DeliveryTimeout(f"no MQTT acknowledgement from {self.host}:{self.port} within {within}s")
+        )
 
     # -- subscribe (receivers) ----------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ reuses when it resends the PUBLISH after a reconnect.
 
 from __future__ import annotations
 
+import struct
+
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -23,13 +25,15 @@ _USER_PROPERTY = b"\x26"
 
 _MAX_STRING = 0xFFFF  # UTF-8 strings carry a two-byte length (section 1.5.4)
 _MAX_FOUR_BYTE = 0xFFFFFFFF
+_LENGTH = struct.Struct("!H").pack  # the two-byte length of a UTF-8 string
 
 
-def _string(value: str) -> bytes:
+def _string(value: str) -> tuple[bytes, bytes]:
+    """A UTF-8 string (section 1.5.4) as its length and its bytes, to be joined with the rest."""
     data = value.encode("utf-8")
     if len(data) > _MAX_STRING:
         raise BindingError(f"MQTT property value longer than {_MAX_STRING} bytes: {value[:40]!r}...")
-    return len(data).to_bytes(2, "big") + data
+    return _LENGTH(len(data)), data
 
 
 def _variable_byte_integer(value: int) -> bytes:
@@ -50,9 +54,9 @@ def encode(message: MqttMessage, expiry: int | None) -> bytes:
             raise BindingError(f"MQTT message expiry interval out of range: {expiry}")
         parts += (_MESSAGE_EXPIRY_INTERVAL, expiry.to_bytes(4, "big"))
     if message.content_type is not None:
-        parts += (_CONTENT_TYPE, _string(message.content_type))
+        parts += (_CONTENT_TYPE, *_string(message.content_type))
     for name, value in message.user_properties:
-        parts += (_USER_PROPERTY, _string(name), _string(value))
+        parts += (_USER_PROPERTY, *_string(name), *_string(value))
     body = b"".join(parts)
     return _variable_byte_integer(len(body)) + body
 

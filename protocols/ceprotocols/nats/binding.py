@@ -14,8 +14,8 @@ from typing import Any
 from ceprotocols.errors import BindingError
 from ceprotocols.eventform import (
     ATTRIBUTE_NAME,
+    PAYLOAD_MEMBERS,
     STRUCTURED_JSON,
-    attributes_of,
     canonical_string,
     check_event,
     decode_structured,
@@ -41,10 +41,15 @@ class NatsMessage:
 def to_binary(event: Mapping[str, Any]) -> NatsMessage:
     """Binary content mode (section 3.1.3)."""
     check_event(event)
-    headers = {
-        f"{HEADER_PREFIX}{name}": percent_encode(canonical_string(value))
-        for name, value in attributes_of(event).items()
-    }
+    headers: dict[str, str] = {}
+    # attributes_of() inlined and string values not passed through canonical_string(): this runs
+    # for every delivery.
+    for name, value in event.items():
+        if value is None or name in PAYLOAD_MEMBERS:
+            continue
+        headers[HEADER_PREFIX + name] = percent_encode(
+            value if value.__class__ is str else canonical_string(value)
+        )
     return NatsMessage(payload=payload_of(event) or b"", headers=headers)
 
 

@@ -1,8 +1,16 @@
-"""Coalesced flushes: one PING/PONG round trip confirms every publish made before it started.
+"""Coalesced flushes: one PING/PONG round trip confirms every publish made before it was sent.
 
 Concurrent deliveries on one connection each need "the server has my message" (a flush). A
-flush covers everything written before it, so deliveries that publish while no flush is pending
-join the next round, and a single flush answers them all.
+PING covers everything written before it, so the deliveries that publish in one turn of the
+event loop share one round: the first of them opens it and schedules its PING for the next
+turn; the others join. Rounds overlap: a publish made while an earlier PING is out gets a
+PING of its own at once instead of waiting for that PONG (the server answers PINGs in order),
+so a delivery waits one round trip, as with a flush of its own, not up to two.
+
+Why the PING waits for the next turn: nats-py writes a PING to the socket directly, while a
+publish goes through the client's outgoing buffer, written by the client's flusher task. The
+publishes of a round woke that task before the round's task was created, so it runs first and
+writes them before the PING.
 """
 
 from __future__ import annotations
@@ -17,26 +25,27 @@ class Flusher:
 
     def __init__(self, client: Client) -> None:
         self._client = client
-        self._round: asyncio.Future[None] | None = None
-        self._worker: asyncio.Task[None] | None = None
+        #: The round whose PING is not written yet (publishes now join it).
+        self._open: asyncio.Future[None] | None = None
+        self._rounds: set[asyncio.Task[None]] = set()  # referenced until done
         self._within = 10.0
 
     async def flush(self, within: float) -> None:
         """Return once a flush that started after this call has completed (nats errors as is)."""
-        if self._round is None:
-            self._round = asyncio.get_running_loop().create_future()
-        waiting = self._round
+        waiting = self._open
+        if waiting is None:
+            waiting = self._open = asyncio.get_running_loop().create_future()
+            task = asyncio.create_task(self._round(waiting))
+            self._rounds.add(task)
+            task.add_done_callback(self._rounds.discard)
         self._within = within
-        if self._worker is None or self._worker.done():
-            self._worker = asyncio.create_task(self._run())
         await asyncio.shield(waiting)
 
-    async def _run(self) -> None:
-        while self._round is not None:
-            current, self._round = self._round, None  # publishes from now on join the next round
-            try:
-                await self._client.flush(timeout=max(1, int(self._within)))
-            except Exception as exc:  # handed to every waiter of this round, translated there
-                current.set_exception(exc)
-            else:
-                current.set_result(None)
+    async def _round(self, current: asyncio.Future[None]) -> None:
+        self._open = None  # publishes from now on join the next round
+        try:
+            await self._client.flush(timeout=max(1, int(self._within)))
+        except Exception as exc:  # handed to every waiter of this round, translated there
+            current.set_exception(exc)
+        else:
+            current.set_result(None)

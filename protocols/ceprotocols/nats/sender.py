@@ -93,18 +93,19 @@ class NatsSender:
         """How many NATS connections are open."""
         return len(self._pool)
 
-    def _prepare(self, destination: Destination) -> tuple[Endpoint, NatsSettings, Credential | None]:
+    def _prepare(self, destination: Destination) -> tuple[Endpoint, NatsSettings, Credential | None, str]:
         endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
         with INVALID_SETTINGS:
             settings = parse_settings(destination.settings)
             credential = parse_credential(destination.credential, protocol="NATS")
-        return endpoint, settings, credential
+        where = f"NATS {redact(destination.sink)} {settings.subject}"  # no token or password
+        return endpoint, settings, credential, where
 
     async def deliver(
         self, event: Event, destination: Destination, *, trace: TraceContext | None = None
     ) -> None:
         """Publish ``event`` and return once confirmed (see the module doc)."""
-        endpoint, settings, credential = self._prepared.get(destination)
+        endpoint, settings, credential, where = self._prepared.get(destination)
         ensure_fresh(credential)
         with INVALID_EVENT:
             message = binding.to_structured(event) if settings.structured else binding.to_binary(event)
@@ -112,7 +113,6 @@ class NatsSender:
         client = await self._pool.get(
             key, lambda: connect(endpoint, credential, destination.timeout, self._guard)
         )
-        where = f"NATS {redact(destination.sink)} {settings.subject}"  # no token or password
         if client.is_closed:
             await self._pool.discard(key, client)
             raise TargetUnreachable(f"{where}: connection closed")

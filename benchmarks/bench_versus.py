@@ -1,0 +1,102 @@
+"""This tree against an earlier commit, in the same run: is anything slower?
+
+Two ``cebroker serve`` processes run side by side, each over its own SQLite file: **base**, the
+tree of ``--base`` (checked out with ``git worktree`` into a temporary directory and imported
+from there, with the same interpreter and libraries), and **this** tree. Per round, in turn
+(the order alternates from round to round): single-event structured ingest loaded by ``wrk``
+(``-c32``, events/s and the broker's CPU time per event), batch ingest (``--batch`` events per
+request from the Python load generator, events/s), and delivery (``--events`` events posted in
+batches to a subscription of a counting sink, timed from the first post to the last arrival).
+Every ratio is this ÷ base, per round; the medians are printed with every round's ratio and the
+load average before and after (the machine may be shared: read the ratios with it).
+Usage: ``python benchmarks/bench_versus.py --base <commit> [--rounds 5] [--seconds 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+from pathlib import Path
+
+import httpx
+from bench_ingress import _wrk
+from bench_telemetry import IDLE, IDLE_CONFIG, _batch, base_tree, deliver, ingest, serve
+from drains import uptime
+from harness import Child, sink
+
+KINDS = ("base", "this")
+FIGURES = ("single", "single CPU", "batch", "delivery")
+
+
+def _single(server: Child, run: str, args: argparse.Namespace) -> tuple[float, float]:
+    """Events/s and CPU µs per event of one wrk run of single events against ``server``."""
+    spent = server.cpu_seconds()
+    rate, _, _, bad = _wrk(server.url, run, connections=32, seconds=args.seconds)
+    if bad:
+        raise RuntimeError(f"{server.url}: {bad} answers other than 202")
+    return rate, (server.cpu_seconds() - spent) / (rate * args.seconds) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--base", required=True, help="the earlier commit")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--concurrency", type=int, default=16, help="of the batch load")
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--events", type=int, default=3000)
+    args = parser.parse_args()
+    print(f"load before: {uptime()}")
+    results: dict[str, dict[str, list[float]]] = {k: {f: [] for f in FIGURES} for k in KINDS}
+    with base_tree(args.base) as tree, tempfile.TemporaryDirectory() as tmp:
+        sinks = {kind: sink() for kind in KINDS}
+        servers = {"base": serve(Path(tmp) / "base.db", tree=tree), "this": serve(Path(tmp) / "this.db")}
+        try:
+            for kind, server in servers.items():
+                created = httpx.post(server.url + "/subscriptions", json={**IDLE, "config": IDLE_CONFIG})
+                assert created.status_code == 201, created.text
+                target = {
+                    "protocol": "HTTP",
+                    "sink": f"{sinks[kind].url}/hook",
+                    "types": ["com.example.delivered"],
+                }
+                created = httpx.post(
+                    server.url + "/subscriptions", json={**target, "config": {"concurrency": 32}}
+                )
+                assert created.status_code == 201, created.text
+            for r in range(args.rounds):
+                for kind in KINDS if r % 2 == 0 else tuple(reversed(KINDS)):
+                    server, run, figures = servers[kind], f"{kind}{r}", results[kind]
+                    rate, cpu = _single(server, run + "s", args)
+                    figures["single"].append(rate)
+                    figures["single CPU"].append(cpu)
+                    batch = _batch(server.port, args.batch, run + "b")
+                    figures["batch"].append(asyncio.run(ingest(server, batch, args.batch, args)))
+                    figures["delivery"].append(deliver(server, sinks[kind], run + "d", args.events))
+        finally:
+            for child in [*servers.values(), *sinks.values()]:
+                child.stop()
+    print(f"load after:  {uptime()}")
+    print(
+        f"this tree vs {args.base}: {args.rounds} rounds of {args.seconds:g} s per load; single events"
+        f" from wrk -c32, batches of {args.batch} from {args.concurrency} connections,"
+        f" {args.events} deliveries"
+    )
+    for name, label, unit in (
+        ("single", "single-event ingest", "events/s"),
+        ("single CPU", "single-event CPU per event", "us"),
+        ("batch", "batch ingest", "events/s"),
+        ("delivery", "delivery", "deliveries/s"),
+    ):
+        base, this = results["base"][name], results["this"][name]
+        ratios = [t / b for t, b in zip(this, base, strict=True)]
+        print(
+            f"  {label:27s}: base {statistics.median(base):8.0f} {unit}, this {statistics.median(this):8.0f};"
+            f" this/base {statistics.median(ratios):.2f} (rounds {', '.join(f'{x:.2f}' for x in ratios)})"
+        )
+
+
+if __name__ == "__main__":
+    main()
