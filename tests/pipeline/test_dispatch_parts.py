@@ -4,20 +4,26 @@ rate limit on a clock that only moves when told, the backlog count and the dead-
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 from ceprotocols.errors import DeliveryError
 from prometheus_client import CollectorRegistry, Gauge
+from storage.support import opened
 
 from cebroker.clock import SYSTEM_CLOCK, Clock, SystemClock, wait_or_sleep
+from cebroker.pipeline.dispatch import completions
 from cebroker.pipeline.dispatch.backlog import Backlog
+from cebroker.pipeline.dispatch.completions import Completions
 from cebroker.pipeline.dispatch.deadletters import REASON_LIMIT, dead_letter_copy
 from cebroker.pipeline.dispatch.lane import Item, Lane, TokenBucket
 from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
 from cebroker.pipeline.dispatch.setup import policy_of
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.deliveries import DueListener, Pending
+from cebroker.storage.sqlite import SqliteStorage
 from cebroker.subscription import Subscription
 from pipeline.clocks import ManualClock
 
@@ -217,3 +223,51 @@ def test_with_limits_kept_by_a_shared_log_a_lane_asks_for_its_share_of_the_concu
     assert lane.room(sub) <= 0  # its share (1) is taken: nothing to ask for
     local = Lane("s", 256, SYSTEM_CLOCK)
     assert local.room(sub) == 256  # an unshared log: the lane's own places
+
+
+# -- completions ----------------------------------------------------------------------------------
+
+
+async def _released_within(released: list[int], wanted: set[int], seconds: float = 10.0) -> None:
+    """Poll until every id of ``wanted`` has been released (its removal committed)."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not wanted <= set(released):
+        assert asyncio.get_running_loop().time() < deadline, f"released {released}, wanted {wanted}"
+        await asyncio.sleep(0.01)
+
+
+async def test_completions_are_gathered_unless_a_next_delivery_waits_for_their_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write waits for more outcomes while few wait (here an hour, to make it visible), but not
+    for an ordered subscription's (its group's next is released by the write), a replay's (it
+    queues its next window once these settled) or once a group is full."""
+    monkeypatch.setattr(completions, "GATHER", 3600.0)
+    released: list[int] = []
+    backlog = Backlog(Gauge("backlog", "test", registry=CollectorRegistry()))
+    async with opened(SqliteStorage(tmp_path / "c.db")) as storage:
+        writer = Completions(
+            storage.deliveries,
+            backlog,
+            lambda lane, delivery: released.append(delivery),
+            SYSTEM_CLOCK,
+            waits=lambda subscription: subscription == "ordered",
+        )
+        task = asyncio.create_task(writer.run())
+        try:
+            plain, ordered = Lane("plain", 256, SYSTEM_CLOCK), Lane("ordered", 256, SYSTEM_CLOCK)
+
+            def item(delivery: int, subscription: str, replay: str | None = None) -> Item:
+                return Item(Pending(delivery, delivery, subscription, 0, 0.0, "{}", replay=replay), {})
+
+            writer.delivered(ordered, item(1, "ordered"))
+            await _released_within(released, {1})
+            writer.delivered(plain, item(2, "plain", replay="r"))
+            await _released_within(released, {2})
+            for delivery in range(3, 3 + completions.GROUP):  # a full group goes at once
+                writer.delivered(plain, item(delivery, "plain"))
+            await _released_within(released, set(range(3, 3 + completions.GROUP)))
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -2,8 +2,8 @@
 
 Confirmed deliveries are removed from the log and counted as delivered; deliveries of a
 subscription deleted meanwhile are removed without a count. Outcomes are gathered for a moment
-when few wait (:data:`GATHER`), so that a write carries many, unless the next delivery of a
-subscription waits for the write (an ordering group's next). A delivery stays in flight in its
+when few wait (:data:`GATHER`), so that a write carries many, unless a next delivery waits for
+the write (an ordering group's next, a replay's next window). A delivery stays in flight in its
 lane until its removal has committed, so that the loader never hands it out again; a write that
 fails is tried again a moment later with everything that came in meanwhile.
 """
@@ -25,7 +25,7 @@ log = logging.getLogger("cebroker.pipeline")
 #: Seconds before a failed completion write is tried again.
 RETRY_PAUSE = 1.0
 #: While fewer outcomes than :data:`GROUP` wait to be written, more are gathered for
-#: :data:`GATHER` seconds first (not when a subscription's next delivery waits for the write).
+#: :data:`GATHER` seconds first (not when a next delivery waits for the write: see Completions).
 #: Each write is a transaction of the log, whose cost is mostly per transaction (its commit
 #: writes every page it touched): written as they came, a drain at concurrency 32 made groups of
 #: about 25 and the log's writer spent 13 to 15 µs per delivery; gathered, 9 to 10 µs. Their
@@ -42,7 +42,8 @@ class Completions:
 
     ``waits`` says whether the next delivery of a subscription waits for its deliveries' removal
     (an ordered one's: the log releases an ordering group's next only then): those are written
-    without gathering more."""
+    without gathering more, and so are a replay's (a replay queues its next deliveries only
+    once its window's have settled)."""
 
     def __init__(
         self,
@@ -66,14 +67,14 @@ class Completions:
     def delivered(self, lane: Lane, item: Item) -> None:
         """The sink confirmed ``item``."""
         self._delivered.append((lane, item))
-        if not self._urgent and self._waits(lane.id):
+        if not self._urgent and (item.row.replay is not None or self._waits(lane.id)):
             self._urgent = True
         self._pending.set()
 
     def dropped(self, lane: Lane, item: Item) -> None:
         """``item`` belongs to a deleted subscription: remove it, undelivered."""
         self._dropped.append((lane, item))
-        if not self._urgent and self._waits(lane.id):
+        if not self._urgent and (item.row.replay is not None or self._waits(lane.id)):
             self._urgent = True
         self._pending.set()
 
