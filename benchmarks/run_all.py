@@ -8,14 +8,16 @@ average is read before and after each benchmark: on a shared machine single figu
 it, the ratios to a baseline measured in the same run much less.
 
 Usage: ``python benchmarks/run_all.py [--quick] [--only ingress,delivery,...] [--pg]
-[--protocols]``. ``--quick`` runs fewer and shorter rounds (a smoke run: figures are noisier);
-``--pg`` adds the PostgreSQL benchmarks (their own private cluster; ``postgres`` installed),
-``--protocols`` the deliveries into real MQTT, AMQP, Kafka and NATS servers.
+[--protocols] [--base COMMIT]``. ``--quick`` runs fewer and shorter rounds (a smoke run: figures
+are noisier); ``--pg`` adds the PostgreSQL benchmarks (their own private cluster; ``postgres``
+installed), ``--protocols`` the deliveries into real MQTT, AMQP, Kafka and NATS servers,
+``--base`` this tree against an earlier commit (``bench_versus.py``: is anything slower?).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import subprocess
@@ -89,8 +91,8 @@ BENCHES = (
         "pg-ingress",
         "ingress into one instance on PostgreSQL vs SQLite",
         "bench_pg_ingress.py",
-        ("--rounds", "3"),
-        ("--rounds", "1", "--seconds", "2"),
+        ("--rounds", "5", "--seconds", "2", "--wrk"),
+        ("--rounds", "1", "--seconds", "2", "--wrk"),
         "pg",
     ),
     Bench(
@@ -108,6 +110,14 @@ BENCHES = (
         ("--rate", "1000", "--seconds", "10"),
         ("--rate", "1000", "--seconds", "3"),
         "pg",
+    ),
+    Bench(
+        "versus",
+        "this tree against an earlier commit (--base): single-event ingest, batch ingest, delivery",
+        "bench_versus.py",
+        ("--rounds", "5"),
+        ("--rounds", "1", "--seconds", "2"),
+        "versus",
     ),
 )
 
@@ -146,14 +156,24 @@ def main() -> None:
     parser.add_argument("--only", default="", help=f"comma-separated keys: {keys}")
     parser.add_argument("--pg", action="store_true", help="add the PostgreSQL benchmarks")
     parser.add_argument("--protocols", action="store_true", help="add MQTT, AMQP, Kafka and NATS deliveries")
+    parser.add_argument("--base", default="", help="an earlier commit to compare this tree with")
     parser.add_argument("--quiet", action="store_true", help="print only the rows")
     args = parser.parse_args()
     groups = {"core"} | ({"pg"} if args.pg else set()) | ({"protocols"} if args.protocols else set())
+    groups |= {"versus"} if args.base else set()
     only = {key.strip() for key in args.only.split(",") if key.strip()}
     unknown = only - {b.key for b in BENCHES}
     if unknown:
         parser.error(f"unknown benchmarks {sorted(unknown)}")
     chosen = [b for b in BENCHES if (b.key in only if only else b.group in groups)]
+    if any(b.group == "versus" for b in chosen) and not args.base:
+        parser.error("the versus benchmark needs --base COMMIT")
+    chosen = [
+        dataclasses.replace(b, full=(*b.full, "--base", args.base), quick=(*b.quick, "--base", args.base))
+        if b.group == "versus"
+        else b
+        for b in chosen
+    ]
     rows = []
     for bench in chosen:
         if not args.quiet:
