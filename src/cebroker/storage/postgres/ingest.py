@@ -192,7 +192,9 @@ class PostgresIngest(LogBase):
                 traces if traced else None,  # no array at all when nothing is traced
                 d_items,
                 d_subs,
-                d_groups,
+                # None when no delivery has an ordering group: the function then takes no group
+                # locks (a call and a statement of the server's for each append otherwise).
+                d_groups if any(group is not None for group in d_groups) else None,
                 self.retention > 0,  # every event kept for the retention, matched or not
                 HELD_AT,
                 BOUNDARY,
