@@ -71,6 +71,16 @@ def serve(db: Path, *, tree: Path | None = None, env: dict[str, str] | None = No
     return Child(args, port, "/readyz", env=extra)
 
 
+def subscribe(server: Child, counter: Child) -> None:
+    """The two subscriptions of a measured broker: the idle one the ingest events match, and one
+    of the counting sink ``counter`` for the deliveries (concurrency 32)."""
+    created = httpx.post(server.url + "/subscriptions", json={**IDLE, "config": IDLE_CONFIG})
+    assert created.status_code == 201, created.text
+    target = {"protocol": "HTTP", "sink": f"{counter.url}/hook", "types": ["com.example.delivered"]}
+    created = httpx.post(server.url + "/subscriptions", json={**target, "config": {"concurrency": 32}})
+    assert created.status_code == 201, created.text
+
+
 def _single(port: int, run: str) -> Callable[[int], bytes]:
     return lambda n: request_bytes("/events", json.dumps(event(n, run)).encode(), STRUCTURED, port)
 
@@ -146,17 +156,7 @@ def main() -> None:
             if "cebroker_http_server_request_duration_seconds" in metrics:
                 raise RuntimeError("the base broker runs this tree's code, not the base's")
             for kind, server in servers.items():
-                created = httpx.post(server.url + "/subscriptions", json={**IDLE, "config": IDLE_CONFIG})
-                assert created.status_code == 201, created.text
-                target = {
-                    "protocol": "HTTP",
-                    "sink": f"{sinks[kind].url}/hook",
-                    "types": ["com.example.delivered"],
-                }
-                created = httpx.post(
-                    server.url + "/subscriptions", json={**target, "config": {"concurrency": 32}}
-                )
-                assert created.status_code == 201, created.text
+                subscribe(server, sinks[kind])
             for r in range(args.rounds):
                 order = KINDS if r % 2 == 0 else tuple(reversed(KINDS))
                 for kind in order:

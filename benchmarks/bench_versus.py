@@ -20,9 +20,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-import httpx
 from bench_ingress import _wrk
-from bench_telemetry import IDLE, IDLE_CONFIG, _batch, base_tree, deliver, ingest, serve
+from bench_telemetry import _batch, base_tree, deliver, ingest, serve, subscribe
 from drains import uptime
 from harness import Child, sink
 
@@ -55,17 +54,7 @@ def main() -> None:
         servers = {"base": serve(Path(tmp) / "base.db", tree=tree), "this": serve(Path(tmp) / "this.db")}
         try:
             for kind, server in servers.items():
-                created = httpx.post(server.url + "/subscriptions", json={**IDLE, "config": IDLE_CONFIG})
-                assert created.status_code == 201, created.text
-                target = {
-                    "protocol": "HTTP",
-                    "sink": f"{sinks[kind].url}/hook",
-                    "types": ["com.example.delivered"],
-                }
-                created = httpx.post(
-                    server.url + "/subscriptions", json={**target, "config": {"concurrency": 32}}
-                )
-                assert created.status_code == 201, created.text
+                subscribe(server, sinks[kind])
             for r in range(args.rounds):
                 for kind in KINDS if r % 2 == 0 else tuple(reversed(KINDS)):
                     server, run, figures = servers[kind], f"{kind}{r}", results[kind]
