@@ -3,7 +3,7 @@ large batch is in flight.
 
 **Frozen at start-up.** Once the server has started (the app built, the storage open, every
 subscription loaded into the index), :func:`freeze_started` moves every object then alive out
-of the collector's reach (``gc.freeze()``): they live as long as the process and form no
+of the collector's reach (``gc.freeze()``): they mostly live as long as the process and form no
 garbage, yet each full collection scanned them all, and under load the objects of the requests
 in flight survive the young collections often enough to start one. Measured on single-event
 ingress (``perf``, the broker's whole process): the collector took 17 % of its CPU time before,
