@@ -38,6 +38,22 @@ async def test_a_slow_statement_is_not_a_hung_server(postgres_url: str) -> None:
     assert set(seen) == {None}
 
 
+async def test_a_call_larger_than_the_bound_alone_is_written_when_nothing_waits(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound on waiting events refuses what would join a queue, not a large batch on its own:
+    refused, that batch would be refused again on every retry."""
+    monkeypatch.setattr(ingest, "MAX_QUEUED", 10)
+    storage = PostgresStorage(postgres_url)
+    async with opened(storage):
+        written = await storage.deliveries.append(
+            [Incoming({"id": f"big{n}"}, "/s", f"big{n}", ("a",)) for n in range(15)]
+        )
+        assert len(written) == 15
+        assert all(w is not None for w in written)
+        assert (await storage.deliveries.backlog())["a"][0] == 15
+
+
 @pytest.mark.slow
 async def test_a_hung_server_is_an_episode_and_ingest_is_bounded(
     server_factory: Callable[..., PostgresServer], monkeypatch: pytest.MonkeyPatch

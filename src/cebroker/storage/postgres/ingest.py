@@ -88,11 +88,15 @@ class PostgresIngest(LogBase):
         """Commit events and their deliveries with group commit; see the module docstring.
 
         Waits are bounded: while the server is away or hung the call fails at once (503); at
-        most :data:`MAX_QUEUED` events wait for a transaction (more: 503 ``database busy``); and
+        most :data:`MAX_QUEUED` events wait for a transaction (more: 503 ``database busy``; a larger
+        call alone waits when nothing else does); and
         a call waiting when the server is found hung is answered 503 at once (its events may
         still be committed when the server resumes: at-least-once, a retry is a duplicate)."""
         self._db.check()
-        if self._queued + len(items) > MAX_QUEUED:
+        # A call larger than the bound alone is let in when nothing waits: refused, it would be
+        # refused again on every retry (503 with Retry-After), and its events are in memory
+        # already (the request's size limits bound them).
+        if self._queued and self._queued + len(items) > MAX_QUEUED:
             raise StorageUnavailable(
                 "database busy", f"{self._queued} events wait for the database", retry_after=1.0
             )
