@@ -156,6 +156,12 @@ class Membership:
             except StorageUnavailable as exc:
                 self._answered(False)
                 log.debug("heartbeat failed: %s", exc)
+            except Exception:
+                # Anything else is a fault of this process, not of the database; the loop must
+                # outlive it all the same: without heartbeats this instance's claims go unused
+                # until it restarts.
+                self._answered(False)
+                log.exception("heartbeat failed; trying again")
             else:
                 self._answered(True)
 
@@ -170,6 +176,9 @@ class Membership:
             except StorageUnavailable as exc:
                 self._answered(False)
                 log.debug("reaping failed: %s", exc)
+            except Exception:  # as in _run: a dead reaper would leave dead instances' claims
+                self._answered(False)
+                log.exception("reaping failed; trying again")
             else:
                 self._answered(True)
                 holding = self._reap_after - time.monotonic()
