@@ -336,3 +336,72 @@ async def test_the_listener_listens_again_after_a_fault_of_its_own(
         assert [r for r in caplog.records if r.exc_info and "a fault of this process" in str(r.exc_info[1])]
     finally:
         await listener.stop()
+
+
+def _owned(url: str, owner: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pipeline_deliveries WHERE owner = %s", (owner,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+CLAIM = "SELECT * FROM cebroker_claim_many(%s, %s, %s, %s::int[], %s::int[], %s::float8[])"
+
+
+async def test_a_claim_under_an_id_no_instance_has_claims_nothing(postgres_url: str) -> None:
+    """An instance gives up an id when it takes a new one: a claim it had sent under the old one
+    and that arrives after must not leave rows owned by an id that no instance will free."""
+    async with opened(PostgresStorage(postgres_url)) as storage:
+        await storage.deliveries.append([Incoming({"id": str(n)}, "/s", str(n), ("s",)) for n in range(3)])
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+            cur = await conn.execute(CLAIM, (["s"], "gone/1/given-up", 1e12, [10], [None], [None]))
+            assert [r for r in await cur.fetchall() if r[1] is not None] == []
+        assert _owned(postgres_url, "gone/1/given-up") == 0
+        claimed, _ = await storage.deliveries.due("s", 10)
+        assert len(claimed) == 3  # still there for a registered instance
+
+
+async def test_an_instance_leaving_frees_the_claims_it_had_under_way(postgres_url: str) -> None:
+    """The hand-over of an old id (or the reaping of a dead instance) and a claim under that id
+    in flight at the same moment: whichever commits first, no row keeps the old id as owner."""
+    from cebroker.storage.postgres.instances import Membership
+
+    owner = "leaving/1/old-id"
+    async with opened(PostgresStorage(postgres_url)) as storage:
+        await storage.deliveries.append([Incoming({"id": str(n)}, "/s", str(n), ("s",)) for n in range(3)])
+        with psycopg.connect(postgres_url, autocommit=True) as setup:
+            setup.execute(
+                "INSERT INTO broker_instances (id, host, pid, heartbeat)"
+                " VALUES (%s, 'leaving', 1, clock_timestamp())",
+                (owner,),
+            )
+        claiming = await psycopg.AsyncConnection.connect(postgres_url)  # one open transaction
+        leaving = await psycopg.AsyncConnection.connect(postgres_url, autocommit=True)
+        try:
+            cur = await claiming.execute(CLAIM, (["s"], owner, 1e12, [10], [None], [None]))
+            assert len([r for r in await cur.fetchall() if r[1] is not None]) == 3
+
+            async def leave() -> None:
+                async with leaving.transaction():
+                    await Membership._leave(leaving, owner)
+
+            left = asyncio.create_task(leave())
+
+            def waits_for_the_claim() -> bool:
+                with psycopg.connect(postgres_url, autocommit=True) as conn:
+                    row = conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
+                        (leaving.info.backend_pid,),
+                    ).fetchone()
+                return row is not None and row[0] == 1
+
+            await async_wait_until(
+                lambda: left.done() or waits_for_the_claim(), 10, "the leave waiting or done"
+            )
+            await claiming.commit()
+            await asyncio.wait_for(left, 10)
+        finally:
+            await claiming.close()
+            await leaving.close()
+        assert _owned(postgres_url, owner) == 0
+        taken, _ = await storage.deliveries.due("s", 10)
+        assert len(taken) == 3  # freed: the live instance claims them
