@@ -427,12 +427,10 @@ async def test_a_rate_limited_subscription_is_not_asked_for_again_before_its_buc
 
         monkeypatch.setattr(db, "call", counting)
         limits = Limits(10, 2.0)  # a burst of two
-        first, _ = await storage.deliveries.due("s", 10, limits)
+        first, later = await storage.deliveries.due("s", 10, limits)
         assert len(first) == 2
-        empty, later = await storage.deliveries.due("s", 10, limits)
-        assert empty == []
         assert later is not None
-        asked = len(calls)
+        asked = len(calls)  # the claim that took the last token said when the bucket refills
         again, when = await storage.deliveries.due("s", 10, limits)
         assert (again, when, len(calls)) == ([], later, asked)
         await storage.deliveries.due("s", 10, Limits(10, 4.0))
@@ -445,7 +443,7 @@ async def test_a_rate_limited_subscription_is_not_asked_for_again_before_its_buc
 
 
 async def test_a_subscription_whose_token_bucket_is_empty_is_not_announced(postgres_url: str) -> None:
-    """Until its bucket refills nobody can claim it; the instance that found it empty claims it
+    """Until its bucket refills nobody can claim it; the instance that left it empty claims it
     itself then, so telling the others is a notification and a claim each for nothing."""
     from cebroker.storage.queue import Limits
 
@@ -456,7 +454,6 @@ async def test_a_subscription_whose_token_bucket_is_empty_is_not_announced(postg
         await async_wait_until(lambda: "r" in heard, 10, "the other instance told of r")
         limits = Limits(10, 0.5)  # a burst of one, then a token every two seconds
         assert len((await one.deliveries.due("r", 10, limits))[0]) == 1
-        assert (await one.deliveries.due("r", 10, limits))[0] == []
         heard.clear()
         await one.deliveries.append([Incoming({"id": "3"}, "/r", "3", ("r", "s"))])
         await async_wait_until(lambda: "s" in heard, 10, "the other instance told of s")

@@ -63,7 +63,7 @@ def _claimed(
         return items, now + HELD_BACK
     next_due, wait = rows[-1][8], float(rows[-1][9] or 0.0)
     if len(items) >= claim.limit:
-        return items, now
+        return items, now + wait  # wait > 0: this claim took the bucket's last token
     if next_due is None:
         return items, None
     if float(next_due) > now:
@@ -184,7 +184,7 @@ class PostgresClaims(LogBase):
                 claim.future.set_result(result)
 
     def _remember_rate(self, claim: _Claim, rows: list[tuple[Any, ...]], now: float) -> None:
-        """Keep when ``claim``'s token bucket next holds a token, if the claim found it empty."""
+        """Keep when ``claim``'s token bucket next holds a token, if the claim left it empty."""
         rate = claim.limits.rate if claim.limits is not None else None
         wait = float(rows[-1][9] or 0.0) if rows else 0.0
         if rate is None or wait <= 0:

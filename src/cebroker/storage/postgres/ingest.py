@@ -261,7 +261,7 @@ class PostgresIngest(LogBase):
             while self._announced:
                 await asyncio.sleep(ANNOUNCE_AFTER)
                 subscriptions, self._announced = self._announced, set()
-                # Not those whose token bucket this instance found empty: nobody can claim them
+                # Not those whose token bucket this instance left empty: nobody can claim them
                 # before it refills, and this instance's loader claims them then.
                 now = self._clock.now()
                 await self._send_announcement({s for s in subscriptions if not self.bucket_empty(s, now)})

@@ -108,13 +108,13 @@ class LogBase:
     dedup_window: float
     retention: float
     #: Subscription -> (its rate, when its token bucket next holds a token), as the last claim
-    #: found it empty. No claim of it can succeed before then, on any instance: the bucket is
+    #: left it empty. No claim of it can succeed before then, on any instance: the bucket is
     #: shared and refills at that rate. Asking earlier (every ingest of its events would) is a
     #: round trip that claims nothing (see :mod:`.claims`).
     _limited: dict[str, tuple[float, float]]
 
     def bucket_empty(self, subscription: str, now: float) -> bool:
-        """Whether the last claim of ``subscription`` found its token bucket empty until after
+        """Whether the last claim of ``subscription`` left its token bucket empty until after
         ``now``."""
         known = self._limited.get(subscription)
         return known is not None and now < known[1]
