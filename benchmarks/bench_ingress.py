@@ -83,6 +83,18 @@ def _wrk(url: str, run: str, *, connections: int, seconds: float) -> tuple[float
     return rate, millis("50"), millis("99"), int(bad.group(1)) if bad else 0
 
 
+def wrk_timed(
+    server: Child, run: str, *, connections: int, seconds: float
+) -> tuple[float, float, float, float]:
+    """(requests/s, p50 ms, p99 ms, ``server``'s CPU µs per request) of one wrk run against
+    ``server``; an answer other than 2xx is an error."""
+    spent = server.cpu_seconds()
+    rate, p50, p99, bad = _wrk(server.url, run, connections=connections, seconds=seconds)
+    if bad:
+        raise RuntimeError(f"{server.url}: {bad} answers other than 2xx")
+    return rate, p50, p99, (server.cpu_seconds() - spent) / (rate * seconds) * 1e6
+
+
 def _find(pattern: str, text: str) -> re.Match[str]:
     found = re.search(pattern, text, re.M)
     if found is None:
@@ -120,16 +132,10 @@ def wrk_main(args: argparse.Namespace) -> None:
                 assert httpx.post(server.url + "/subscriptions", json=sub).status_code == 201
             for r in range(args.rounds):
                 for name, (bare, server) in servers.items():
-                    spent = bare.cpu_seconds()
-                    base = _wrk(bare.url, f"bare{r}", connections=args.concurrency, seconds=args.seconds)
-                    bare_cpu = (bare.cpu_seconds() - spent) / (base[0] * args.seconds) * 1e6
-                    spent = server.cpu_seconds()
-                    one = _wrk(server.url, f"{name}{r}", connections=args.concurrency, seconds=args.seconds)
-                    broker_cpu = (server.cpu_seconds() - spent) / (one[0] * args.seconds) * 1e6
-                    if base[3] or one[3]:
-                        raise RuntimeError(f"non-2xx answers: bare {base[3]}, broker {one[3]}")
+                    base = wrk_timed(bare, f"bare{r}", connections=args.concurrency, seconds=args.seconds)
+                    one = wrk_timed(server, f"{name}{r}", connections=args.concurrency, seconds=args.seconds)
                     results[name].append((base[0], one[0], one[1], one[2]))
-                    cpu[name].append((bare_cpu, broker_cpu))
+                    cpu[name].append((base[3], one[3]))
         finally:
             for bare, server in servers.values():
                 server.stop()

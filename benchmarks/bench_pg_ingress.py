@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 import httpx
-from bench_ingress import _batch, _single, _wrk
+from bench_ingress import _batch, _single, wrk_timed
 from harness import Child, broker, load, percentile
 from pg import cpu_seconds, postgres, server_pids, uptime
 
@@ -38,9 +38,7 @@ def _round(server: Child, name: str, args: argparse.Namespace, database: list[in
     SQLite)."""
     spent, spent_db = server.cpu_seconds(), cpu_seconds(database)
     if args.wrk:
-        rate, _, p99, bad = _wrk(server.url, name, connections=args.concurrency, seconds=args.seconds)
-        if bad:
-            raise RuntimeError(f"{bad} answers other than 202")
+        rate, _, p99, cpu = wrk_timed(server, name, connections=args.concurrency, seconds=args.seconds)
     else:
         one = asyncio.run(
             load(server.port, _single(server.port, name), concurrency=args.concurrency, seconds=args.seconds)
@@ -48,9 +46,8 @@ def _round(server: Child, name: str, args: argparse.Namespace, database: list[in
         if set(one.statuses) != {202}:
             raise RuntimeError(f"answers other than 202: {one.statuses}")
         rate, p99 = one.requests / one.seconds, percentile(one.latencies, 0.99) * 1e3
-    events = rate * args.seconds
-    cpu = (server.cpu_seconds() - spent) / events * 1e6
-    cpu_db = (cpu_seconds(database) - spent_db) / events * 1e6
+        cpu = (server.cpu_seconds() - spent) / (rate * args.seconds) * 1e6
+    cpu_db = (cpu_seconds(database) - spent_db) / (rate * args.seconds) * 1e6
     many = asyncio.run(
         load(server.port, _batch(server.port, args.batch, f"b{name}"), concurrency=4, seconds=args.seconds)
     )

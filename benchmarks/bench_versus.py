@@ -20,22 +20,13 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench_ingress import _wrk
+from bench_ingress import wrk_timed
 from bench_telemetry import _batch, base_tree, deliver, ingest, serve, subscribe
 from drains import uptime
-from harness import Child, sink
+from harness import sink
 
 KINDS = ("base", "this")
 FIGURES = ("single", "single CPU", "batch", "delivery")
-
-
-def _single(server: Child, run: str, args: argparse.Namespace) -> tuple[float, float]:
-    """Events/s and CPU µs per event of one wrk run of single events against ``server``."""
-    spent = server.cpu_seconds()
-    rate, _, _, bad = _wrk(server.url, run, connections=32, seconds=args.seconds)
-    if bad:
-        raise RuntimeError(f"{server.url}: {bad} answers other than 202")
-    return rate, (server.cpu_seconds() - spent) / (rate * args.seconds) * 1e6
 
 
 def main() -> None:
@@ -58,7 +49,7 @@ def main() -> None:
             for r in range(args.rounds):
                 for kind in KINDS if r % 2 == 0 else tuple(reversed(KINDS)):
                     server, run, figures = servers[kind], f"{kind}{r}", results[kind]
-                    rate, cpu = _single(server, run + "s", args)
+                    rate, _, _, cpu = wrk_timed(server, run + "s", connections=32, seconds=args.seconds)
                     figures["single"].append(rate)
                     figures["single CPU"].append(cpu)
                     batch = _batch(server.port, args.batch, run + "b")

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -265,3 +266,142 @@ async def test_a_task_cancelled_during_a_statement_ends_cancelled(postgres_url: 
         assert health.ok  # a cancellation is no storage failure
     finally:
         await db.close()
+
+
+@pytest.mark.parametrize("loop", ["_beat", "_reap"])
+async def test_the_heartbeat_and_the_reaper_outlive_a_fault_of_their_own(
+    postgres_url: str, loop: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A heartbeat or reaping that fails with anything but a storage error (a bug, a handler's
+    fault) is logged with its traceback and tried again: a loop that ended would leave this
+    instance's claims unused (no heartbeat) or dead instances' claims untaken (no reaper)."""
+    from cebroker.storage import StorageOptions
+
+    async with opened(PostgresStorage(postgres_url, StorageOptions(lease=1.0))) as storage:
+        membership = storage._membership
+        real = getattr(membership, loop)
+        calls: list[int] = []
+
+        async def faulty() -> object:
+            calls.append(len(calls))
+            if len(calls) == 1:
+                raise RuntimeError("a fault of this process")
+            return await real()
+
+        setattr(membership, loop, faulty)
+        await async_wait_until(lambda: len(calls) >= 3, 10, f"{loop} called again after its fault")
+        await async_wait_until(lambda: membership.live, 10, "this instance's claims usable")
+        faults = [r for r in caplog.records if r.exc_info and "a fault of this process" in str(r.exc_info[1])]
+        assert len(faults) == 1, caplog.records
+
+
+async def test_the_listener_listens_again_after_a_fault_of_its_own(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Anything but a driver error while listening is logged with its traceback and the listener
+    connects again: a listener that ended would hear of no change or due delivery until the
+    broker restarts."""
+    from cebroker.storage.postgres.listener import DUE, Listener
+
+    real = psycopg.AsyncConnection.notifies
+    faults: list[int] = []
+
+    def notifies(
+        self: psycopg.AsyncConnection[Any], *, timeout: float | None = None, stop_after: int | None = None
+    ) -> AsyncGenerator[psycopg.Notify]:
+        if not faults:
+            faults.append(1)
+            raise RuntimeError("a fault of this process")
+        return real(self, timeout=timeout, stop_after=stop_after)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "notifies", notifies)
+    listener = Listener(postgres_url, {})
+    connects: list[int] = []
+    heard: list[str] = []
+    listener.on_connect(lambda: connects.append(1))
+    listener.on(DUE, heard.append)
+    listener.start()
+    try:
+        await async_wait_until(lambda: len(connects) >= 2, 10, "the listener connected again")
+
+        def notify() -> None:
+            with psycopg.connect(postgres_url, autocommit=True) as conn:
+                conn.execute("SELECT pg_notify(%s, 'after the fault')", (DUE,))
+
+        async def told() -> bool:
+            await asyncio.to_thread(notify)
+            return "after the fault" in heard
+
+        await async_wait_until(told, 10, "a notification heard after the fault")
+        assert [r for r in caplog.records if r.exc_info and "a fault of this process" in str(r.exc_info[1])]
+    finally:
+        await listener.stop()
+
+
+def _owned(url: str, owner: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pipeline_deliveries WHERE owner = %s", (owner,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+CLAIM = "SELECT * FROM cebroker_claim_many(%s, %s, %s, %s::int[], %s::int[], %s::float8[])"
+
+
+async def test_a_claim_under_an_id_no_instance_has_claims_nothing(postgres_url: str) -> None:
+    """An instance gives up an id when it takes a new one: a claim it had sent under the old one
+    and that arrives after must not leave rows owned by an id that no instance will free."""
+    async with opened(PostgresStorage(postgres_url)) as storage:
+        await storage.deliveries.append([Incoming({"id": str(n)}, "/s", str(n), ("s",)) for n in range(3)])
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+            cur = await conn.execute(CLAIM, (["s"], "gone/1/given-up", 1e12, [10], [None], [None]))
+            assert [r for r in await cur.fetchall() if r[1] is not None] == []
+        assert _owned(postgres_url, "gone/1/given-up") == 0
+        claimed, _ = await storage.deliveries.due("s", 10)
+        assert len(claimed) == 3  # still there for a registered instance
+
+
+async def test_an_instance_leaving_frees_the_claims_it_had_under_way(postgres_url: str) -> None:
+    """The hand-over of an old id (or the reaping of a dead instance) and a claim under that id
+    in flight at the same moment: whichever commits first, no row keeps the old id as owner."""
+    from cebroker.storage.postgres.instances import Membership
+
+    owner = "leaving/1/old-id"
+    async with opened(PostgresStorage(postgres_url)) as storage:
+        await storage.deliveries.append([Incoming({"id": str(n)}, "/s", str(n), ("s",)) for n in range(3)])
+        with psycopg.connect(postgres_url, autocommit=True) as setup:
+            setup.execute(
+                "INSERT INTO broker_instances (id, host, pid, heartbeat)"
+                " VALUES (%s, 'leaving', 1, clock_timestamp())",
+                (owner,),
+            )
+        claiming = await psycopg.AsyncConnection.connect(postgres_url)  # one open transaction
+        leaving = await psycopg.AsyncConnection.connect(postgres_url, autocommit=True)
+        try:
+            cur = await claiming.execute(CLAIM, (["s"], owner, 1e12, [10], [None], [None]))
+            assert len([r for r in await cur.fetchall() if r[1] is not None]) == 3
+
+            async def leave() -> None:
+                async with leaving.transaction():
+                    await Membership._leave(leaving, owner)
+
+            left = asyncio.create_task(leave())
+
+            def waits_for_the_claim() -> bool:
+                with psycopg.connect(postgres_url, autocommit=True) as conn:
+                    row = conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
+                        (leaving.info.backend_pid,),
+                    ).fetchone()
+                return row is not None and row[0] == 1
+
+            await async_wait_until(
+                lambda: left.done() or waits_for_the_claim(), 10, "the leave waiting or done"
+            )
+            await claiming.commit()
+            await asyncio.wait_for(left, 10)
+        finally:
+            await claiming.close()
+            await leaving.close()
+        assert _owned(postgres_url, owner) == 0
+        taken, _ = await storage.deliveries.due("s", 10)
+        assert len(taken) == 3  # freed: the live instance claims them

@@ -16,6 +16,11 @@ are freed and deliveries handed out under the old id are no longer ``held``. Bef
 them it records what it delivered while the database was away (:meth:`Membership.before_leave`:
 the delivery log's unrecorded completions), so that those are not sent again.
 
+A claim is made only while its owner's row exists, and locks that row until it commits
+(``cebroker_claim_many``, deliveries step 7); removing a row (a new id, a reaping) deletes it
+before freeing its claims. So a claim sent under an id just before the id was given up is
+either refused or freed with the rest: no delivery keeps an owner that no instance frees.
+
 After the database was away *for this instance* (a heartbeat or a reaping failed), it reaps
 nobody until it has been back for a whole lease: every heartbeat went stale during the outage,
 and the other instances need that long to renew theirs and record what they delivered meanwhile.
@@ -33,7 +38,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from cebroker.storage.errors import StorageUnavailable
 from cebroker.storage.postgres.database import AsyncConn, Database
@@ -156,6 +161,12 @@ class Membership:
             except StorageUnavailable as exc:
                 self._answered(False)
                 log.debug("heartbeat failed: %s", exc)
+            except Exception:
+                # Anything else is a fault of this process, not of the database; the loop must
+                # outlive it all the same: without heartbeats this instance's claims go unused
+                # until it restarts.
+                self._answered(False)
+                log.exception("heartbeat failed; trying again")
             else:
                 self._answered(True)
 
@@ -170,6 +181,9 @@ class Membership:
             except StorageUnavailable as exc:
                 self._answered(False)
                 log.debug("reaping failed: %s", exc)
+            except Exception:  # as in _run: a dead reaper would leave dead instances' claims
+                self._answered(False)
+                log.exception("reaping failed; trying again")
             else:
                 self._answered(True)
                 holding = self._reap_after - time.monotonic()
@@ -201,9 +215,7 @@ class Membership:
 
         async def rejoin(conn: AsyncConn) -> None:
             if current is not None:
-                for handler in self._leaving:
-                    await handler(conn)
-                await self._leave(conn, current)
+                await self._leave(conn, current, self._leaving)
             await conn.execute(
                 "INSERT INTO broker_instances (id, host, pid, heartbeat)"
                 " VALUES (%s, %s, %s, clock_timestamp())",
@@ -219,12 +231,21 @@ class Membership:
                 handler()
 
     @staticmethod
-    async def _leave(conn: AsyncConn, instance: str) -> None:
+    async def _leave(
+        conn: AsyncConn, instance: str, before: Sequence[Callable[[AsyncConn], Awaitable[None]]] = ()
+    ) -> None:
+        """Remove ``instance``'s row and free its claims, after the ``before`` handlers."""
+        # The row first: its removal waits for the claims under way with this id (they lock
+        # it), and the statements after it see them committed, so the last one frees them too.
+        # First also in the lock order: a claim locks the row before any claims row, and the
+        # handlers' completions lock claims rows.
+        await conn.execute("DELETE FROM broker_instances WHERE id = %s", (instance,))
+        for handler in before:
+            await handler(conn)
         cur = await conn.execute(
             "UPDATE pipeline_deliveries SET owner = NULL WHERE owner = %s RETURNING subscription", (instance,)
         )
         await notify_due(conn, {str(r[0]) for r in await cur.fetchall()})
-        await conn.execute("DELETE FROM broker_instances WHERE id = %s", (instance,))
 
     async def _reap(self) -> float | None:
         """Free the claims of instances whose heartbeat is older than the lease; returns the
@@ -244,6 +265,7 @@ class Membership:
                 )
                 dead = [str(r[0]) for r in await cur.fetchall()]
             freed: set[str] = set()
+            # After the rows' removal, as in _leave: claims under way with their ids are freed too.
             if dead:  # no index on owner (claims stay HOT updates): this scan is a take-over's cost
                 cur = await conn.execute(
                     "UPDATE pipeline_deliveries SET owner = NULL WHERE owner = ANY(%b::text[])"

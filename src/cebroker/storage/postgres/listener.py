@@ -88,6 +88,10 @@ class Listener:
                             self._call(listener, note.payload)
             except psycopg.Error as exc:
                 log.debug("listener connection lost: %s", exc)
+            except Exception:
+                # A fault of this process, not of the server: listen again all the same, or this
+                # instance would hear of no change or due delivery until it restarts.
+                log.exception("listener failed; listening again")
             finally:
                 self.connected.clear()
             await asyncio.sleep(delay)
