@@ -110,15 +110,23 @@ class NatsSender:
         with INVALID_EVENT:
             message = binding.to_structured(event) if settings.structured else binding.to_binary(event)
         key: _Key = (endpoint.hosts, endpoint.tls, credential)
-        client = await self._pool.get(
+        client = self._pool.held(key) or await self._pool.get(
             key, lambda: connect(endpoint, credential, destination.timeout, self._guard)
         )
         if client.is_closed:
             await self._pool.discard(key, client)
             raise TargetUnreachable(f"{where}: connection closed")
         try:
-            stream = await self._stream_of(key, client, settings.subject, destination.timeout)
-            headers = dict(message.headers) if message.headers else None
+            cached = self._streams.get((key, settings.subject))
+            if cached is not None and cached[1] > time.monotonic():
+                stream = cached[0]
+            else:
+                stream = await self._stream_of(key, client, settings.subject, destination.timeout)
+            # The binding makes a new dict for every message and nothing keeps it, so it is
+            # handed over as it is (JetStream's publish adds its expected-stream header to it).
+            raw = message.headers
+            headers = raw if isinstance(raw, dict) or raw is None else dict(raw)
+            headers = headers or None
             if trace is not None:
                 headers = {**(headers or {}), **dict(trace.pairs())}
             if stream is not None:
@@ -147,10 +155,8 @@ class NatsSender:
         return flusher
 
     async def _stream_of(self, key: _Key, client: Client, subject: str, within: float) -> str | None:
-        cached = self._streams.get((key, subject))
+        """Look up (and remember) which stream, if any, holds ``subject``."""
         now = time.monotonic()
-        if cached is not None and cached[1] > now:
-            return cached[0]
         stream: str | None
         try:
             stream = await client.jetstream(timeout=within).find_stream_name_by_subject(subject)
