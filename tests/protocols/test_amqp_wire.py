@@ -109,5 +109,6 @@ def test_the_encoding_decodes_to_the_message() -> None:
     encoded = wire.encode(binding.to_binary(event))
     assert encoded is not None
     decoded.decode(encoded)
+    assert decoded.properties is not None
     assert decoded.properties["cloudEvents_id"] == event["id"]
     assert decoded.content_type == "application/json"
