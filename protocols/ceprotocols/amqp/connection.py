@@ -11,8 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from proton import (
     ConnectionException,
@@ -105,8 +104,7 @@ def translate(exc: Exception, where: str) -> DeliveryError:
 _GROUP = 64
 
 
-@dataclass(frozen=True, slots=True)
-class _Send:
+class _Send(NamedTuple):  # (a tuple: one is made for every message)
     settings: AmqpSettings
     #: The encoded message (:mod:`.wire`), or proton's for what that does not encode.
     message: bytes | Message
