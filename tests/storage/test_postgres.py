@@ -405,3 +405,56 @@ async def test_an_instance_leaving_frees_the_claims_it_had_under_way(postgres_ur
         assert _owned(postgres_url, owner) == 0
         taken, _ = await storage.deliveries.due("s", 10)
         assert len(taken) == 3  # freed: the live instance claims them
+
+
+async def test_a_rate_limited_subscription_is_not_asked_for_again_before_its_bucket_refills(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim that found the subscription's token bucket empty says when it next holds a token;
+    until then no claim can succeed on any instance (the bucket is shared), so the claims made
+    meanwhile (every ingest of its events asks) are answered without a round trip."""
+    from cebroker.storage.queue import Limits
+
+    async with opened(PostgresStorage(postgres_url)) as storage:
+        await storage.deliveries.append([Incoming({"id": str(n)}, "/s", str(n), ("s",)) for n in range(5)])
+        db = storage._db
+        real = db.call
+        calls: list[object] = []
+
+        async def counting(query: Any, params: Any) -> list[tuple[Any, ...]]:
+            calls.append(query)
+            return await real(query, params)
+
+        monkeypatch.setattr(db, "call", counting)
+        limits = Limits(10, 2.0)  # a burst of two
+        first, later = await storage.deliveries.due("s", 10, limits)
+        assert len(first) == 2
+        assert later is not None
+        asked = len(calls)  # the claim that took the last token said when the bucket refills
+        again, when = await storage.deliveries.due("s", 10, limits)
+        assert (again, when, len(calls)) == ([], later, asked)
+        await storage.deliveries.due("s", 10, Limits(10, 4.0))
+        assert len(calls) == asked + 1  # a changed rate asks the database again
+
+        async def claims_again() -> bool:
+            return bool((await storage.deliveries.due("s", 10, Limits(10, 4.0)))[0])
+
+        await async_wait_until(claims_again, 10, "a claim once the bucket refilled")
+
+
+async def test_a_subscription_whose_token_bucket_is_empty_is_not_announced(postgres_url: str) -> None:
+    """Until its bucket refills nobody can claim it; the instance that left it empty claims it
+    itself then, so telling the others is a notification and a claim each for nothing."""
+    from cebroker.storage.queue import Limits
+
+    async with opened(PostgresStorage(postgres_url)) as one, opened(PostgresStorage(postgres_url)) as two:
+        heard: list[str | None] = []
+        two.claims.watch(heard.append)
+        await one.deliveries.append([Incoming({"id": str(n)}, "/r", str(n), ("r",)) for n in range(2)])
+        await async_wait_until(lambda: "r" in heard, 10, "the other instance told of r")
+        limits = Limits(10, 0.5)  # a burst of one, then a token every two seconds
+        assert len((await one.deliveries.due("r", 10, limits))[0]) == 1
+        heard.clear()
+        await one.deliveries.append([Incoming({"id": "3"}, "/r", "3", ("r", "s"))])
+        await async_wait_until(lambda: "s" in heard, 10, "the other instance told of s")
+        assert "r" not in heard  # told in the same notification as s, or not at all

@@ -25,6 +25,8 @@ from cebroker.storage.postgres.rows import LogBase
 
 #: Seconds before a claim held back by another instance's claims (or locks) is tried again.
 HELD_BACK = 0.25
+#: Remembered rate-limit waits beyond which the expired ones are dropped.
+LIMITED_KEPT = 1024
 WAITING = (
     "WITH RECURSIVE subs (subscription) AS ("
     " (SELECT subscription FROM pipeline_deliveries ORDER BY subscription LIMIT 1)"
@@ -61,7 +63,7 @@ def _claimed(
         return items, now + HELD_BACK
     next_due, wait = rows[-1][8], float(rows[-1][9] or 0.0)
     if len(items) >= claim.limit:
-        return items, now
+        return items, now + wait  # wait > 0: this claim took the bucket's last token
     if next_due is None:
         return items, None
     if float(next_due) > now:
@@ -116,6 +118,10 @@ class PostgresClaims(LogBase):
         now = self._clock.now()
         if self._membership.id is None or not self._membership.live or limit <= 0:
             return [], now + HELD_BACK
+        rate = limits.rate if limits is not None else None
+        empty = self._limited.get(subscription)
+        if empty is not None and rate is not None and empty[0] == rate and now < empty[1]:
+            return [], empty[1]  # a changed rate asks the database again
         claim = _Claim(subscription, limit, limits, asyncio.get_running_loop().create_future())
         self._claims.append(claim)
         if not self._claiming:
@@ -171,9 +177,22 @@ class PostgresClaims(LogBase):
         for row in rows:
             found.setdefault(str(row[0]), []).append(row)
         for claim in batch:
-            result = _claimed(claim, found.get(claim.subscription, []), owner, now)
+            rows_of = found.get(claim.subscription, [])
+            self._remember_rate(claim, rows_of, now)
+            result = _claimed(claim, rows_of, owner, now)
             if not claim.future.done():
                 claim.future.set_result(result)
+
+    def _remember_rate(self, claim: _Claim, rows: list[tuple[Any, ...]], now: float) -> None:
+        """Keep when ``claim``'s token bucket next holds a token, if the claim left it empty."""
+        rate = claim.limits.rate if claim.limits is not None else None
+        wait = float(rows[-1][9] or 0.0) if rows else 0.0
+        if rate is None or wait <= 0:
+            self._limited.pop(claim.subscription, None)
+            return
+        if len(self._limited) >= LIMITED_KEPT:  # those of deleted subscriptions, say
+            self._limited = {k: v for k, v in self._limited.items() if v[1] > now}
+        self._limited[claim.subscription] = (rate, now + wait)
 
     async def release(self, items: Sequence[Pending]) -> None:
         """Give back the claims of deliveries that were not attempted; the others hear of them."""

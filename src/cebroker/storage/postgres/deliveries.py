@@ -68,6 +68,7 @@ class PostgresDeliveryLog(
         self._groups = 0
         self._claims = []
         self._claiming = False
+        self._limited = {}
         self._announced = set()
         self._announcer = None
         self._listeners = []

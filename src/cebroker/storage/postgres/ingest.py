@@ -238,6 +238,13 @@ class PostgresIngest(LogBase):
         if self._announced and self._announcer is None:
             self._announcer = asyncio.create_task(self._announce_all(), name="cebroker-announce")
 
+    async def _send_announcement(self, subscriptions: set[str]) -> None:
+        if subscriptions:
+            try:
+                await self._db.call(ANNOUNCE, (DUE, sorted(subscriptions), self._clock.now()))
+            except StorageUnavailable as exc:
+                log.debug("announcing deliveries failed: %s", exc)
+
     async def announce_now(self) -> None:
         """Send at once the announcement that waits for :data:`ANNOUNCE_AFTER` (when the
         storage closes: the other instances would otherwise hear of the deliveries this one
@@ -247,20 +254,16 @@ class PostgresIngest(LogBase):
             announcer.cancel()
             await asyncio.wait([announcer])  # its own end, whatever it was; never this task's
         subscriptions, self._announced = self._announced, set()
-        if subscriptions:
-            try:
-                await self._db.call(ANNOUNCE, (DUE, sorted(subscriptions), self._clock.now()))
-            except StorageUnavailable as exc:
-                log.debug("announcing deliveries failed: %s", exc)
+        await self._send_announcement(subscriptions)
 
     async def _announce_all(self) -> None:
         try:
             while self._announced:
                 await asyncio.sleep(ANNOUNCE_AFTER)
                 subscriptions, self._announced = self._announced, set()
-                try:
-                    await self._db.call(ANNOUNCE, (DUE, sorted(subscriptions), self._clock.now()))
-                except StorageUnavailable as exc:
-                    log.debug("announcing deliveries failed: %s", exc)
+                # Not those whose token bucket this instance left empty: nobody can claim them
+                # before it refills, and this instance's loader claims them then.
+                now = self._clock.now()
+                await self._send_announcement({s for s in subscriptions if not self.bucket_empty(s, now)})
         finally:
             self._announcer = None

@@ -107,6 +107,17 @@ class LogBase:
     _membership: Membership
     dedup_window: float
     retention: float
+    #: Subscription -> (its rate, when its token bucket next holds a token), as the last claim
+    #: left it empty. No claim of it can succeed before then, on any instance: the bucket is
+    #: shared and refills at that rate. Asking earlier (every ingest of its events would) is a
+    #: round trip that claims nothing (see :mod:`.claims`).
+    _limited: dict[str, tuple[float, float]]
+
+    def bucket_empty(self, subscription: str, now: float) -> bool:
+        """Whether the last claim of ``subscription`` left its token bucket empty until after
+        ``now``."""
+        known = self._limited.get(subscription)
+        return known is not None and now < known[1]
 
     async def write_deliveries(self, conn: AsyncConn, deliveries: list[NewDelivery], now: float) -> None:
         """Insert delivery rows (ids drawn here), due ``now`` or held back behind an earlier
