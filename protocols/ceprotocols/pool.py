@@ -26,6 +26,11 @@ class ConnectionPool(Generic[K, C]):
     def __len__(self) -> int:
         return len(self._connections)
 
+    def held(self, key: K) -> C | None:
+        """The open connection for ``key`` if there is one now (no await: a delivery on an open
+        connection needs none), else None (then :meth:`get` connects)."""
+        return self._connections.get(key)
+
     async def get(self, key: K, opener: Callable[[], Awaitable[C]]) -> C:
         """The open connection for ``key``; if there is none, ``opener()`` connects (raising
         DeliveryError on failure)."""

@@ -19,7 +19,14 @@ from cloudevents.core.formats.json import JSONFormat
 from cloudevents.core.v1.event import CloudEvent
 
 from ceprotocols.errors import BindingError
-from ceprotocols.eventform import attributes_of, canonical_string, check_event, payload_of, with_payload
+from ceprotocols.eventform import (
+    attributes_of,
+    canonical_string,
+    check_event,
+    parse_time,
+    payload_of,
+    with_payload,
+)
 
 
 class _BytesFormat(JSONFormat):
@@ -35,19 +42,6 @@ class _BytesFormat(JSONFormat):
 
 
 BYTES_FORMAT = _BytesFormat()
-
-
-def parse_time(value: Any) -> datetime:
-    """An RFC 3339 ``time`` attribute as an aware datetime (BindingError if it is not one)."""
-    if isinstance(value, datetime):
-        return value
-    try:
-        parsed = datetime.fromisoformat(str(value))
-    except ValueError as exc:
-        raise BindingError(f"time is not an RFC 3339 timestamp: {value!r}") from exc
-    if parsed.tzinfo is None:
-        raise BindingError(f"time has no UTC offset: {value!r}")
-    return parsed
 
 
 def to_sdk(event: Mapping[str, Any], *, native: bool) -> CloudEvent:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from ceprotocols.amqp import binding as amqp
 from ceprotocols.errors import BindingError
+from ceprotocols.eventform import EXTENSION_NAME
 from ceprotocols.headers import percent_decode, percent_encode
 from ceprotocols.kafka import binding as kafka
 from ceprotocols.mqtt import binding as mqtt
@@ -123,6 +124,34 @@ def test_amqp_binary_refuses_a_subject_that_is_not_a_string() -> None:
     """AMQP keeps integers native, and the SDK refuses a subject that is not a string."""
     with pytest.raises(BindingError):
         amqp.to_binary({**make_event(), "subject": 7})
+
+
+@pytest.mark.parametrize("subject", [True, 0, b""], ids=repr)
+def test_amqp_binary_refuses_a_subject_that_is_not_a_non_empty_string(subject: object) -> None:
+    """AMQP carries Booleans and Integers natively, so a ``subject`` of either stays one and is
+    refused (the SDK wants a string there); an empty binary is refused as empty."""
+    with pytest.raises(BindingError, match="subject must be a non-empty string"):
+        amqp.to_binary({**make_event(), "subject": subject})
+
+
+def test_kafka_binary_checks_the_canonical_text_of_not_empty_attributes() -> None:
+    """Kafka headers carry canonical text: a ``subject`` of 7 is the non-empty text ``7`` and is
+    sent, an empty binary is the empty text and is refused."""
+    assert kafka.to_binary({**make_event(), "subject": 7}).header("ce_subject") == b"7"
+    with pytest.raises(BindingError, match="subject must not be empty"):
+        kafka.to_binary({**make_event(), "subject": b""})
+
+
+@pytest.mark.parametrize("name", ["a", "7", "a1", "intext", "A", "aB", "a_b", "a-b", "é", "²", "ǅ", "a b"])
+@pytest.mark.parametrize("binding", ["kafka", "amqp"])
+def test_binary_extension_names_are_lower_case_letters_and_digits(binding: str, name: str) -> None:
+    """An extension is sent exactly when its name is ``[a-z0-9]+`` (the SDK's test)."""
+    event = {**make_event(), name: "x"}
+    if EXTENSION_NAME.fullmatch(name):
+        kafka.to_binary(event) if binding == "kafka" else amqp.to_binary(event)
+    else:
+        with pytest.raises(BindingError, match="extension name"):
+            kafka.to_binary(event) if binding == "kafka" else amqp.to_binary(event)
 
 
 def test_amqp_binary_properties() -> None:

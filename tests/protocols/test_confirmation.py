@@ -193,3 +193,36 @@ async def test_kafka_reports_of_one_poll_reach_the_loop_together(
     finally:
         await consumer.close()
         await sender.aclose()
+
+
+@pytest.mark.nats
+async def test_nats_a_cancelled_delivery_leaves_its_flush_round_to_the_others(
+    nats_server: NatsServer,
+) -> None:
+    """Deliveries published in one turn share a flush round: cancelling one of them (its
+    attempt timed out, the broker stops) cancels its own wait only; the others still return
+    once the server has the messages, and a later delivery opens a round of its own."""
+    import nats
+
+    subject = unique_name()
+    client = await nats.connect(nats_server.url)
+    subscription = await client.subscribe(subject)
+    await client.flush()
+    sender = create_sender("NATS")
+    destination = Destination(protocol="NATS", sink=nats_server.url, settings={"subject": subject})
+    try:
+        await sender.deliver(make_event(), destination)  # connected, the subject's stream looked up
+        await subscription.next_msg(timeout=5)
+        deliveries = [asyncio.create_task(sender.deliver(make_event(), destination)) for _ in range(3)]
+        await asyncio.sleep(0)  # each has published and waits in the same round
+        deliveries[1].cancel()
+        done = await asyncio.wait_for(asyncio.gather(*deliveries, return_exceptions=True), 10)
+        assert isinstance(done[1], asyncio.CancelledError)
+        assert done[0] is None
+        assert done[2] is None
+        await asyncio.wait_for(sender.deliver(make_event(), destination), 10)
+        received = [await subscription.next_msg(timeout=5) for _ in range(4)]
+        assert len(received) == 4  # the cancelled one was published before it was cancelled
+    finally:
+        await sender.aclose()
+        await client.close()

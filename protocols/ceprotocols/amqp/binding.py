@@ -21,23 +21,23 @@ from cloudevents.core.exceptions import BaseCloudEventException
 
 from ceprotocols.errors import BindingError
 from ceprotocols.eventform import (
-    EXTENSION_NAME,
-    NOT_EMPTY,
-    PAYLOAD_MEMBERS,
-    SPEC_ATTRIBUTES,
     STRUCTURED_JSON,
+    binary_attributes,
     canonical_string,
-    check_event,
     decode_structured,
     encode_structured,
     is_structured,
+    parse_time,
     payload_of,
 )
-from ceprotocols.sdk import BYTES_FORMAT, from_sdk, parse_time
+from ceprotocols.sdk import BYTES_FORMAT, from_sdk
 
 PREFIX = "cloudEvents_"
 PREFIXES = ("cloudEvents_", "cloudEvents:")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: Values AMQP carries as they are (string, boolean, long); a tuple, not ``str | bool | int``,
+#: which builds a new union object at every evaluation (this runs for every attribute sent).
+_NATIVE = (str, bool, int)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,28 +79,15 @@ def to_binary(event: Mapping[str, Any]) -> AmqpMessage:
     with an offset, an extension name other than lower-case letters and digits, or a value with
     no CloudEvents type.
     """
-    check_event(event)
-    if event["specversion"] != "1.0":
-        raise BindingError(f"specversion must be '1.0', not {event['specversion']!r}")
     properties: dict[str, Any] = {}
     content_type: str | None = None
-    for name, value in event.items():
-        if value is None or name in PAYLOAD_MEMBERS:
-            continue
+    for name, value in binary_attributes(event, native=True):
         if name == "time":
             properties[PREFIX + name] = _time_property(value)
-            continue
-        native = value if isinstance(value, str | bool | int) else canonical_string(value)
-        if name in SPEC_ATTRIBUTES:
-            if name in NOT_EMPTY:
-                if not isinstance(native, str) or not native:
-                    raise BindingError(f"{name} must be a non-empty string")
-                if name == "datacontenttype":
-                    content_type = native
-                    continue
-        elif EXTENSION_NAME.fullmatch(name) is None:
-            raise BindingError(f"extension name {name!r} is not lower-case letters and digits")
-        properties[PREFIX + name] = native
+        elif name == "datacontenttype":
+            content_type = value if value.__class__ is str else canonical_string(value)
+        else:
+            properties[PREFIX + name] = value if isinstance(value, _NATIVE) else canonical_string(value)
     return AmqpMessage(
         content_type=content_type, application_properties=properties, body=payload_of(event) or None
     )

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from proton import (
     ConnectionException,
@@ -27,6 +27,7 @@ from proton import timestamp as amqp_timestamp
 from proton.reactor import AtLeastOnce, AtMostOnce, LinkOption
 from proton.utils import BlockingConnection, BlockingSender, LinkDetached, SendException
 
+from ceprotocols.amqp import wire
 from ceprotocols.amqp.binding import AmqpMessage, Timestamp
 from ceprotocols.amqp.settings import AmqpSettings
 from ceprotocols.credentials import Credential, Plain
@@ -103,16 +104,27 @@ def translate(exc: Exception, where: str) -> DeliveryError:
 _GROUP = 64
 
 
-@dataclass(frozen=True, slots=True)
-class _Send:
+class _Send(NamedTuple):  # (a tuple: one is made for every message)
     settings: AmqpSettings
-    message: Message
+    #: The encoded message (:mod:`.wire`), or proton's for what that does not encode.
+    message: bytes | Message
     within: float
     future: asyncio.Future[None]
 
 
-def _settled(delivery: Delivery) -> bool:
-    return bool(delivery.settled or delivery.link.snd_settle_mode == Link.SND_SETTLED)
+def _all_settled(deliveries: list[Delivery]) -> Callable[[], bool]:
+    """The wait condition "every one of ``deliveries`` is settled", checked after every event
+    the connection processes: settled deliveries are dropped from the end of the list (they
+    stay settled), so each check asks one unsettled delivery, not every one of them (each
+    question is a call through proton's bindings)."""
+    pending = list(deliveries)
+
+    def settled() -> bool:
+        while pending and pending[-1].settled:
+            pending.pop()
+        return not pending
+
+    return settled
 
 
 class AmqpConnection:
@@ -166,7 +178,7 @@ class AmqpConnection:
         trip for the group instead of one per message); each send still gets its own outcome.
         """
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Send(settings, to_proton(message), within, future))
+        self._queue.append(_Send(settings, wire.encode(message) or to_proton(message), within, future))
         if self._pump is None or self._pump.done():
             self._pump = asyncio.create_task(self._drain())
         await future
@@ -216,11 +228,26 @@ class AmqpConnection:
         if self._connection is None:
             raise ConnectionException("connection closed")
         outcomes: list[Exception | None] = [None] * len(group)
+        # The deliveries the peer settles (links in at-least-once mode): on an at-most-once link
+        # a message is settled when sent, and its outcome is None at once.
         deliveries: list[tuple[int, Delivery]] = []
         for i, item in enumerate(group):
             try:
-                delivery = self._link(item.settings).link.send(item.message)
-                if isinstance(delivery, Delivery):  # proton returns a byte count only for raw bytes
+                link = self._link(item.settings).link
+                settles_at_once = link.snd_settle_mode == Link.SND_SETTLED
+                if isinstance(item.message, Message):
+                    sent = link.send(item.message)
+                    # (proton returns a byte count only for raw bytes)
+                    if isinstance(sent, Delivery) and not settles_at_once:
+                        deliveries.append((i, sent))
+                    continue
+                # What Message.send does, with the message encoded already.
+                delivery = link.delivery(link.delivery_tag())
+                link.stream(item.message)
+                link.advance()
+                if settles_at_once:
+                    delivery.settle()
+                else:
                     deliveries.append((i, delivery))
             except LinkDetached as exc:
                 self._forget_link(item.settings)
@@ -228,24 +255,23 @@ class AmqpConnection:
         within = max((item.within for item in group), default=10.0)
         try:
             self._connection.wait(
-                lambda: all(_settled(d) for _, d in deliveries), msg="settling sent messages", timeout=within
+                _all_settled([d for _, d in deliveries]), msg="settling sent messages", timeout=within
             )
         except Timeout as exc:
             for i, delivery in deliveries:
-                if not _settled(delivery):
+                if not delivery.settled:
                     outcomes[i] = exc
         except LinkDetached as exc:
             for i, delivery in deliveries:
-                if not _settled(delivery):
+                if not delivery.settled:
                     outcomes[i] = exc
             self._forget_link(group[0].settings)
         for i, delivery in deliveries:
             if outcomes[i] is not None:
                 continue
-            if delivery.link.snd_settle_mode != Link.SND_SETTLED:
-                delivery.settle()
-                if delivery.remote_state != Delivery.ACCEPTED:
-                    outcomes[i] = SendException(delivery.remote_state)
+            delivery.settle()
+            if delivery.remote_state != Delivery.ACCEPTED:
+                outcomes[i] = SendException(delivery.remote_state)
         return outcomes
 
     def _forget_link(self, settings: AmqpSettings) -> None:

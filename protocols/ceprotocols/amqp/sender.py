@@ -53,18 +53,18 @@ class AmqpSender:
         """How many AMQP connections are open."""
         return len(self._pool)
 
-    def _prepare(self, destination: Destination) -> tuple[Endpoint, AmqpSettings, Credential | None]:
+    def _prepare(self, destination: Destination) -> tuple[Endpoint, AmqpSettings, Credential | None, _Key]:
         endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
         with INVALID_SETTINGS:
             settings = parse_settings(destination.settings, endpoint)
             credential = parse_credential(destination.credential, protocol="AMQP", token_supported=False)
-        return endpoint, settings, credential
+        return endpoint, settings, credential, (endpoint.scheme, endpoint.host, endpoint.port, credential)
 
     async def deliver(
         self, event: Event, destination: Destination, *, trace: TraceContext | None = None
     ) -> None:
         """Send ``event`` and return once it is settled (see the module doc)."""
-        endpoint, settings, credential = self._prepared.get(destination)
+        endpoint, settings, credential, key = self._prepared.get(destination)
         ensure_fresh(credential)
         with INVALID_EVENT:
             message = binding.to_structured(event) if settings.structured else binding.to_binary(event)
@@ -72,8 +72,9 @@ class AmqpSender:
             message = replace(
                 message, application_properties={**message.application_properties, **dict(trace.pairs())}
             )
-        key: _Key = (endpoint.scheme, endpoint.host, endpoint.port, credential)
-        connection = await self._pool.get(key, lambda: self._open(endpoint, credential, destination.timeout))
+        connection = self._pool.held(key) or await self._pool.get(
+            key, lambda: self._open(endpoint, credential, destination.timeout)
+        )
         try:
             await connection.send(settings, message, destination.timeout)
         except DeliveryError:

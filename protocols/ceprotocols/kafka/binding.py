@@ -20,24 +20,23 @@ from cloudevents.core.exceptions import BaseCloudEventException
 
 from ceprotocols.errors import BindingError
 from ceprotocols.eventform import (
-    EXTENSION_NAME,
-    NOT_EMPTY,
-    PAYLOAD_MEMBERS,
     SPEC_ATTRIBUTES,
     STRUCTURED_JSON,
+    binary_attributes,
     canonical_string,
-    check_event,
     decode_structured,
     encode_structured,
     payload_of,
 )
-from ceprotocols.sdk import BYTES_FORMAT, from_sdk, parse_time
+from ceprotocols.sdk import BYTES_FORMAT, from_sdk
 
 CONTENT_TYPE = "content-type"
 HEADER_PREFIX = "ce_"
 DEFAULT_KEY_ATTRIBUTE = "partitionkey"
 
 Headers = tuple[tuple[str, bytes], ...]
+#: The header of each spec attribute, written once rather than joined for every record.
+_HEADER_NAMES = {name: HEADER_PREFIX + name for name in SPEC_ATTRIBUTES} | {"datacontenttype": CONTENT_TYPE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,25 +71,11 @@ def to_binary(event: Mapping[str, Any], *, key_attribute: str | None = None) -> 
     offset, an extension name other than lower-case letters and digits, or a value with no
     CloudEvents type.
     """
-    check_event(event)
-    if event["specversion"] != "1.0":
-        raise BindingError(f"specversion must be '1.0', not {event['specversion']!r}")
+    header_names = _HEADER_NAMES.get
     headers: list[tuple[str, bytes]] = []
-    for name, value in event.items():
-        if value is None or name in PAYLOAD_MEMBERS:
-            continue
+    for name, value in binary_attributes(event, native=False):
         text = value if value.__class__ is str else canonical_string(value)
-        if name in SPEC_ATTRIBUTES:
-            if not text and name in NOT_EMPTY:
-                raise BindingError(f"{name} must not be empty")
-            if name == "time":
-                parse_time(value)
-            elif name == "datacontenttype":
-                headers.append((CONTENT_TYPE, text.encode()))
-                continue
-        elif EXTENSION_NAME.fullmatch(name) is None:
-            raise BindingError(f"extension name {name!r} is not lower-case letters and digits")
-        headers.append((HEADER_PREFIX + name, text.encode()))
+        headers.append((header_names(name) or HEADER_PREFIX + name, text.encode()))
     return KafkaRecord(
         headers=tuple(headers), key=record_key(event, key_attribute), value=payload_of(event) or None
     )

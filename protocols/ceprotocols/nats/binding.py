@@ -15,6 +15,7 @@ from ceprotocols.errors import BindingError
 from ceprotocols.eventform import (
     ATTRIBUTE_NAME,
     PAYLOAD_MEMBERS,
+    SPEC_ATTRIBUTES,
     STRUCTURED_JSON,
     canonical_string,
     check_event,
@@ -24,10 +25,11 @@ from ceprotocols.eventform import (
     payload_of,
     with_payload,
 )
-from ceprotocols.headers import percent_decode, percent_encode
+from ceprotocols.headers import percent_decode, percent_encode, plain
 
 HEADER_PREFIX = "ce-"
 CONTENT_TYPE = "Content-Type"
+_HEADER_NAMES = {name: HEADER_PREFIX + name for name in SPEC_ATTRIBUTES}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,13 +44,16 @@ def to_binary(event: Mapping[str, Any]) -> NatsMessage:
     """Binary content mode (section 3.1.3)."""
     check_event(event)
     headers: dict[str, str] = {}
-    # attributes_of() inlined and string values not passed through canonical_string(): this runs
-    # for every delivery.
+    # attributes_of() inlined, string values not passed through canonical_string(), the spec
+    # attributes' header names written once and plain values not passed to percent_encode():
+    # this runs for every delivery.
+    header_names = _HEADER_NAMES.get
     for name, value in event.items():
         if value is None or name in PAYLOAD_MEMBERS:
             continue
-        headers[HEADER_PREFIX + name] = percent_encode(
-            value if value.__class__ is str else canonical_string(value)
+        text = value if value.__class__ is str else canonical_string(value)
+        headers[header_names(name) or HEADER_PREFIX + name] = (
+            text if plain(text) is not None else percent_encode(text)
         )
     return NatsMessage(payload=payload_of(event) or b"", headers=headers)
 

@@ -25,27 +25,36 @@ class Flusher:
 
     def __init__(self, client: Client) -> None:
         self._client = client
-        #: The round whose PING is not written yet (publishes now join it).
-        self._open: asyncio.Future[None] | None = None
+        #: The waiters of the round whose PING is not written yet (publishes now join it). Each
+        #: waiter has a future of its own, so that a cancelled delivery cancels only its own wait
+        #: (a shared future would need an ``asyncio.shield`` per waiter: two futures and their
+        #: callbacks for every delivery).
+        self._open: list[asyncio.Future[None]] | None = None
         self._rounds: set[asyncio.Task[None]] = set()  # referenced until done
         self._within = 10.0
 
     async def flush(self, within: float) -> None:
         """Return once a flush that started after this call has completed (nats errors as is)."""
-        waiting = self._open
-        if waiting is None:
-            waiting = self._open = asyncio.get_running_loop().create_future()
-            task = asyncio.create_task(self._round(waiting))
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._open
+        if waiters is None:
+            waiters = self._open = []
+            task = asyncio.create_task(self._round(waiters))
             self._rounds.add(task)
             task.add_done_callback(self._rounds.discard)
+        waiters.append(waiter)
         self._within = within
-        await asyncio.shield(waiting)
+        await waiter
 
-    async def _round(self, current: asyncio.Future[None]) -> None:
+    async def _round(self, waiters: list[asyncio.Future[None]]) -> None:
         self._open = None  # publishes from now on join the next round
         try:
             await self._client.flush(timeout=max(1, int(self._within)))
         except Exception as exc:  # handed to every waiter of this round, translated there
-            current.set_exception(exc)
+            for waiter in waiters:
+                if not waiter.done():  # (cancelled meanwhile)
+                    waiter.set_exception(exc)
         else:
-            current.set_result(None)
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)

@@ -49,6 +49,9 @@ from ceprotocols.sender import Destination, Event
 from ceprotocols.tracecontext import TraceContext
 
 _Key = tuple[tuple[tuple[str, int], ...], bool, Credential | None]
+#: A destination as each delivery needs it (parsed once): the sink, settings, credential, the
+#: sink for messages (no secrets), the connection's key and the key of the subject's stream.
+_Prepared = tuple[Endpoint, NatsSettings, Credential | None, str, _Key, tuple[_Key, str]]
 #: How long a subject's stream membership is trusted before it is looked up again.
 STREAM_LOOKUP_TTL = 30.0
 
@@ -93,32 +96,40 @@ class NatsSender:
         """How many NATS connections are open."""
         return len(self._pool)
 
-    def _prepare(self, destination: Destination) -> tuple[Endpoint, NatsSettings, Credential | None, str]:
+    def _prepare(self, destination: Destination) -> _Prepared:
         endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
         with INVALID_SETTINGS:
             settings = parse_settings(destination.settings)
             credential = parse_credential(destination.credential, protocol="NATS")
         where = f"NATS {redact(destination.sink)} {settings.subject}"  # no token or password
-        return endpoint, settings, credential, where
+        key: _Key = (endpoint.hosts, endpoint.tls, credential)
+        return endpoint, settings, credential, where, key, (key, settings.subject)
 
     async def deliver(
         self, event: Event, destination: Destination, *, trace: TraceContext | None = None
     ) -> None:
         """Publish ``event`` and return once confirmed (see the module doc)."""
-        endpoint, settings, credential, where = self._prepared.get(destination)
+        endpoint, settings, credential, where, key, stream_key = self._prepared.get(destination)
         ensure_fresh(credential)
         with INVALID_EVENT:
             message = binding.to_structured(event) if settings.structured else binding.to_binary(event)
-        key: _Key = (endpoint.hosts, endpoint.tls, credential)
-        client = await self._pool.get(
+        client = self._pool.held(key) or await self._pool.get(
             key, lambda: connect(endpoint, credential, destination.timeout, self._guard)
         )
         if client.is_closed:
             await self._pool.discard(key, client)
             raise TargetUnreachable(f"{where}: connection closed")
         try:
-            stream = await self._stream_of(key, client, settings.subject, destination.timeout)
-            headers = dict(message.headers) if message.headers else None
+            cached = self._streams.get(stream_key)
+            if cached is not None and cached[1] > time.monotonic():
+                stream = cached[0]
+            else:
+                stream = await self._stream_of(key, client, settings.subject, destination.timeout)
+            # The binding makes a new dict for every message and nothing keeps it, so it is
+            # handed over as it is (JetStream's publish adds its expected-stream header to it).
+            raw = message.headers
+            headers = raw if isinstance(raw, dict) or raw is None else dict(raw)
+            headers = headers or None
             if trace is not None:
                 headers = {**(headers or {}), **dict(trace.pairs())}
             if stream is not None:
@@ -134,7 +145,7 @@ class NatsSender:
                 await self._flusher(client).flush(destination.timeout)
         except (NatsError, TimeoutError, OSError) as exc:
             if isinstance(exc, NoRespondersError):  # the stream vanished: look it up again next time
-                self._streams.pop((key, settings.subject), None)
+                self._streams.pop(stream_key, None)
             error = translate(exc, where)
             if client.is_reconnecting and isinstance(error, DeliveryTimeout):
                 error = TargetUnreachable(f"{where}: server unreachable (reconnecting)")
@@ -147,10 +158,8 @@ class NatsSender:
         return flusher
 
     async def _stream_of(self, key: _Key, client: Client, subject: str, within: float) -> str | None:
-        cached = self._streams.get((key, subject))
+        """Look up (and remember) which stream, if any, holds ``subject``."""
         now = time.monotonic()
-        if cached is not None and cached[1] > now:
-            return cached[0]
         stream: str | None
         try:
             stream = await client.jetstream(timeout=within).find_stream_name_by_subject(subject)
