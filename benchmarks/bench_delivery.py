@@ -7,9 +7,9 @@ The broker side is measured on its own: N events for one subscription are first 
 the durable log, then the pipeline starts and drains them (page loads from the log, lane
 workers, the HTTP sender, completion writes), timed until the log is empty. The broker runs in
 this one process (one core for the event loop plus the log writer thread); the sink is a
-separate process. Before each side is measured, what the process holds so far is frozen out of the
-garbage collector's scans (``gc.freeze()``), as ``cebroker serve`` does after its start-up: both
-sides are measured alike.
+separate process. Before each side is measured, the garbage collector gets the policy
+``cebroker serve`` gives it after its start-up (what the process holds so far is frozen out of
+its scans, and the young generation is collected less often): both sides are measured alike.
 Usage: ``python benchmarks/bench_delivery.py [--events 20000] [--concurrency 32]``.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import tempfile
@@ -28,16 +27,17 @@ import httpx
 from ceprotocols.http.transport import HttpTransport
 from harness import pipeline_drain, sink, sink_stats
 
+from cebroker.pipeline.gcpause import freeze_started
 from cebroker.storage import Incoming
 from cebroker.subscription import Subscription
 
 
 def _freeze() -> None:
-    """Keep what the process holds now out of the garbage collector's scans, as ``cebroker
-    serve`` does once started (the broker's modules would otherwise be scanned at each full
-    collection)."""
-    gc.collect()
-    gc.freeze()
+    """The garbage collector's policy of ``cebroker serve`` once started
+    (:func:`cebroker.pipeline.gcpause.freeze_started`): what the process holds now is kept out
+    of the collector's scans (the broker's modules would otherwise be scanned at each full
+    collection), and the young generation is collected less often."""
+    freeze_started()
 
 
 def _event(n: int) -> dict[str, object]:

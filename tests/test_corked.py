@@ -205,8 +205,12 @@ def test_a_streamed_head_is_not_held_back_until_its_body(server: int) -> None:
 
 
 def test_the_serving_process_freezes_what_start_up_built() -> None:
+    """And it collects the young generation less often from then on."""
     from cebroker.cli import stopping_server
+    from cebroker.pipeline.gcpause import YOUNG_THRESHOLD
 
+    thresholds = gc.get_threshold()
+    assert thresholds[0] != YOUNG_THRESHOLD
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = stopping_server(uvicorn.Config(_app, lifespan="off", log_level="warning"), on_stop=[])
@@ -222,8 +226,10 @@ def test_the_serving_process_freezes_what_start_up_built() -> None:
         while gc.get_freeze_count() == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert gc.get_freeze_count() > 1000
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, *thresholds[1:])
     finally:
         server.should_exit = True
         thread.join(10)
         gc.unfreeze()  # this test's process goes on with other tests
+        gc.set_threshold(*thresholds)
         sock.close()

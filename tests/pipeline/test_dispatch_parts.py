@@ -249,7 +249,7 @@ async def test_completions_are_gathered_unless_a_next_delivery_waits_for_their_w
         writer = Completions(
             storage.deliveries,
             backlog,
-            lambda lane, delivery: released.append(delivery),
+            lambda lane, deliveries: released.extend(deliveries),
             SYSTEM_CLOCK,
             waits=lambda subscription: subscription == "ordered",
         )

@@ -159,3 +159,31 @@ async def test_event_without_content_type_is_sent_without_one(sink: Sink) -> Non
     (received,) = recorder.at("/bare")
     assert received.headers["ce-id"] == "1"
     assert "content-type" not in {name.lower() for name in received.headers}
+
+
+async def test_a_plain_delivery_sends_what_a_configured_one_does(sink: Sink) -> None:
+    """A delivery without configured headers, credential, signature or trace context takes a
+    shorter path to the transport: the same method, ``ce-`` headers, body and outcomes as one
+    with configured headers, and the handshake's origin header when validation is on."""
+    sink.default["/gone"] = Reply(410, body=b"no")
+    sender = HttpSender(validate_webhooks=True, webhook_origin="broker.example")
+    try:
+        for path, settings in (
+            ("/plain", {"method": "put"}),
+            ("/configured", {"method": "put", "headers": {"x-a": "1"}}),
+        ):
+            await sender.deliver(
+                EVENT, Destination(protocol="HTTP", sink=f"{sink.url}{path}", settings=settings)
+            )
+        with pytest.raises(DeliveryRejected) as info:
+            await sender.deliver(EVENT, Destination(protocol="HTTP", sink=f"{sink.url}/gone"))
+    finally:
+        await sender.aclose()
+    (plain,), (configured,) = sink.at("/plain"), sink.at("/configured")
+    assert (plain.method, configured.method) == ("PUT", "PUT")
+    assert plain.body == configured.body == b'{"x":1}'
+    assert configured.headers["x-a"] == "1"
+    for name in ("ce-id", "ce-source", "ce-type", "ce-specversion", "content-type", "webhook-request-origin"):
+        assert plain.headers[name] == configured.headers[name], name
+    assert plain.headers["webhook-request-origin"] == "broker.example"
+    assert (info.value.status, info.value.retryable, info.value.body) == (410, False, "no")

@@ -100,8 +100,23 @@ class Attempts:
             if self._tracing.enabled:
                 await self._traced(lane, item, event, subscription, policy, destination)
                 return
-            outcome = await self._send(lane, item, subscription, event, destination, policy, None)
-            await self._settler.apply(lane, item, outcome)
+            replies = self._replies
+            if replies is not None and wants_replies(subscription):
+                outcome = await self._send(lane, item, subscription, event, destination, policy, None)
+                await self._settler.apply(lane, item, outcome)
+                return
+            # The plain send (``_send`` without replies) inlined, and a confirmed delivery
+            # settled without a coroutine of its own: every resumption of the exchange passes
+            # through each frame between the lane's worker and the sender.
+            try:
+                await self._senders.get(subscription.protocol).deliver(event, destination, trace=None)
+            except Exception as exc:
+                failed = Failed(policy, sender_error(exc, subscription.protocol))
+                await self._settler.apply(lane, item, failed)
+                return
+            self._settler.confirmed(lane, item)
+            if self._circuits.counting(lane.id):
+                await self._circuits.answered(lane.id)
         except Exception:
             log_failure("delivery %s: recording its outcome failed", item.row.id)
             self._settler.reload(lane, [item])

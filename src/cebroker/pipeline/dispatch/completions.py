@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from cebroker.clock import Clock
 from cebroker.pipeline.dispatch.backlog import Backlog
@@ -35,6 +35,8 @@ GATHER = 0.002
 
 #: Frees a delivery's slot in its lane once its outcome is recorded.
 Release = Callable[[Lane, int], None]
+#: Frees the slots of deliveries of one lane once their outcomes are recorded.
+ReleaseAll = Callable[[Lane, Sequence[int]], None]
 
 
 class Completions:
@@ -49,7 +51,7 @@ class Completions:
         self,
         journal: Outcomes,
         backlog: Backlog,
-        release: Release,
+        release: ReleaseAll,
         clock: Clock,
         waits: Callable[[str], bool] = lambda _: False,
     ) -> None:
@@ -109,6 +111,11 @@ class Completions:
             self._delivered[:0], self._dropped[:0] = done, dropped
             self._urgent = self._urgent or urgent
             raise
-        for lane, item in [*done, *dropped]:
-            self._release(lane, item.row.id)
+        settled: dict[Lane, list[int]] = {}
+        for lane, item in done:
+            settled.setdefault(lane, []).append(item.row.id)
+        for lane, item in dropped:
+            settled.setdefault(lane, []).append(item.row.id)
+        for lane, ids in settled.items():
+            self._release(lane, ids)
         self._backlog.settled(len(done) + removed)

@@ -143,7 +143,7 @@ class Dispatcher:
             ordered=self._ordered,
             replay_settled=replay_settled,
         )
-        self._completions = Completions(journal, self.backlog, slots.release, clock, waits=self._waits)
+        self._completions = Completions(journal, self.backlog, slots.release_all, clock, waits=self._waits)
         settler = Settler(
             journal=journal,
             subscriptions=self._subscriptions,

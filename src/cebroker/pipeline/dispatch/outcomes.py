@@ -182,6 +182,17 @@ class Settler:
         if self._circuits.counting(lane.id):
             await self._circuits.answered(lane.id)
 
+    def confirmed(self, lane: Lane, item: Item) -> None:
+        """The sink confirmed ``item`` alone: :meth:`delivered` of one item but for the circuit,
+        whose :meth:`~.circuits.Circuits.answered` the caller awaits when it is
+        :meth:`~.circuits.Circuits.counting` (most deliveries need no coroutine at all)."""
+        delivered, latency = self._metrics.delivered(lane.id)
+        delivered.inc()
+        now = self._clock.now()
+        self._metrics.last_delivered[lane.id] = now
+        latency.observe(max(0.0, now - item.row.first_at))
+        self._completions.delivered(lane, item)
+
     async def let_go(self, lane: Lane, items: Sequence[Item]) -> None:
         """Let ``items`` go unsent while their sink's circuit is open: the rows stay in the log
         as they were (``claims`` given back, on a shared log), their lane slots are freed, and

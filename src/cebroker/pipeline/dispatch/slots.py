@@ -9,7 +9,7 @@ wait in the log the loader looks again; otherwise an idle lane is dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 
 from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.due import DueTimes
@@ -38,13 +38,23 @@ class Slots:
 
     def release(self, lane: Lane, delivery_id: int) -> None:
         """A delivery's outcome is recorded: free its slot in the lane."""
-        lane.inflight.discard(delivery_id)
-        if lane.loading:
-            lane.settled_while_loading.add(delivery_id)
-        self._circuits.released(lane.id, delivery_id)
-        if delivery_id in lane.replayed:
-            lane.replayed.discard(delivery_id)
-            self._replay_settled()
+        self.release_all(lane, (delivery_id,))
+
+    def release_all(self, lane: Lane, delivery_ids: Sequence[int]) -> None:
+        """The outcomes of deliveries of one lane are recorded (a completion write carries many):
+        free their slots, then look for what follows once for them all."""
+        inflight, replayed = lane.inflight, lane.replayed
+        settled = lane.settled_while_loading if lane.loading else None
+        for delivery_id in delivery_ids:
+            inflight.discard(delivery_id)
+            if settled is not None:
+                settled.add(delivery_id)
+            if replayed and delivery_id in replayed:
+                replayed.discard(delivery_id)
+                self._replay_settled()
+        if not self._circuits.closed(lane.id):  # an open circuit: its probe may be among them
+            for delivery_id in delivery_ids:
+                self._circuits.released(lane.id, delivery_id)
         if lane.id in self._ordered or self._due.held_back(lane.id):
             # The next of its group may be due now. The lane stays (a load in progress may be
             # about to fill it); the loader drops it once the log holds nothing more of it.
