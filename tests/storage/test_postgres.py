@@ -458,3 +458,46 @@ async def test_a_subscription_whose_token_bucket_is_empty_is_not_announced(postg
         await one.deliveries.append([Incoming({"id": "3"}, "/r", "3", ("r", "s"))])
         await async_wait_until(lambda: "s" in heard, 10, "the other instance told of s")
         assert "r" not in heard  # told in the same notification as s, or not at all
+
+
+async def test_a_claim_refused_before_it_was_sent_keeps_the_instance_id(postgres_url: str) -> None:
+    """While the server is known to be away, a claim is refused at once without being sent: it
+    cannot have committed, so the instance keeps its id and its claims (a new id would free the
+    deliveries it is delivering, for the others to send again). A claim whose answer was lost
+    with the connection may have committed, and does make it take a new id."""
+    async with opened(PostgresStorage(postgres_url)) as storage:
+        await storage.deliveries.append([Incoming({"id": str(n)}, "/s", str(n), ("s",)) for n in range(2)])
+        held, _ = await storage.deliveries.due("s", 1)
+        assert storage.claims.holds(held[0])
+        storage.health.failed(StorageUnavailable("database unreachable", "test"))
+        try:
+            with pytest.raises(StorageUnavailable) as refused:
+                await storage.deliveries.due("s", 1)
+            assert refused.value.unsent
+        finally:
+            storage.health.succeeded()
+        assert not storage._membership._suspect
+        assert storage.claims.holds(held[0])
+
+
+async def test_a_claim_whose_connection_was_lost_makes_the_instance_take_a_new_id(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other side of the test above: a failure once a connection was in hand may have come
+    after the claim committed, so the instance takes a new id (freeing whatever it may hold)."""
+    async with opened(PostgresStorage(postgres_url)) as storage:
+        db = storage._db
+        with pytest.raises(StorageUnavailable) as lost:
+            async with db.connection():
+                raise psycopg.OperationalError("the server closed the connection")
+        assert not lost.value.unsent
+        storage.health.succeeded()
+
+        async def failing(query: Any, params: Any) -> list[tuple[Any, ...]]:
+            raise lost.value
+
+        await storage.deliveries.append([Incoming({"id": "1"}, "/s", "1", ("s",))])
+        monkeypatch.setattr(db, "call", failing)
+        with pytest.raises(StorageUnavailable):
+            await storage.deliveries.due("s", 1)
+        assert storage._membership._suspect

@@ -30,14 +30,20 @@ class StorageUnavailable(StorageError):
     """A storage call failed for a reason outside the request; a failed write stored nothing.
 
     ``cause`` names the reason in a few words ("disk full", "I/O error", "database locked",
-    "database is read-only", ...); clients get 503 with ``Retry-After``.
+    "database is read-only", ...); clients get 503 with ``Retry-After``. ``unsent``: the call
+    failed before any of it reached the storage (refused at once while the storage is known to
+    be away, or no connection to send it on), so none of it can have taken effect; otherwise a
+    failure with the connection may have come after a commit the caller did not hear of.
     """
 
     retry_after: float
 
-    def __init__(self, cause: str, detail: str | None = None, *, retry_after: float = 5.0) -> None:
+    def __init__(
+        self, cause: str, detail: str | None = None, *, retry_after: float = 5.0, unsent: bool = False
+    ) -> None:
         self.cause = cause
         self.retry_after = retry_after
+        self.unsent = unsent
         super().__init__(f"storage unavailable: {cause}" + (f" ({detail})" if detail else ""))
 
 

@@ -165,7 +165,7 @@ class PostgresClaims(LogBase):
                 ),
             )
         except BaseException as exc:
-            if isinstance(exc, StorageUnavailable):
+            if isinstance(exc, StorageUnavailable) and not exc.unsent:
                 self._membership.suspect()  # it may have committed: never leave a claim unused
             for claim in batch:
                 if not claim.future.done():

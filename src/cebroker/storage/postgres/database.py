@@ -175,9 +175,11 @@ class Database:
         """A pooled connection (autocommit: open transactions with ``conn.transaction()``);
         psycopg errors inside the block are translated and reported."""
         pool = self._pool()
+        connected = False
         try:
             with self.watchdog.call():
                 async with pool.connection() as conn:
+                    connected = True
                     yield conn
         except (psycopg.Error, PoolTimeout) as exc:
             task = asyncio.current_task()
@@ -186,7 +188,9 @@ class Database:
                 # server's "query canceled": it ends cancelled, not with a storage failure that
                 # a loop would log and retry (and so outlive the cancellation for good).
                 raise asyncio.CancelledError from exc
-            raise await self.failed(exc) from exc
+            error = await self.failed(exc)
+            error.unsent = error.unsent or not connected  # no connection: nothing was sent
+            raise error from exc
 
     async def run(
         self, fn: Callable[[AsyncConn], Awaitable[T]], *, write: bool = True, durable: bool = True
@@ -255,7 +259,7 @@ class Database:
     def _pool(self) -> AsyncConnectionPool[AsyncConn]:
         self._fail_fast()
         if self.pool is None:
-            raise StorageUnavailable("storage closed", f"{self.name} is not open")
+            raise StorageUnavailable("storage closed", f"{self.name} is not open", unsent=True)
         return self.pool
 
     def check(self) -> None:
@@ -267,7 +271,7 @@ class Database:
         # out when it is back.
         cause = self.health.cause
         if cause in FAIL_FAST and not _probing.get():
-            raise StorageUnavailable(cause, f"{self.name}", retry_after=1.0)
+            raise StorageUnavailable(cause, f"{self.name}", retry_after=1.0, unsent=True)
 
     async def _probe(self) -> None:
         """The recovery probe: a tiny durable write."""
