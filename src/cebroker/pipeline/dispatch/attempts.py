@@ -114,7 +114,7 @@ class Attempts:
                 failed = Failed(policy, sender_error(exc, subscription.protocol))
                 await self._settler.apply(lane, item, failed)
                 return
-            self._settler.confirmed(lane, item)
+            self._settler.confirmed(lane, (item,))
             if self._circuits.counting(lane.id):
                 await self._circuits.answered(lane.id)
         except Exception:

@@ -112,9 +112,7 @@ class Completions:
             self._urgent = self._urgent or urgent
             raise
         settled: dict[Lane, list[int]] = {}
-        for lane, item in done:
-            settled.setdefault(lane, []).append(item.row.id)
-        for lane, item in dropped:
+        for lane, item in (*done, *dropped):
             settled.setdefault(lane, []).append(item.row.id)
         for lane, ids in settled.items():
             self._release(lane, ids)

@@ -172,6 +172,14 @@ class Settler:
     async def delivered(self, lane: Lane, items: Sequence[Item]) -> None:
         """The sink confirmed ``items`` (one request): counted, removed from the log, and the
         sink's circuit hears it answered."""
+        self.confirmed(lane, items)
+        if self._circuits.counting(lane.id):
+            await self._circuits.answered(lane.id)
+
+    def confirmed(self, lane: Lane, items: Sequence[Item]) -> None:
+        """:meth:`delivered` but for the circuit, whose :meth:`~.circuits.Circuits.answered` the
+        caller awaits when it is :meth:`~.circuits.Circuits.counting` (most deliveries then need
+        no coroutine of their own)."""
         delivered, latency = self._metrics.delivered(lane.id)
         delivered.inc(len(items))
         now = self._clock.now()
@@ -179,19 +187,6 @@ class Settler:
         for item in items:
             latency.observe(max(0.0, now - item.row.first_at))
             self._completions.delivered(lane, item)
-        if self._circuits.counting(lane.id):
-            await self._circuits.answered(lane.id)
-
-    def confirmed(self, lane: Lane, item: Item) -> None:
-        """The sink confirmed ``item`` alone: :meth:`delivered` of one item but for the circuit,
-        whose :meth:`~.circuits.Circuits.answered` the caller awaits when it is
-        :meth:`~.circuits.Circuits.counting` (most deliveries need no coroutine at all)."""
-        delivered, latency = self._metrics.delivered(lane.id)
-        delivered.inc()
-        now = self._clock.now()
-        self._metrics.last_delivered[lane.id] = now
-        latency.observe(max(0.0, now - item.row.first_at))
-        self._completions.delivered(lane, item)
 
     async def let_go(self, lane: Lane, items: Sequence[Item]) -> None:
         """Let ``items`` go unsent while their sink's circuit is open: the rows stay in the log

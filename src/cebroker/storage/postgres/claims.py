@@ -118,10 +118,10 @@ class PostgresClaims(LogBase):
         now = self._clock.now()
         if self._membership.id is None or not self._membership.live or limit <= 0:
             return [], now + HELD_BACK
-        rate = limits.rate if limits is not None else None
-        empty = self._limited.get(subscription)
-        if empty is not None and rate is not None and empty[0] == rate and now < empty[1]:
-            return [], empty[1]  # a changed rate asks the database again
+        if limits is not None and limits.rate is not None:  # a changed rate asks the database again
+            refills = self.refills_at(subscription, now, limits.rate)
+            if refills is not None:
+                return [], refills
         claim = _Claim(subscription, limit, limits, asyncio.get_running_loop().create_future())
         self._claims.append(claim)
         if not self._claiming:

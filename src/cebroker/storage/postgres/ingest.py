@@ -264,6 +264,6 @@ class PostgresIngest(LogBase):
                 # Not those whose token bucket this instance left empty: nobody can claim them
                 # before it refills, and this instance's loader claims them then.
                 now = self._clock.now()
-                await self._send_announcement({s for s in subscriptions if not self.bucket_empty(s, now)})
+                await self._send_announcement({s for s in subscriptions if self.refills_at(s, now) is None})
         finally:
             self._announcer = None

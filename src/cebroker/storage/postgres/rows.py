@@ -113,11 +113,14 @@ class LogBase:
     #: round trip that claims nothing (see :mod:`.claims`).
     _limited: dict[str, tuple[float, float]]
 
-    def bucket_empty(self, subscription: str, now: float) -> bool:
-        """Whether the last claim of ``subscription`` left its token bucket empty until after
-        ``now``."""
+    def refills_at(self, subscription: str, now: float, rate: float | None = None) -> float | None:
+        """When the token bucket of ``subscription``, which its last claim left empty, holds a
+        token again; None if that is not after ``now`` or not known (``rate``: only if that
+        claim was given this rate)."""
         known = self._limited.get(subscription)
-        return known is not None and now < known[1]
+        if known is None or now >= known[1] or (rate is not None and known[0] != rate):
+            return None
+        return known[1]
 
     async def write_deliveries(self, conn: AsyncConn, deliveries: list[NewDelivery], now: float) -> None:
         """Insert delivery rows (ids drawn here), due ``now`` or held back behind an earlier
