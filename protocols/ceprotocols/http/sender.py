@@ -125,10 +125,9 @@ class HttpSender:
         if self._gate is not None:
             await self._gate.admit(destination.sink, destination.timeout)
             headers["WebHook-Request-Origin"] = self._gate.origin
-        method = settings.get("method")
         try:
             response = await self._transport.request(
-                "POST" if not method else str(method).upper(),
+                _method(settings),
                 destination.sink,
                 headers,
                 message.body,
@@ -223,7 +222,7 @@ class HttpSender:
             # same-named headers from the settings would contradict it.
             headers = {k: v for k, v in headers.items() if k.lower() not in SIGNATURE_HEADERS}
             headers.update(signing(message.body, int(time.time())))
-        method = str(settings.get("method") or "POST").upper()
+        method = _method(settings)
         response = await self._send(method, destination, headers, message.body, keep)
         if response.status == 401 and self._credentials.invalidate(destination.credential):
             response = await self._send(method, destination, headers, message.body, keep)
@@ -261,6 +260,11 @@ class HttpSender:
             status=status,
             body=response.text[:BODY_LIMIT],
         )
+
+
+def _method(settings: Mapping[str, Any]) -> str:
+    """The request's method: the configured one, POST by default."""
+    return str(settings.get("method") or "POST").upper()
 
 
 _STRUCTURED = "application/cloudevents+json"
