@@ -32,6 +32,7 @@ from ceprotocols.egress import ConnectGuard, NetworkPolicy, Resolver, system_res
 from ceprotocols.errors import BindingError, DeliveryRejected
 from ceprotocols.http.binding import (
     HTTPMessage,
+    binary_parts,
     from_batch,
     from_binary,
     from_structured,
@@ -112,26 +113,32 @@ class HttpSender:
         self, event: Event, destination: Destination, *, trace: TraceContext | None = None
     ) -> None:
         """POST (or the configured method) the event; raise a DeliveryError unless 2xx."""
-        message, signing = self._message(event, destination)
         settings = destination.settings
-        if signing is not None or trace is not None or destination.credential or settings.get("headers"):
+        if (
+            destination.webhook is not None
+            or trace is not None
+            or destination.credential
+            or settings.get("headers")
+            or _structured(settings)
+        ):
+            message, signing = self._message(event, destination)
             await self._exchange(message, destination, signing, BODY_KEEP, trace)
             return
-        # The common delivery (no configured headers, trace context, signature or credential):
-        # :meth:`_exchange` and :meth:`_send` inlined, since every resumption of the exchange
-        # (its answer read) passes through each frame between the lane's worker and aiohttp.
-        # The message's headers are its own dict, made for this request.
-        headers = message.headers
+        # The common delivery (binary mode; no configured headers, trace context, signature or
+        # credential): :meth:`_message`, :meth:`_exchange` and :meth:`_send` inlined, since
+        # every resumption of the exchange (its answer read) passes through each frame between
+        # the lane's worker and aiohttp, and the message's parts taken as they are (the headers
+        # are a dict made for this request).
+        try:
+            headers, body = binary_parts(event)
+        except BindingError as exc:
+            raise DeliveryRejected(f"event cannot be encoded for HTTP: {exc}", retryable=False) from exc
         if self._gate is not None:
             await self._gate.admit(destination.sink, destination.timeout)
             headers["WebHook-Request-Origin"] = self._gate.origin
         try:
             response = await self._transport.request(
-                _method(settings),
-                destination.sink,
-                headers,
-                message.body,
-                deadline=destination.timeout,
+                _method(settings), destination.sink, headers, body, deadline=destination.timeout
             )
         except HttpTransportError as exc:
             raise delivery_error(exc) from exc

@@ -8,7 +8,7 @@ import json
 import pytest
 from ceprotocols.errors import BindingError
 from ceprotocols.http import from_batch, from_binary, from_structured, to_batch, to_binary, to_structured
-from ceprotocols.http.binding import decode_header, encode_header
+from ceprotocols.http.binding import binary_parts, decode_header, encode_header
 
 EVENT = {
     "specversion": "1.0",
@@ -35,6 +35,28 @@ def test_binary_headers_and_body() -> None:
     assert message.headers["ce-flag"] == "true"
     assert "ce-datacontenttype" not in message.headers
     assert json.loads(message.body) == {"a": [1, 2]}
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"source": "/s", "type": "t", "subject": "plain"},
+        {"source": "/a b", "type": "t", "subject": "plain"},
+        {"source": "/s", "type": 'q"', "subject": "100%"},
+        {"source": "/s", "type": "t", "subject": "caf\u00e9"},
+        {"source": "/s", "type": "t", "subject": ""},
+    ],
+)
+def test_binary_headers_each_value_as_encode_header_has_it(values: dict[str, str]) -> None:
+    """The string values are tested for escapes together (their concatenation): each header is
+    still exactly what :func:`encode_header` makes of its value, whichever of them needs one,
+    and :func:`binary_parts` gives :func:`to_binary`'s headers and body."""
+    event = {"specversion": "1.0", "id": "7", **values, "count": 3, "data": {"x": 1}}
+    headers, body = binary_parts(event)
+    for name in ("specversion", "id", *values, "count"):
+        assert headers["ce-" + name] == encode_header(event[name]), name
+    message = to_binary(event)
+    assert (message.headers, message.body) == (headers, body) == (headers, b'{"x":1}')
 
 
 def test_binary_round_trip() -> None:

@@ -44,10 +44,15 @@ GC_EVENTS = (
     "DELETE FROM pipeline_events WHERE seq IN (SELECT value FROM json_each(?1)) AND archived = 0 "
     "AND NOT EXISTS (SELECT 1 FROM pipeline_deliveries WHERE event_seq = pipeline_events.seq)"
 )
-REMOVE = (
-    "DELETE FROM pipeline_deliveries WHERE id IN (SELECT value FROM json_each(?1)) "
-    "RETURNING event_seq, subscription, orderkey, replay"
+#: The rows :data:`REMOVE` takes out, as one JSON array of ``[seq, subscription, group, replay]``:
+#: one step of one statement (``DELETE ... RETURNING`` steps once per row, and the writer thread
+#: gives the interpreter lock up and takes it back at every step, competing with the event loop
+#: for it).
+REMOVED = (
+    "SELECT json_group_array(json_array(event_seq, subscription, orderkey, replay)) "
+    "FROM pipeline_deliveries WHERE id IN (SELECT value FROM json_each(?1))"
 )
+REMOVE = "DELETE FROM pipeline_deliveries WHERE id IN (SELECT value FROM json_each(?1))"
 REPLAY_BUMP = "UPDATE pipeline_replays SET {col} = {col} + ? WHERE id = ?"
 
 #: A delivery taken out of the log: its event seq, subscription, ordering group and replay.
@@ -104,8 +109,11 @@ class LogBase:
     def remove(self, conn: sqlite3.Connection, ids: Sequence[int], now: float) -> list[Removed]:
         """Delete deliveries (and events no longer needed), release the next of their ordering
         groups; returns ``(event seq, subscription, group, replay)`` of those that were there."""
-        gone = [(int(r[0]), str(r[1]), r[2], r[3]) for r in conn.execute(REMOVE, (orjson.dumps(list(ids)),))]
+        listed = orjson.dumps(list(ids))
+        (found,) = conn.execute(REMOVED, (listed,)).fetchone()
+        gone: list[Removed] = [(r[0], r[1], r[2], r[3]) for r in orjson.loads(found)]
         if gone:
+            conn.execute(REMOVE, (listed,))
             conn.execute(GC_EVENTS, (orjson.dumps(sorted({g[0] for g in gone})),))
             ordering.release(conn, [(g[1], g[2]) for g in gone], now)
         return gone
