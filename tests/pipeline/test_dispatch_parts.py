@@ -23,6 +23,7 @@ from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
 from cebroker.pipeline.dispatch.setup import policy_of
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.deliveries import DueListener, Pending
+from cebroker.storage.errors import StorageUnavailable
 from cebroker.storage.sqlite import SqliteStorage
 from cebroker.subscription import Subscription
 from pipeline.clocks import ManualClock
@@ -234,6 +235,51 @@ async def _released_within(released: list[int], wanted: set[int], seconds: float
     while not wanted <= set(released):
         assert asyncio.get_running_loop().time() < deadline, f"released {released}, wanted {wanted}"
         await asyncio.sleep(0.01)
+
+
+async def test_confirmed_deliveries_are_counted_once_their_removal_is_written(tmp_path: Path) -> None:
+    """``delivered`` grows per subscription and write, by the confirmed deliveries the write
+    recorded: not when a sink confirms (before the write), not for deliveries a transformation
+    dropped (counted by their caller), and not while the write fails (they are kept for the
+    next one)."""
+    counted: list[tuple[str, int]] = []
+    released: list[int] = []
+    backlog = Backlog(Gauge("backlog", "test", registry=CollectorRegistry()))
+    storage = SqliteStorage(tmp_path / "n.db")
+    await storage.open()
+    writer = Completions(
+        storage.deliveries,
+        backlog,
+        lambda lane, deliveries: released.extend(deliveries),
+        SYSTEM_CLOCK,
+        counted=lambda subscription, count: counted.append((subscription, count)),
+    )
+    plain, other = Lane("plain", 256, SYSTEM_CLOCK), Lane("other", 256, SYSTEM_CLOCK)
+
+    def item(delivery: int, subscription: str) -> Item:
+        return Item(Pending(delivery, delivery, subscription, 0, 0.0, "{}"), {})
+
+    try:
+        writer.delivered(plain, item(1, "plain"))
+        writer.delivered(plain, item(2, "plain"))
+        writer.delivered(plain, item(3, "plain"), confirmed=False)
+        writer.delivered(other, item(4, "other"))
+        assert counted == []
+        await writer.flush()
+        assert sorted(counted) == [("other", 1), ("plain", 2)]
+        assert sorted(released) == [1, 2, 3, 4]
+    finally:
+        await storage.close()
+    writer.delivered(plain, item(5, "plain"))
+    with pytest.raises(StorageUnavailable):
+        await writer.flush()  # the storage is closed: nothing written
+    assert sorted(counted) == [("other", 1), ("plain", 2)]
+    assert sorted(released) == [1, 2, 3, 4]
+    async with opened(SqliteStorage(tmp_path / "n.db")) as again:
+        writer._log = again.deliveries  # the same outcomes, written once the log is back
+        await writer.flush()
+    assert sorted(counted) == [("other", 1), ("plain", 1), ("plain", 2)]
+    assert sorted(released) == [1, 2, 3, 4, 5]
 
 
 async def test_completions_are_gathered_unless_a_next_delivery_waits_for_their_write(

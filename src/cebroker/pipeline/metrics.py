@@ -127,6 +127,14 @@ class PipelineMetrics:
             )
         return found
 
+    def latency_of(self, subscription: str) -> Histogram:
+        """The latency histogram of ``subscription``'s label (see :meth:`delivered`)."""
+        return self.delivered(subscription)[1]
+
+    def count_delivered(self, subscription: str, count: int) -> None:
+        """Add ``count`` confirmed deliveries of ``subscription`` to its ``delivered`` count."""
+        self.delivered(subscription)[0].inc(count)
+
     def over_budget(self, dialect: str, reason: str) -> None:
         """``cefilters.BudgetObserver``: count one evaluation stopped by its budget."""
         self.expressions_over_budget.labels(dialect).inc()

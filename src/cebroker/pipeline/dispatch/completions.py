@@ -1,6 +1,7 @@
 """Records finished deliveries in the durable log, many per write.
 
-Confirmed deliveries are removed from the log and counted as delivered; deliveries of a
+Confirmed deliveries are removed from the log and counted as delivered once their removal is
+written (one count per subscription and write, not one per delivery); deliveries of a
 subscription deleted meanwhile are removed without a count. Outcomes are gathered for a moment
 when few wait (:data:`GATHER`), so that a write carries many, unless a next delivery waits for
 the write (an ordering group's next, a replay's next window). A delivery stays in flight in its
@@ -37,6 +38,8 @@ GATHER = 0.002
 Release = Callable[[Lane, int], None]
 #: Frees the slots of deliveries of one lane once their outcomes are recorded.
 ReleaseAll = Callable[[Lane, Sequence[int]], None]
+#: Adds deliveries of a subscription whose confirmation was written to its ``delivered`` count.
+Counted = Callable[[str, int], None]
 
 
 class Completions:
@@ -45,7 +48,8 @@ class Completions:
     ``waits`` says whether the next delivery of a subscription waits for its deliveries' removal
     (an ordered one's: the log releases an ordering group's next only then): those are written
     without gathering more, and so are a replay's (a replay queues its next deliveries only
-    once its window's have settled)."""
+    once its window's have settled). ``counted`` hears, after each write, how many confirmed
+    deliveries of each subscription it recorded."""
 
     def __init__(
         self,
@@ -54,21 +58,26 @@ class Completions:
         release: ReleaseAll,
         clock: Clock,
         waits: Callable[[str], bool] = lambda _: False,
+        counted: Counted = lambda _subscription, _count: None,
     ) -> None:
         self._log = journal
         self._backlog = backlog
         self._release = release
         self._clock = clock
         self._waits = waits
-        self._delivered: list[tuple[Lane, Item]] = []
+        self._counted = counted
+        #: Done deliveries, and whether each was confirmed by its sink (else a transformation
+        #: dropped it, which its caller counted).
+        self._delivered: list[tuple[Lane, Item, bool]] = []
         self._dropped: list[tuple[Lane, Item]] = []
         self._pending = asyncio.Event()
         #: Something collected has a subscription's next delivery waiting for its write.
         self._urgent = False
 
-    def delivered(self, lane: Lane, item: Item) -> None:
-        """The sink confirmed ``item``."""
-        self._delivered.append((lane, item))
+    def delivered(self, lane: Lane, item: Item, *, confirmed: bool = True) -> None:
+        """``item`` is done: the sink confirmed it (counted as delivered once written), or not
+        ``confirmed`` (its transformation dropped it: removed from the log the same way)."""
+        self._delivered.append((lane, item, confirmed))
         if not self._urgent and (item.row.replay is not None or self._waits(lane.id)):
             self._urgent = True
         self._pending.set()
@@ -103,7 +112,7 @@ class Completions:
         urgent, self._urgent = self._urgent, False
         try:
             if done:
-                await self._log.complete([(i.row.id, i.row.event_seq, lane.id) for lane, i in done])
+                await self._log.complete([(i.row.id, i.row.event_seq, lane.id) for lane, i, _ in done])
             removed = (
                 await self._log.drop([(i.row.id, i.row.event_seq) for _, i in dropped]) if dropped else 0
             )
@@ -112,8 +121,15 @@ class Completions:
             self._urgent = self._urgent or urgent
             raise
         settled: dict[Lane, list[int]] = {}
-        for lane, item in (*done, *dropped):
+        counts: dict[str, int] = {}
+        for lane, item, confirmed in done:
             settled.setdefault(lane, []).append(item.row.id)
+            if confirmed:
+                counts[lane.id] = counts.get(lane.id, 0) + 1
+        for lane, item in dropped:
+            settled.setdefault(lane, []).append(item.row.id)
+        for subscription, count in counts.items():
+            self._counted(subscription, count)
         for lane, ids in settled.items():
             self._release(lane, ids)
         self._backlog.settled(len(done) + removed)

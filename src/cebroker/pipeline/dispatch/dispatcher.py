@@ -143,7 +143,14 @@ class Dispatcher:
             ordered=self._ordered,
             replay_settled=replay_settled,
         )
-        self._completions = Completions(journal, self.backlog, slots.release_all, clock, waits=self._waits)
+        self._completions = Completions(
+            journal,
+            self.backlog,
+            slots.release_all,
+            clock,
+            waits=self._waits,
+            counted=metrics.count_delivered,
+        )
         settler = Settler(
             journal=journal,
             subscriptions=self._subscriptions,

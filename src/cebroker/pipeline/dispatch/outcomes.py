@@ -156,7 +156,7 @@ class Settler:
                 return "delivered"
             case Skipped():
                 self._metrics.deliveries.labels(self._metrics.label(lane.id), "dropped").inc()
-                self._completions.delivered(lane, item)
+                self._completions.delivered(lane, item, confirmed=False)
                 return "dropped"
             case Gone():
                 self._completions.dropped(lane, item)
@@ -179,9 +179,9 @@ class Settler:
     def confirmed(self, lane: Lane, items: Sequence[Item]) -> None:
         """:meth:`delivered` but for the circuit, whose :meth:`~.circuits.Circuits.answered` the
         caller awaits when it is :meth:`~.circuits.Circuits.counting` (most deliveries then need
-        no coroutine of their own)."""
-        delivered, latency = self._metrics.delivered(lane.id)
-        delivered.inc(len(items))
+        no coroutine of their own). Each latency is observed now; the ``delivered`` count grows
+        once the removal is written (:mod:`.completions`: one update per write, not per delivery)."""
+        latency = self._metrics.latency_of(lane.id)
         now = self._clock.now()
         self._metrics.last_delivered[lane.id] = now
         for item in items:
