@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from cebroker.errors import ValidationError
+from cebroker.pipeline.metrics import LATENCY_BUCKETS, LatencyHistogram
 from cebroker.pipeline.policy import DeliveryPolicy, parse_policy
 from cebroker.pipeline.wellformed import event_problems, normalize
 from cebroker.spark.attributes import InvalidValue, check_rfc3339
@@ -113,3 +115,27 @@ def test_metric_labels_are_bounded() -> None:
     assert labels[:MAX_LABELLED] == [f"s{i}" for i in range(MAX_LABELLED)]
     assert set(labels[MAX_LABELLED:]) == {OTHER}
     assert metrics.label("s0") == "s0"
+
+
+def test_the_latency_histogram_is_exposed_as_the_library_histogram_exposes_one() -> None:
+    """:class:`LatencyHistogram` gives the same ``_bucket``, ``_count`` and ``_sum`` lines as
+    :class:`prometheus_client.Histogram` with the pipeline's bounds and the same observations
+    (values on a bound, between bounds, below the first and above the last), label by label;
+    only the library's ``_created`` line is not there."""
+    library, ours = CollectorRegistry(), CollectorRegistry()
+    bounds = LATENCY_BUCKETS
+    reference = Histogram("x_seconds", "latency", ["subscription"], buckets=bounds, registry=library)
+    latency = LatencyHistogram("x_seconds", "latency", bounds, ours)
+    values = [0.0, 0.001, 0.0011, 0.5, 2.4, 2.5, 2.6, 60.0, 61.0]
+    for label, observed in (("a", values), ("b", [1e-9])):
+        for value in observed:
+            reference.labels(label).observe(value)
+            latency.labels(label).observe(value)
+    expected = [line for line in generate_latest(library).decode().splitlines() if "_created" not in line]
+    got = generate_latest(ours).decode().splitlines()
+    assert got == expected
+    assert 'x_seconds_bucket{le="0.5",subscription="a"} 4.0' in got
+    assert 'x_seconds_bucket{le="60.0",subscription="a"} 8.0' in got
+    assert 'x_seconds_count{subscription="a"} 9.0' in got
+    with pytest.raises(ValueError, match="increasing"):
+        LatencyHistogram("y_seconds", "latency", (0.5, 0.1), CollectorRegistry())

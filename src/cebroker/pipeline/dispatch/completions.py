@@ -28,11 +28,13 @@ RETRY_PAUSE = 1.0
 #: While fewer outcomes than :data:`GROUP` wait to be written, more are gathered for
 #: :data:`GATHER` seconds first (not when a next delivery waits for the write: see Completions).
 #: Each write is a transaction of the log, whose cost is mostly per transaction (its commit
-#: writes every page it touched): written as they came, a drain at concurrency 32 made groups of
-#: about 25 and the log's writer spent 13 to 15 µs per delivery; gathered, 9 to 10 µs. Their
-#: lane slots are held that much longer; the deliveries themselves are not held up.
-GROUP = 64
-GATHER = 0.002
+#: writes every page it touched, and its statements hand the interpreter lock back and forth
+#: with the event loop): written as they came, a drain at concurrency 32 made groups of about 25
+#: and the log's writer spent 13 to 15 µs per delivery; gathered for 2 ms up to 64, 11 to 12 µs;
+#: for 4 ms up to 128, 9.5 to 11 µs (docs/performance.md). Their lane slots are held that much
+#: longer; the deliveries themselves are not held up.
+GROUP = 128
+GATHER = 0.004
 
 #: Frees a delivery's slot in its lane once its outcome is recorded.
 Release = Callable[[Lane, int], None]

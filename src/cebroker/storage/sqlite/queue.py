@@ -54,7 +54,9 @@ class SqliteDueQueue(LogBase):
             return items, later
 
         # On the writer, in order with the dispatcher's own writes: see the module docstring.
-        return await self._db.write(job, durable=False)
+        # Guarded: it only reads, so a failure leaves no write behind, and the writer's savepoint
+        # around it would be two statements for nothing.
+        return await self._db.write(job, durable=False, guarded=True)
 
     async def backlog(self) -> dict[str, tuple[int, float]]:
         """Per subscription with pending deliveries: their count and the earliest due time."""
