@@ -91,12 +91,13 @@ def binary_parts(event: Mapping[str, Any]) -> tuple[dict[str, str], bytes]:
             headers["content-type"] = str(value)
         elif value.__class__ is str:
             headers[CE_PREFIX + name] = value
-            strings.append(name)
+            strings.append(value)
         else:
             headers[CE_PREFIX + name] = encode_header(value)
-    if strings and _PLAIN.fullmatch("".join([event[name] for name in strings])) is None:
-        for name in strings:
-            headers[CE_PREFIX + name] = encode_header(event[name])
+    if strings and _PLAIN.fullmatch("".join(strings)) is None:
+        for name, value in event.items():
+            if value.__class__ is str and name != "datacontenttype" and name not in PAYLOAD_MEMBERS:
+                headers[CE_PREFIX + name] = encode_header(value)
     body = payload_of(event)
     if body is None:
         return headers, b""

@@ -31,10 +31,10 @@ RETRY_PAUSE = 1.0
 #: writes every page it touched, and its statements hand the interpreter lock back and forth
 #: with the event loop): written as they came, a drain at concurrency 32 made groups of about 25
 #: and the log's writer spent 13 to 15 µs per delivery; gathered for 2 ms up to 64, 11 to 12 µs;
-#: for 4 ms up to 128, 9.5 to 11 µs (docs/performance.md). Their lane slots are held that much
-#: longer; the deliveries themselves are not held up.
-GROUP = 128
-GATHER = 0.004
+#: for 8 ms up to 256, 7 to 9.5 µs (docs/performance.md, "The fifth round"). Their lane slots
+#: are held that much longer (a lane holds 256); the deliveries themselves are not held up.
+GROUP = 256
+GATHER = 0.008
 
 #: Frees a delivery's slot in its lane once its outcome is recorded.
 Release = Callable[[Lane, int], None]
@@ -112,9 +112,23 @@ class Completions:
         done, self._delivered = self._delivered, []
         dropped, self._dropped = self._dropped, []
         urgent, self._urgent = self._urgent, False
+        # One pass over what is written: the log's rows, the slots to free per lane, the
+        # confirmed deliveries to count per subscription.
+        rows: list[tuple[int, int, str]] = []
+        settled: dict[Lane, list[int]] = {}
+        counts: dict[str, int] = {}
+        for lane, item, confirmed in done:
+            row = item.row
+            rows.append((row.id, row.event_seq, lane.id))
+            ids = settled.get(lane)
+            if ids is None:
+                ids = settled[lane] = []
+            ids.append(row.id)
+            if confirmed:
+                counts[lane.id] = counts.get(lane.id, 0) + 1
         try:
-            if done:
-                await self._log.complete([(i.row.id, i.row.event_seq, lane.id) for lane, i, _ in done])
+            if rows:
+                await self._log.complete(rows)
             removed = (
                 await self._log.drop([(i.row.id, i.row.event_seq) for _, i in dropped]) if dropped else 0
             )
@@ -122,12 +136,6 @@ class Completions:
             self._delivered[:0], self._dropped[:0] = done, dropped
             self._urgent = self._urgent or urgent
             raise
-        settled: dict[Lane, list[int]] = {}
-        counts: dict[str, int] = {}
-        for lane, item, confirmed in done:
-            settled.setdefault(lane, []).append(item.row.id)
-            if confirmed:
-                counts[lane.id] = counts.get(lane.id, 0) + 1
         for lane, item in dropped:
             settled.setdefault(lane, []).append(item.row.id)
         for subscription, count in counts.items():
