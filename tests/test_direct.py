@@ -268,6 +268,7 @@ def test_a_reply_is_used_once(served: Served) -> None:
             time.sleep(0.01)
         reply = served.route.held[0]
         outcome: list[BaseException | None] = []
+        tried = threading.Event()
 
         def twice() -> None:
             reply.answer(202, [(b"content-length", b"2")], b"ok")
@@ -277,8 +278,10 @@ def test_a_reply_is_used_once(served: Served) -> None:
                 outcome.append(exc)
             else:
                 outcome.append(None)
+            tried.set()
 
         served.loop.call_soon_threadsafe(twice)
         assert _answer(conn)[1] == b"ok"
+    assert tried.wait(10)
     assert len(outcome) == 1
     assert isinstance(outcome[0], RuntimeError)
