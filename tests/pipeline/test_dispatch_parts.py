@@ -20,7 +20,7 @@ from cebroker.pipeline.dispatch.completions import Completions
 from cebroker.pipeline.dispatch.deadletters import REASON_LIMIT, dead_letter_copy
 from cebroker.pipeline.dispatch.lane import Item, Lane, TokenBucket
 from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
-from cebroker.pipeline.dispatch.setup import policy_of
+from cebroker.pipeline.dispatch.setup import BatchLimits, policy_of
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.deliveries import DueListener, Pending
 from cebroker.storage.errors import StorageUnavailable
@@ -287,7 +287,8 @@ async def test_completions_are_gathered_unless_a_next_delivery_waits_for_their_w
 ) -> None:
     """A write waits for more outcomes while few wait (here an hour, to make it visible), but not
     for an ordered subscription's (its group's next is released by the write), a replay's (it
-    queues its next window once these settled) or once a group is full."""
+    queues its next window once these settled), a batching lane's (a batch is a group already)
+    or once a group is full."""
     monkeypatch.setattr(completions, "GATHER", 3600.0)
     released: list[int] = []
     backlog = Backlog(Gauge("backlog", "test", registry=CollectorRegistry()))
@@ -313,6 +314,12 @@ async def test_completions_are_gathered_unless_a_next_delivery_waits_for_their_w
             for delivery in range(3, 3 + completions.GROUP):  # a full group goes at once
                 writer.delivered(plain, item(delivery, "plain"))
             await _released_within(released, set(range(3, 3 + completions.GROUP)))
+            batching = Lane("batching", 256, SYSTEM_CLOCK)
+            batching.batch = BatchLimits(10, 1 << 20, 0.1)
+            first = 3 + completions.GROUP
+            for delivery in range(first, first + 10):  # one batch's outcomes
+                writer.delivered(batching, item(delivery, "batching"))
+            await _released_within(released, set(range(first, first + 10)))
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -50,8 +50,10 @@ class Completions:
     ``waits`` says whether the next delivery of a subscription waits for its deliveries' removal
     (an ordered one's: the log releases an ordering group's next only then): those are written
     without gathering more, and so are a replay's (a replay queues its next deliveries only
-    once its window's have settled). ``counted`` hears, after each write, how many confirmed
-    deliveries of each subscription it recorded."""
+    once its window's have settled) and a batching lane's (its outcomes come a request at a
+    time, each a group already, and its lane holds only a few requests' worth: gathered, a
+    batch's slots would stay held for :data:`GATHER`). ``counted`` hears, after each write,
+    how many confirmed deliveries of each subscription it recorded."""
 
     def __init__(
         self,
@@ -73,21 +75,25 @@ class Completions:
         self._delivered: list[tuple[Lane, Item, bool]] = []
         self._dropped: list[tuple[Lane, Item]] = []
         self._pending = asyncio.Event()
-        #: Something collected has a subscription's next delivery waiting for its write.
+        #: Something collected is to be written without gathering more (see above).
         self._urgent = False
 
     def delivered(self, lane: Lane, item: Item, *, confirmed: bool = True) -> None:
         """``item`` is done: the sink confirmed it (counted as delivered once written), or not
         ``confirmed`` (its transformation dropped it: removed from the log the same way)."""
         self._delivered.append((lane, item, confirmed))
-        if not self._urgent and (item.row.replay is not None or self._waits(lane.id)):
+        if not self._urgent and (
+            item.row.replay is not None or lane.batch is not None or self._waits(lane.id)
+        ):
             self._urgent = True
         self._pending.set()
 
     def dropped(self, lane: Lane, item: Item) -> None:
         """``item`` belongs to a deleted subscription: remove it, undelivered."""
         self._dropped.append((lane, item))
-        if not self._urgent and (item.row.replay is not None or self._waits(lane.id)):
+        if not self._urgent and (
+            item.row.replay is not None or lane.batch is not None or self._waits(lane.id)
+        ):
             self._urgent = True
         self._pending.set()
 
