@@ -237,6 +237,33 @@ async def _released_within(released: list[int], wanted: set[int], seconds: float
         await asyncio.sleep(0.01)
 
 
+async def test_a_shared_log_gathers_completions_for_a_shorter_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a shared log's claims a delivery counts against its subscription's concurrency
+    share until its outcome is written: outcomes are gathered for :data:`SHARED_GATHER` only,
+    not for the unshared log's :data:`GATHER` (here an hour)."""
+    monkeypatch.setattr(completions, "GATHER", 3600.0)
+    released: list[int] = []
+    backlog = Backlog(Gauge("backlog", "test", registry=CollectorRegistry()))
+    async with opened(SqliteStorage(tmp_path / "s.db")) as storage:
+        writer = Completions(
+            storage.deliveries,
+            backlog,
+            lambda lane, deliveries: released.extend(deliveries),
+            SYSTEM_CLOCK,
+            shared=True,
+        )
+        task = asyncio.create_task(writer.run())
+        try:
+            writer.delivered(Lane("s", 256, SYSTEM_CLOCK), Item(Pending(1, 1, "s", 0, 0.0, "{}"), {}))
+            await _released_within(released, {1})
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
 async def test_confirmed_deliveries_are_counted_once_their_removal_is_written(tmp_path: Path) -> None:
     """``delivered`` grows per subscription and write, by the confirmed deliveries the write
     recorded: not when a sink confirms (before the write), not for deliveries a transformation

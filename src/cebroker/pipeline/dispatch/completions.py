@@ -35,6 +35,11 @@ RETRY_PAUSE = 1.0
 #: are held that much longer (a lane holds 256); the deliveries themselves are not held up.
 GROUP = 256
 GATHER = 0.008
+#: :data:`GROUP` and :data:`GATHER` with a shared log's claims: there a delivery counts against
+#: its subscription's concurrency share until its outcome is written (the claim is held until
+#: then), so gathering longer would leave fewer deliveries in flight.
+SHARED_GROUP = 64
+SHARED_GATHER = 0.002
 
 #: Frees a delivery's slot in its lane once its outcome is recorded.
 Release = Callable[[Lane, int], None]
@@ -53,7 +58,8 @@ class Completions:
     once its window's have settled) and a batching lane's (its outcomes come a request at a
     time, each a group already, and its lane holds only a few requests' worth: gathered, a
     batch's slots would stay held for :data:`GATHER`). ``counted`` hears, after each write,
-    how many confirmed deliveries of each subscription it recorded."""
+    how many confirmed deliveries of each subscription it recorded. ``shared``: the log is
+    shared and claimed (:data:`SHARED_GATHER`)."""
 
     def __init__(
         self,
@@ -63,7 +69,9 @@ class Completions:
         clock: Clock,
         waits: Callable[[str], bool] = lambda _: False,
         counted: Counted = lambda _subscription, _count: None,
+        shared: bool = False,
     ) -> None:
+        self._shared = shared
         self._log = journal
         self._backlog = backlog
         self._release = release
@@ -101,10 +109,11 @@ class Completions:
         """Write what has come in, whenever something has; forever."""
         while True:
             await self._pending.wait()
-            if not self._urgent and len(self._delivered) + len(self._dropped) < GROUP:
+            group, gather = (SHARED_GROUP, SHARED_GATHER) if self._shared else (GROUP, GATHER)
+            if not self._urgent and len(self._delivered) + len(self._dropped) < group:
                 # Real time, not the clock's: a window for outcomes arriving meanwhile, which a
                 # test's clock that stands still must not hold closed.
-                await asyncio.sleep(GATHER)
+                await asyncio.sleep(gather)
             self._pending.clear()
             try:
                 await self.flush()
