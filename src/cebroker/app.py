@@ -42,6 +42,7 @@ from cebroker.network import sink_policy
 from cebroker.pipeline.component import PipelineComponent
 from cebroker.pipeline.delivery_rules import SUBSCRIPTION_RULES as PIPELINE_RULES
 from cebroker.pipeline.metrics import PipelineMetrics
+from cebroker.pipeline.routes.direct import DirectEvents
 from cebroker.pipeline.sender_rules import SUBSCRIPTION_RULES as SENDER_RULES
 from cebroker.registry.component import RegistryComponent
 from cebroker.registry.validation import RegistryValidator
@@ -477,6 +478,18 @@ def create_app(settings: Settings, components: Sequence[Component] | None = None
             None,
         )
         events = _EventsLane(lane, handlers, route)
+    direct: DirectEvents | None = None
+    telemetry = next((part for part in parts if isinstance(part, Telemetry)), None)
+    if pipeline is not None and (telemetry is None or not telemetry.tracing.enabled):
+        # Single events can be served by the HTTP server's protocol itself, past even the lane
+        # (cebroker.pipeline.routes.direct); with tracing on, the middleware's spans need the app.
+        direct = DirectEvents(
+            pipeline.events,
+            pipeline.ingestor,
+            known=access.authenticator.known,
+            needed=required_scope("POST", "/events"),
+            metrics=telemetry.http if telemetry is not None else None,
+        )
     app = _BrokerApp(
         events=events,
         routes=routes,
@@ -485,6 +498,8 @@ def create_app(settings: Settings, components: Sequence[Component] | None = None
         exception_handlers=handlers,
     )
     app.state.settings = settings
+    #: The route the HTTP server serves past the app (cebroker.web.direct), or None.
+    app.state.direct = direct
     app.state.components = parts
     ops = next((part for part in parts if isinstance(part, OpsComponent)), None)
     app.state.incomplete = ops.incomplete if ops is not None else IncompleteRequests()

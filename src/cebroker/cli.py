@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from cebroker.sealing.cipher import Sealer
     from cebroker.storage import Storage
+    from cebroker.web.heads import HeadLimits
 
 SERVE_OPTIONS = options_of(Settings, VARIABLE_PREFIX)
 #: The variable naming the configuration file (``--config``).
@@ -100,6 +101,18 @@ def raise_open_files_limit() -> int:
     return soft
 
 
+def head_limits(settings: Settings) -> HeadLimits:
+    """The limits on request heads that ``settings`` set (enforced by the HTTP protocol)."""
+    from cebroker.web.heads import HeadLimits
+
+    return HeadLimits(
+        max_bytes=settings.max_header_size,
+        max_count=settings.max_header_count,
+        max_url=settings.max_url_length,
+        timeout=settings.header_timeout,
+    )
+
+
 def stopping_server(config: uvicorn.Config, on_stop: Sequence[Callable[[], None]]) -> uvicorn.Server:
     """uvicorn's server, which calls each of ``on_stop`` when the process is told to stop.
 
@@ -137,7 +150,7 @@ def _serve(args: argparse.Namespace) -> int:
     from cebroker.sealing.cipher import SealingError
     from cebroker.sources.component import source_names
     from cebroker.storage import StorageError
-    from cebroker.web.heads import HeadLimits, LimitedConfig, protocol_class
+    from cebroker.web.heads import LimitedConfig, protocol_class
 
     settings = settings_from_args(args)
     if args.print_config:
@@ -223,12 +236,9 @@ def _serve(args: argparse.Namespace) -> int:
     server = stopping_server(
         LimitedConfig(
             app,
-            head_limits=HeadLimits(
-                max_bytes=settings.max_header_size,
-                max_count=settings.max_header_count,
-                max_url=settings.max_url_length,
-                timeout=settings.header_timeout,
-            ),
+            head_limits=head_limits(settings),
+            # Single events are served by the protocol itself where they can be (cebroker.web.direct).
+            direct=app.state.direct,
             host=settings.host,
             port=settings.port,
             log_config=config,

@@ -16,6 +16,9 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
+from cebroker.cli import head_limits
+from cebroker.settings import Settings
+from cebroker.web.heads import LimitedConfig, protocol_class
 from support.waiting import async_wait_until
 
 #: Seconds a server has to start, and to stop.
@@ -88,6 +91,25 @@ class _Server(uvicorn.Server):
             await self.lifespan.shutdown()
 
 
+def _config(app: ASGIApp) -> uvicorn.Config:
+    """How ``app`` is served: a broker's app as ``cebroker serve`` serves it (the broker's
+    httptools protocol, with its head limits and the route it serves past the app), any other
+    app by uvicorn's defaults."""
+    state = getattr(app, "state", None)
+    settings = getattr(state, "settings", None)
+    if not isinstance(settings, Settings):
+        return uvicorn.Config(app, log_level="warning", lifespan="auto", access_log=False)
+    return LimitedConfig(
+        app,
+        head_limits=head_limits(settings),
+        direct=getattr(state, "direct", None),
+        http=protocol_class("httptools"),
+        log_level="warning",
+        lifespan="auto",
+        access_log=False,
+    )
+
+
 class ServerThread:
     """An ASGI app served by uvicorn in a background thread; ``url`` is its base URL.
 
@@ -103,7 +125,7 @@ class ServerThread:
         self._sock.bind(("127.0.0.1", port))
         self.port: int = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, log_level="warning", lifespan="auto", access_log=False)
+        config = _config(app)
         self._settled = threading.Event()  # set once the server listens, or its thread has ended
         self._server = _Server(config, self._settled)
         self._thread = threading.Thread(target=self._run, daemon=True)

@@ -91,6 +91,23 @@ class Authenticator:
                 return principal
         raise _invalid("unknown API key" if self.keys is not None else "not a token of the configured issuer")
 
+    def known(self, authorization: str | None) -> Principal | None:
+        """The principal :meth:`authenticate` finds for ``authorization`` without waiting on
+        anything (no credentials configured: the local principal; a ``Bearer`` API key of the
+        ring), else None, whether the credentials are refused or need the OIDC issuer:
+        :meth:`authenticate` then decides."""
+        if not self.enabled:
+            return LOCAL
+        if not authorization or self.keys is None:
+            return None
+        scheme, _, credentials = authorization.strip().partition(" ")
+        credentials = credentials.strip()
+        if scheme.lower() != "bearer" or not credentials:
+            return None
+        if self.oidc is not None and _JWT.fullmatch(credentials):
+            return None
+        return self.keys.find(credentials)
+
     async def aclose(self) -> None:
         """Release the OIDC verifier's connections."""
         if self.oidc is not None:

@@ -149,24 +149,11 @@ class EventIngestor:
         if problems:
             self._metrics.events_rejected.labels("invalid").inc()
             raise ValidationError(problems)
-        if not own:
-            for index, event in enumerate(clean):
-                if is_reserved(event):
-                    self._metrics.events_rejected.labels("reserved").inc()
-                    where = f"event /{index}" if batch else "the event"
-                    raise Forbidden(
-                        f"{where} (type {str(event['type'])[:200]!r}) may not be published: types"
-                        f" beginning {RESERVED!r} are the broker's own events"
-                    )
-        if permit is not None:
-            for index, event in enumerate(clean):
-                if not permit(event):
-                    self._metrics.events_rejected.labels("policy").inc()
-                    where = f"event /{index}" if batch else "the event"
-                    raise Forbidden(
-                        f"{where} (source {str(event['source'])[:200]!r}, id {str(event['id'])[:200]!r})"
-                        " may not be published: the tenant's publish policy refuses it"
-                    )
+        refusal = self._refusal(clean, batch=batch, permit=permit, own=own)
+        if refusal is not None:
+            label, error = refusal
+            self._metrics.events_rejected.labels(label).inc()
+            raise error
         await self._check_definitions(clean, batch)
         if self._dispatcher.pending >= self._max_backlog:
             self._metrics.events_rejected.labels("overloaded").inc()
@@ -175,6 +162,69 @@ class EventIngestor:
             )
         if not clean:
             return IngestResult(accepted=0, duplicates=0)
+        return await self.commit(
+            clean, tenant=tenant, transport=transport, protocol=protocol, carried=carried
+        )
+
+    def admitted(
+        self, events: Sequence[Any], *, permit: Callable[[dict[str, Any]], bool] | None = None
+    ) -> list[dict[str, Any]] | None:
+        """The few ``events`` of one request as :meth:`accept` would commit them (checked and
+        normalized), or None when it would refuse them or check them against definitions; for
+        a caller that then commits them with :meth:`commit`, or else calls :meth:`accept` to be
+        refused with its error. Nothing is counted or logged here."""
+        if self.validator is not None and self.validation_mode is not ValidationMode.OFF:
+            return None
+        if self._dispatcher.pending >= self._max_backlog:
+            return None
+        clean: list[dict[str, Any]] = []
+        for event in events:
+            if event_problems(event, ""):
+                return None
+            clean.append(normalize(event))
+        if not clean or self._refusal(clean, batch=False, permit=permit, own=False) is not None:
+            return None
+        return clean
+
+    def _refusal(
+        self,
+        clean: list[dict[str, Any]],
+        *,
+        batch: bool,
+        permit: Callable[[dict[str, Any]], bool] | None,
+        own: bool,
+    ) -> tuple[str, Forbidden] | None:
+        """Why ``clean`` may not be published (the label of its count and the error), or None:
+        a reserved type from anyone but the broker, or an event the publish policy refuses."""
+        if not own:
+            for index, event in enumerate(clean):
+                if is_reserved(event):
+                    where = f"event /{index}" if batch else "the event"
+                    return "reserved", Forbidden(
+                        f"{where} (type {str(event['type'])[:200]!r}) may not be published: types"
+                        f" beginning {RESERVED!r} are the broker's own events"
+                    )
+        if permit is not None:
+            for index, event in enumerate(clean):
+                if not permit(event):
+                    where = f"event /{index}" if batch else "the event"
+                    return "policy", Forbidden(
+                        f"{where} (source {str(event['source'])[:200]!r}, id {str(event['id'])[:200]!r})"
+                        " may not be published: the tenant's publish policy refuses it"
+                    )
+        return None
+
+    async def commit(
+        self,
+        clean: list[dict[str, Any]],
+        *,
+        tenant: str | None,
+        transport: TraceContext | None = None,
+        protocol: str | None = None,
+        carried: Sequence[TraceContext | None] = (),
+    ) -> IngestResult:
+        """Match, commit and schedule events already checked and normalized (by :meth:`accept`
+        or :meth:`admitted`); the rest as :meth:`accept`."""
         traces: list[str | None] | None = None
         if self._tracing.enabled:
             written, traces = await self._traced_append(clean, tenant or "", transport, protocol, carried)

@@ -35,6 +35,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from cebroker.web.corked import CorkedTransport
+from cebroker.web.direct import DirectRoute
 
 #: After a refusal: how much more of the request is read and dropped, and for how long, before
 #: the connection is closed.
@@ -58,13 +59,23 @@ class HeadLimits:
 
 
 class LimitedConfig(uvicorn.Config):
-    """uvicorn's configuration with the head limits the protocols below read."""
+    """uvicorn's configuration with the head limits the protocols below read, and the route
+    the httptools protocol serves directly (``direct``; the h11 protocol does not)."""
 
-    def __init__(self, app: Any, *, head_limits: HeadLimits, **kwargs: Any) -> None:
+    def __init__(
+        self, app: Any, *, head_limits: HeadLimits, direct: DirectRoute | None = None, **kwargs: Any
+    ) -> None:
         # h11 refuses a head over this size itself; the protocol answers 431 for it.
         kwargs.setdefault("h11_max_incomplete_event_size", head_limits.max_bytes)
         super().__init__(app, **kwargs)
         self.head_limits = head_limits
+        #: The route the httptools protocol serves past the app (:mod:`cebroker.web.direct`).
+        self.direct = direct
+
+
+def direct_of(config: uvicorn.Config) -> DirectRoute | None:
+    """The route a protocol built with ``config`` serves past the app, if any."""
+    return config.direct if isinstance(config, LimitedConfig) else None
 
 
 def limits_of(config: uvicorn.Config) -> HeadLimits:

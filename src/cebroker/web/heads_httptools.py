@@ -1,5 +1,6 @@
 """uvicorn's httptools protocol with the head limits of :mod:`cebroker.web.heads` (a module of
-its own: httptools is optional, h11 is not).
+its own: httptools is optional, h11 is not), and the route it serves past the app
+(:mod:`cebroker.web.direct`).
 
 httptools calls ``on_url`` with each piece of the request target, but ``on_header`` only once a
 value is complete, buffering the value until then: so the bytes received while a head is
@@ -11,13 +12,20 @@ request is handed to the application. Nothing of a refused request reaches it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, cast
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn._types import ASGI3Application
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 
 from cebroker.web.corked import CorkedTransport
-from cebroker.web.heads import LINE_OVERHEAD, HeadGuard, limits_of
+from cebroker.web.direct import BODY_HELD, RawHeaders
+from cebroker.web.heads import LINE_OVERHEAD, HeadGuard, direct_of, limits_of
+
+#: A request held for the direct route: its cycle (whose body the route reads) and the app that
+#: serves it if the route does not.
+_Held = tuple[RequestResponseCycle, ASGI3Application]
 
 
 class LimitedHttpToolsProtocol(HttpToolsProtocol):
@@ -29,6 +37,12 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, **kw)
         self.guard = HeadGuard(limits_of(config), self.loop, self._responding)
         self._in_head = True
+        # Not while access lines are written: uvicorn writes them as it answers (at INFO).
+        logged = self.access_log and self.access_logger.isEnabledFor(logging.INFO)
+        self._direct = None if logged else direct_of(config)
+        # Set while uvicorn starts the request whose head just ended: its ASGI task is held.
+        self._deferring = False
+        self._held: _Held | None = None
 
     def _responding(self) -> bool:
         return self.cycle is not None and not self.cycle.response_complete
@@ -42,6 +56,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.guard.closed()
+        self._held = None  # never started: nothing to finish
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -88,11 +103,36 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             guard.too_long(url_complete=True)
             return
         guard.complete()
-        super().on_headers_complete()
+        direct = self._direct
+        # Offered to the direct route once its body is complete: only what needs nothing of the
+        # app's handling of the connection (see cebroker.web.direct).
+        self._deferring = (
+            direct is not None
+            and self.url == direct.path
+            and self.parser.get_method() == direct.method
+            and not self.expect_100_continue
+        )
+        try:
+            super().on_headers_complete()
+        finally:
+            self._deferring = False
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        # uvicorn calls this for a request that is not pipelined behind another, and with the
+        # app it chose (a 503 app past its concurrency limit: that one is never held).
+        if self._deferring and app is self.app:
+            self._held = (cycle, app)
+            return
+        super()._start_asgi_task(cycle, app)
 
     def on_body(self, body: bytes) -> None:
         if not self.guard.refused:
             super().on_body(body)
+            held = self._held
+            if held is not None and len(held[0].body) > BODY_HELD:
+                # The server stops reading until the app reads: the app must have it now.
+                self._held = None
+                super()._start_asgi_task(*held)
 
     def on_message_complete(self) -> None:
         if self.guard.refused:
@@ -101,3 +141,54 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         # What follows on this connection is the next request's head.
         self._in_head = True
         self.guard.received = 0
+        held, self._held = self._held, None
+        if held is not None and self._direct is not None:
+            cycle = held[0]
+            if not self._direct.take(self.headers, bytes(cycle.body), _Reply(self, held)):
+                super()._start_asgi_task(*held)
+
+    def start_held(self, held: _Held) -> None:
+        """Start the app for a request the direct route declined after taking it."""
+        super()._start_asgi_task(*held)
+
+
+class _Reply:
+    """A held request's answer, written as uvicorn writes a complete one (see
+    ``RequestResponseCycle.send``), or its hand-over to the app."""
+
+    __slots__ = ("_protocol", "_held", "_done")
+
+    def __init__(self, protocol: LimitedHttpToolsProtocol, held: _Held) -> None:
+        self._protocol = protocol
+        self._held = held
+        self._done = False
+
+    def answer(self, status: int, headers: RawHeaders, body: bytes) -> None:
+        if self._done:
+            raise RuntimeError("a direct request is answered once")
+        self._done = True
+        cycle = self._held[0]
+        if cycle.disconnected:
+            return
+        content = [STATUS_LINE[status]]
+        for name, value in cycle.default_headers:
+            content.extend((name, b": ", value, b"\r\n"))
+        for name, value in headers:
+            content.extend((name, b": ", value, b"\r\n"))
+        if not cycle.keep_alive:
+            content.append(b"connection: close\r\n")
+        content.extend((b"\r\n", body))
+        cycle.response_started = cycle.response_complete = True
+        transport = self._protocol.transport
+        transport.write(b"".join(content))
+        cycle.message_event.set()
+        if not cycle.keep_alive:
+            transport.close()
+        cycle.on_response()
+
+    def decline(self) -> None:
+        if self._done:
+            raise RuntimeError("a direct request is answered once")
+        self._done = True
+        if not self._held[0].disconnected:
+            self._protocol.start_held(self._held)

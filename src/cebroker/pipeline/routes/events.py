@@ -21,6 +21,7 @@ from ceprotocols.errors import BindingError
 from ceprotocols.http.binding import decode_header, from_binary, to_binary, to_structured
 from ceprotocols.jsontext import JsonTextError
 from ceprotocols.tracecontext import TraceContext
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -36,13 +37,15 @@ from cebroker.telemetry.tracing import transport_context
 from cebroker.tenant_policies import TenantPolicies
 from cebroker.web.access import principal_of
 from cebroker.web.body import PARSE_OFF_LOOP, json_problem, parse_json, parse_json_body, read_limited
+from cebroker.web.direct import RawHeaders
 from cebroker.web.problem import RequestPartProblem
 
 _STRUCTURED = "application/cloudevents+json"
+_STRUCTURED_BYTES = _STRUCTURED.encode()
 _BATCH = "application/cloudevents-batch+json"
 
 
-def _accepted_headers(length: int) -> list[tuple[bytes, bytes]]:
+def accepted_headers(length: int) -> list[tuple[bytes, bytes]]:
     return [(b"content-length", str(length).encode()), (b"content-type", b"application/json")]
 
 
@@ -77,7 +80,7 @@ class EventsApi:
         if isinstance(body, Response):  # request-reply: the reply (200)
             await body(scope, receive, send)
             return
-        await send({"type": "http.response.start", "status": 202, "headers": _accepted_headers(len(body))})
+        await send({"type": "http.response.start", "status": 202, "headers": accepted_headers(len(body))})
         await send({"type": "http.response.body", "body": body})
 
     async def post(self, request: Request) -> Response:
@@ -98,7 +101,7 @@ class EventsApi:
                 self._metrics.events_rejected.labels(type(exc).__name__.lower()).inc()
                 raise
             principal = principal_of(request)
-            permit = self._permit(principal)
+            permit = self.permit(principal)
             # The request's trace context is read only when tracing.
             transport = transport_context(request.headers) if self._ingestor.traced else None
             wait = parse_wait(request.headers.get("prefer")) if self._waiters is not None else None
@@ -157,7 +160,31 @@ class EventsApi:
             message = to_structured(reply)
         return Response(message.body, status_code=200, headers={**message.headers, **preference})
 
-    def _permit(self, principal: Principal) -> Callable[[dict[str, Any]], bool] | None:
+    def direct_events(self, headers: RawHeaders, content_type: bytes, body: bytes) -> list[Any] | None:
+        """The one event of a request that :meth:`_accept` reads without an error and without
+        leaving the event loop (a structured or binary single event, at most
+        :data:`~cebroker.web.body.PARSE_OFF_LOOP` bytes), else None: the app is then to read
+        it (see :class:`~cebroker.pipeline.routes.direct.DirectEvents`)."""
+        if len(body) > PARSE_OFF_LOOP or len(body) > self._max_event:
+            return None
+        media = content_type.split(b";", 1)[0].strip().lower()
+        if media == _STRUCTURED_BYTES:
+            try:
+                event = parse_json(body)
+            except ValidationError:
+                return None
+            return [event] if isinstance(event, dict) else None
+        if media.startswith(b"application/cloudevents"):
+            return None
+        fields = Headers(raw=list(headers))
+        if "ce-specversion" not in fields or _header_problems(fields):
+            return None
+        try:
+            return [from_binary(fields, body)]
+        except BindingError:
+            return None
+
+    def permit(self, principal: Principal) -> Callable[[dict[str, Any]], bool] | None:
         """The publish policy of ``principal``'s tenant, or None when it is not restricted."""
         tenant = principal.tenant
         if principal.admin or tenant is None or tenant not in self._policies.tenants:
@@ -222,15 +249,21 @@ class EventsApi:
         return events
 
 
-def _check_headers(request: Request) -> None:
-    """Every ``ce-`` header must be what the HTTP binding allows (percent-encoded UTF-8)."""
+def _header_problems(headers: Headers) -> list[FieldProblem]:
+    """Each ``ce-`` header that is not what the HTTP binding allows (percent-encoded UTF-8)."""
     problems: list[FieldProblem] = []
-    for name, value in request.headers.items():
+    for name, value in headers.items():
         if name.startswith("ce-"):
             try:
                 decode_header(value)
             except BindingError as exc:
                 problems.append(RequestPartProblem("", str(exc), part="header", name=name))
+    return problems
+
+
+def _check_headers(request: Request) -> None:
+    """Every ``ce-`` header must be what the HTTP binding allows (percent-encoded UTF-8)."""
+    problems = _header_problems(request.headers)
     if problems:
         detail = "; ".join(f"header {p.to_json()['header']}: {p.message}" for p in problems)
         raise ValidationError(problems, detail)

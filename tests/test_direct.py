@@ -1,0 +1,284 @@
+"""The route the broker's httptools protocol serves past the app (cebroker.web.direct): what it
+is offered, what it answers, and what goes to the app instead, on a real uvicorn server spoken
+to over a socket."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+import uvicorn
+from starlette.types import Receive, Scope, Send
+
+from cebroker.web.direct import BODY_HELD, RawHeaders, Reply
+from cebroker.web.heads import HeadLimits, LimitedConfig, protocol_class
+
+
+@dataclass
+class Route:
+    """A direct route for ``POST /direct``: takes a body ``take``, answers it at once or when
+    the test says; declines a body ``decline`` after taking it; leaves any other alone."""
+
+    method: bytes = b"POST"
+    path: bytes = b"/direct"
+    offered: list[tuple[dict[bytes, bytes], bytes]] = field(default_factory=list)
+    held: list[Reply] = field(default_factory=list)
+    hold: bool = False
+
+    def take(self, headers: RawHeaders, body: bytes, reply: Reply) -> bool:
+        self.offered.append((dict(headers), body))
+        if body == b"decline":
+            asyncio.get_running_loop().call_soon(reply.decline)
+            return True
+        if not body.startswith(b"take"):
+            return False
+        if self.hold:
+            self.held.append(reply)
+            return True
+        answer = b"route:" + body
+        reply.answer(202, [(b"content-length", str(len(answer)).encode())], answer)
+        return True
+
+
+async def _app(scope: Scope, receive: Receive, send: Send) -> None:
+    """Answers ``app:<the body it read>``."""
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            break
+    answer = b"app:" + body
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-length", str(len(answer)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": answer})
+
+
+@dataclass
+class Served:
+    port: int
+    route: Route
+    loop: asyncio.AbstractEventLoop
+
+
+@pytest.fixture
+def served() -> Iterator[Served]:
+    route = Route()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = LimitedConfig(
+        _app,
+        head_limits=HeadLimits(),
+        direct=route,
+        http=protocol_class("httptools"),
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    def run() -> None:
+        async def serve() -> None:
+            loops.append(asyncio.get_running_loop())
+            await server.serve(sockets=[sock])
+
+        asyncio.run(serve())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.started
+    try:
+        yield Served(sock.getsockname()[1], route, loops[0])
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def _request(body: bytes, *, path: str = "/direct", extra: str = "", version: str = "1.1") -> bytes:
+    head = f"POST {path} HTTP/{version}\r\nhost: x\r\ncontent-length: {len(body)}\r\n{extra}\r\n"
+    return head.encode() + body
+
+
+def _answer(conn: socket.socket) -> tuple[bytes, bytes]:
+    """One whole answer (head, body) read from ``conn``."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        assert chunk, f"the connection closed after {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+    )
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        assert chunk
+        body += chunk
+    assert len(body) == length, "more than one answer arrived"
+    return head, body
+
+
+def _closed(conn: socket.socket) -> bool:
+    conn.settimeout(10)
+    return conn.recv(1) == b""
+
+
+def test_a_taken_request_is_answered_by_the_route_on_a_kept_alive_connection(served: Served) -> None:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        for n in range(3):
+            conn.sendall(_request(f"take {n}".encode(), extra="x-seen: yes\r\n"))
+            head, body = _answer(conn)
+            assert head.startswith(b"HTTP/1.1 202 Accepted")
+            assert body == f"route:take {n}".encode()
+            assert b"connection: close" not in head.lower()
+    assert [body for _, body in served.route.offered] == [b"take 0", b"take 1", b"take 2"]
+    headers = served.route.offered[0][0]
+    assert headers[b"x-seen"] == b"yes"  # names lower-cased, values raw
+    assert headers[b"content-length"] == b"6"
+
+
+def test_a_request_left_alone_goes_to_the_app_with_its_body(served: Served) -> None:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(_request(b"other"))
+        head, body = _answer(conn)
+        assert head.startswith(b"HTTP/1.1 200 OK")
+        assert body == b"app:other"
+        conn.sendall(_request(b"take it"))  # the same connection serves the next one directly
+        assert _answer(conn)[1] == b"route:take it"
+
+
+def test_a_request_declined_after_it_was_taken_is_served_by_the_app(served: Served) -> None:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(_request(b"decline"))
+        head, body = _answer(conn)
+        assert head.startswith(b"HTTP/1.1 200 OK")
+        assert body == b"app:decline"
+    assert [body for _, body in served.route.offered] == [b"decline"]
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        _request(b"take", path="/direct?x=1"),  # the target with a query is another target
+        _request(b"take", path="/other"),
+        b"PUT /direct HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\n\r\ntake",
+    ],
+    ids=["query", "path", "method"],
+)
+def test_other_targets_and_methods_are_not_offered(served: Served, request_bytes: bytes) -> None:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(request_bytes)
+        assert _answer(conn)[1] == b"app:take"
+    assert served.route.offered == []
+
+
+def test_a_body_larger_than_held_streams_to_the_app(served: Served) -> None:
+    # The server stops reading past 64 KiB until the app reads: held back, this would hang.
+    big = b"take" + b"x" * (BODY_HELD * 3)
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(_request(big))
+        head, body = _answer(conn)
+        assert head.startswith(b"HTTP/1.1 200 OK")
+        assert body == b"app:" + big
+    assert served.route.offered == []
+
+
+def test_expect_100_continue_goes_to_the_app(served: Served) -> None:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(
+            _request(b"", extra="expect: 100-continue\r\n").replace(
+                b"content-length: 0", b"content-length: 4"
+            )
+        )
+        interim = conn.recv(4096)
+        assert interim.startswith(b"HTTP/1.1 100 Continue")
+        conn.sendall(b"take")
+        assert _answer(conn)[1] == b"app:take"
+    assert served.route.offered == []
+
+
+def test_the_connection_closes_after_the_answer_when_it_is_not_kept_alive(served: Served) -> None:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(_request(b"take", extra="connection: close\r\n"))
+        head, body = _answer(conn)
+        assert body == b"route:take"
+        assert b"connection: close" in head.lower()
+        assert _closed(conn)
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(_request(b"take", version="1.0"))
+        head, body = _answer(conn)
+        assert body == b"route:take"
+        assert _closed(conn)
+
+
+def test_pipelined_requests_are_answered_in_order(served: Served) -> None:
+    served.route.hold = True
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(_request(b"take first") + _request(b"second"))
+        deadline = time.monotonic() + 10
+        while not served.route.held and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(served.route.held) == 1
+        # The second waits behind the first, which is not answered yet.
+        reply = served.route.held[0]
+        served.loop.call_soon_threadsafe(reply.answer, 202, [(b"content-length", b"5")], b"first")
+        assert _answer(conn)[1] == b"first"
+        assert _answer(conn)[1] == b"app:second"
+
+
+def test_an_answer_to_a_client_gone_is_dropped_and_the_server_serves_on(served: Served) -> None:
+    served.route.hold = True
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(_request(b"take"))
+        deadline = time.monotonic() + 10
+        while not served.route.held and time.monotonic() < deadline:
+            time.sleep(0.01)
+    reply = served.route.held[0]
+    time.sleep(0.1)  # not a negative assertion: the server must see the close before the answer
+    served.loop.call_soon_threadsafe(reply.answer, 202, [(b"content-length", b"2")], b"ok")
+    served.route.hold = False
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(_request(b"take again"))
+        assert _answer(conn)[1] == b"route:take again"
+
+
+def test_a_reply_is_used_once(served: Served) -> None:
+    served.route.hold = True
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(_request(b"take"))
+        deadline = time.monotonic() + 10
+        while not served.route.held and time.monotonic() < deadline:
+            time.sleep(0.01)
+        reply = served.route.held[0]
+        outcome: list[BaseException | None] = []
+
+        def twice() -> None:
+            reply.answer(202, [(b"content-length", b"2")], b"ok")
+            try:
+                reply.decline()
+            except RuntimeError as exc:
+                outcome.append(exc)
+            else:
+                outcome.append(None)
+
+        served.loop.call_soon_threadsafe(twice)
+        assert _answer(conn)[1] == b"ok"
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], RuntimeError)
