@@ -45,13 +45,25 @@ class Route:
         return True
 
 
+#: What the app found of bodies that never ended.
+DISCONNECTS: list[bytes] = []
+
+
 async def _app(scope: Scope, receive: Receive, send: Send) -> None:
-    """Answers ``app:<the body it read>``."""
+    """Answers ``app:<the body it read>``; 413 at once, unread, to a head with ``x-refuse``;
+    records a body cut short by the client in :data:`DISCONNECTS`."""
     if scope["type"] != "http":
+        return
+    if (b"x-refuse", b"yes") in scope["headers"]:
+        await send({"type": "http.response.start", "status": 413, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
         return
     body = b""
     while True:
         message = await receive()
+        if message["type"] == "http.disconnect":
+            DISCONNECTS.append(body)
+            return
         body += message.get("body", b"")
         if not message.get("more_body", False):
             break
@@ -200,6 +212,28 @@ def test_a_body_larger_than_held_streams_to_the_app(served: Served) -> None:
     assert served.route.offered == []
 
 
+def test_a_declared_length_over_held_goes_to_the_app_at_once(served: Served) -> None:
+    # The app refuses by the head alone: held until a body that never comes, it never would.
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        head = f"POST /direct HTTP/1.1\r\nhost: x\r\ncontent-length: {BODY_HELD + 1}\r\nx-refuse: yes\r\n\r\n"
+        conn.sendall(head.encode() + b"take")
+        answer = conn.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 413 ")
+    assert served.route.offered == []
+
+
+def test_a_body_cut_short_by_the_client_reaches_the_app_as_incomplete(served: Served) -> None:
+    DISCONNECTS.clear()
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(b"POST /direct HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\ntake half")
+    deadline = time.monotonic() + 10
+    while not DISCONNECTS and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # (What it read before: nothing, since uvicorn answers a read after the loss with the loss.)
+    assert len(DISCONNECTS) == 1
+    assert served.route.offered == []
+
+
 def test_expect_100_continue_goes_to_the_app(served: Served) -> None:
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
         conn.sendall(
@@ -268,6 +302,7 @@ def test_a_reply_is_used_once(served: Served) -> None:
             time.sleep(0.01)
         reply = served.route.held[0]
         outcome: list[BaseException | None] = []
+        tried = threading.Event()
 
         def twice() -> None:
             reply.answer(202, [(b"content-length", b"2")], b"ok")
@@ -277,8 +312,10 @@ def test_a_reply_is_used_once(served: Served) -> None:
                 outcome.append(exc)
             else:
                 outcome.append(None)
+            tried.set()
 
         served.loop.call_soon_threadsafe(twice)
         assert _answer(conn)[1] == b"ok"
+    assert tried.wait(10)
     assert len(outcome) == 1
     assert isinstance(outcome[0], RuntimeError)

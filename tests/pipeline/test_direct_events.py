@@ -267,16 +267,16 @@ def test_a_commit_that_fails_is_handed_to_the_app_which_tries_once_more(
     broker: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ingestor = broker.pipeline.ingestor
-    commit = ingestor.commit
+    commit = ingestor.commit_each
     calls: list[int] = []
 
-    async def failing_once(clean: list[dict[str, Any]], **kwargs: Any) -> Any:
+    async def failing_once(clean: list[dict[str, Any]], **kwargs: Any) -> list[bool]:
         calls.append(len(clean))
         if len(calls) == 1:
             raise Overloaded("the storage is busy", retry_after=1.0, status=503)
         return await commit(clean, **kwargs)
 
-    monkeypatch.setattr(ingestor, "commit", failing_once)
+    monkeypatch.setattr(ingestor, "commit_each", failing_once)
     answer = broker.http.post("/events", content=json.dumps(event(1)), headers=STRUCTURED)
     assert (answer.status_code, answer.json()) == (202, {"accepted": 1, "duplicates": 0})
     assert broker.spy.taken == [True]

@@ -225,6 +225,21 @@ class EventIngestor:
     ) -> IngestResult:
         """Match, commit and schedule events already checked and normalized (by :meth:`accept`
         or :meth:`admitted`); the rest as :meth:`accept`."""
+        duplicated = await self.commit_each(
+            clean, tenant=tenant, transport=transport, protocol=protocol, carried=carried
+        )
+        return IngestResult(accepted=len(duplicated), duplicates=sum(duplicated))
+
+    async def commit_each(
+        self,
+        clean: list[dict[str, Any]],
+        *,
+        tenant: str | None,
+        transport: TraceContext | None = None,
+        protocol: str | None = None,
+        carried: Sequence[TraceContext | None] = (),
+    ) -> list[bool]:
+        """:meth:`commit`, saying per event whether it was a duplicate (``clean`` is emptied)."""
         traces: list[str | None] | None = None
         if self._tracing.enabled:
             written, traces = await self._traced_append(clean, tenant or "", transport, protocol, carried)
@@ -249,11 +264,11 @@ class EventIngestor:
         if duplicates:
             self._duplicates.inc(duplicates)
         self._metrics.matches.inc(matches)
-        accepted = len(clean)
+        duplicated = [w is None for w in written]
         if replies and self.waiters is not None:
             await self.waiters.announce(replies)
         await release(written, clean)
-        return IngestResult(accepted=accepted, duplicates=duplicates)
+        return duplicated
 
     async def _traced_append(
         self,

@@ -17,8 +17,10 @@ The contract keeps every answer what the app would have made of the request:
   from the start and gives whatever answer it gives, an error included).
 
 The server offers nothing that needs the app's handling of the connection: a request that
-expects ``100 Continue``, a pipelined request, a body larger than :data:`BODY_HELD`, or any
-request while access lines are written.
+expects ``100 Continue``, a pipelined request, a body larger than :data:`BODY_HELD` (declared or
+received so far: the app answers an oversized declaration at once), or any request while
+access lines are written. A request whose connection is lost before its body is complete is
+handed to the app too, which finds it incomplete and counts it as it counts any other.
 """
 
 from __future__ import annotations

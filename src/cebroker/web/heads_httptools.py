@@ -56,8 +56,12 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.guard.closed()
-        self._held = None  # never started: nothing to finish
+        held, self._held = self._held, None
         super().connection_lost(exc)
+        if held is not None:
+            # A body that never ended: the app reads it as the ASGI path would, finds the
+            # connection gone, and counts the incomplete request.
+            super()._start_asgi_task(*held)
 
     def data_received(self, data: bytes) -> None:
         guard = self.guard
@@ -111,6 +115,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             and self.url == direct.path
             and self.parser.get_method() == direct.method
             and not self.expect_100_continue
+            and _declared(headers) <= BODY_HELD
         )
         try:
             super().on_headers_complete()
@@ -150,6 +155,16 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def start_held(self, held: _Held) -> None:
         """Start the app for a request the direct route declined after taking it."""
         super()._start_asgi_task(*held)
+
+
+def _declared(headers: RawHeaders) -> int:
+    """The body length a head declares (0 without ``Content-Length``: a chunked body is held
+    until it passes :data:`BODY_HELD`); the app answers a declared length over its limit at
+    once, without waiting for a body that may never come."""
+    for name, value in headers:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else BODY_HELD + 1
+    return 0
 
 
 class _Reply:

@@ -21,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
-from cebroker.contracts import IngestResult
 from cebroker.pipeline.ingest import EventIngestor
 from cebroker.pipeline.routes.events import EventsApi, accepted_headers
 from cebroker.principal import Principal
@@ -61,8 +62,10 @@ class DirectEvents:
         self._known = known
         self._needed = needed
         self._metrics = metrics
+        #: Requests taken in this turn of the event loop, committed together at its end.
+        self._taken: list[_Taken] = []
         #: Commits under way (the event loop keeps only weak references to tasks).
-        self._commits: set[asyncio.Task[IngestResult]] = set()
+        self._commits: set[asyncio.Task[None]] = set()
 
     def take(self, headers: RawHeaders, body: bytes, reply: Reply) -> bool:
         """Commit the request's event and answer 202 once durable, or leave it to the app."""
@@ -89,18 +92,48 @@ class DirectEvents:
         clean = self._ingestor.admitted(events, permit=self._api.permit(principal))
         if clean is None:
             return False
-        commit = asyncio.ensure_future(self._ingestor.commit(clean, tenant=principal.tenant, protocol="http"))
-        self._commits.add(commit)
-        commit.add_done_callback(lambda done: self._answer(done, reply, started))
+        if not self._taken:
+            asyncio.get_running_loop().call_soon(self._commit_taken)
+        self._taken.append(_Taken(clean, principal.tenant, reply, started))
         return True
 
-    def _answer(self, done: asyncio.Task[IngestResult], reply: Reply, started: float) -> None:
-        self._commits.discard(done)
-        if done.cancelled() or done.exception() is not None:
-            reply.decline()  # nothing was committed: the app tries once more and answers
+    def _commit_taken(self) -> None:
+        """Commit the events taken in this turn of the event loop together, one call per
+        publishing tenant (de-duplication is per tenant)."""
+        taken, self._taken = self._taken, []
+        tenants: dict[str | None, list[_Taken]] = {}
+        for request in taken:
+            tenants.setdefault(request.tenant, []).append(request)
+        for tenant, requests in tenants.items():
+            commit = asyncio.ensure_future(self._commit(tenant, requests))
+            self._commits.add(commit)
+            commit.add_done_callback(self._commits.discard)
+
+    async def _commit(self, tenant: str | None, requests: list[_Taken]) -> None:
+        events = [event for request in requests for event in request.events]
+        try:
+            duplicated = await self._ingestor.commit_each(events, tenant=tenant, protocol="http")
+        except Exception:
+            for request in requests:
+                request.reply.decline()  # nothing was committed: the app tries once more and answers
             return
-        result = done.result()
-        body = orjson.dumps({"accepted": result.accepted, "duplicates": result.duplicates})
-        reply.answer(202, accepted_headers(len(body)), body)
-        if self._metrics is not None:
-            self._metrics.observe(_ROUTE, "POST", 202, time.perf_counter() - started)
+        at = 0
+        for request in requests:
+            count = len(request.events)
+            duplicates = sum(duplicated[at : at + count])
+            at += count
+            body = orjson.dumps({"accepted": count, "duplicates": duplicates})
+            request.reply.answer(202, accepted_headers(len(body)), body)
+            if self._metrics is not None:
+                self._metrics.observe(_ROUTE, "POST", 202, time.perf_counter() - request.started)
+
+
+@dataclass(slots=True)
+class _Taken:
+    """A request taken: its events (checked), its publisher's tenant, how to answer it, and
+    when it was offered."""
+
+    events: list[dict[str, Any]]
+    tenant: str | None
+    reply: Reply
+    started: float
