@@ -76,3 +76,18 @@ async def test_settled_records_leave_the_deadline_list(tansu: TansuServer) -> No
     finally:
         await producer.close()
     assert producer._timer is None
+
+
+async def test_a_record_left_waiting_by_close_still_fails_at_its_deadline() -> None:
+    """Closing a producer (its flush gives up after 2 s) does not leave a record that got no
+    report waiting for good: the timer still fails it at its own deadline."""
+    config = {"bootstrap.servers": f"127.0.0.1:{CLOSED_PORT}", "message.timeout.ms": 30_000}
+    producer = KafkaProducer(config, where="Kafka kafka://127.0.0.1:1")
+    waiting = asyncio.create_task(producer.produce("events", RECORD, within=3.0))
+    await asyncio.sleep(0)
+    await producer.close()
+    assert not waiting.done()
+    with pytest.raises(DeliveryError) as caught:
+        await asyncio.wait_for(waiting, 10.0)
+    assert "no delivery report within 3.0s" in str(caught.value)
+    assert producer._timer is None

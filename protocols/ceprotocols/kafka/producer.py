@@ -227,7 +227,9 @@ class KafkaProducer:
     async def close(self) -> None:
         """Flush what is queued (briefly) and stop the callback thread."""
         await asyncio.to_thread(self._producer.flush, 2.0)
-        if self._timer is not None:
+        # Records the flush left unreported keep their deadlines: the timer fails them then, as
+        # it would have without the close. With none waiting it has nothing left to do.
+        if self._timer is not None and all(future.done() for _, future, _ in self._deadlines):
             self._timer.cancel()
             self._timer = None
         self._running = False
