@@ -91,7 +91,9 @@ class KafkaProducer:
         #: (future, error) of the delivery reports of the poll under way (poll thread only).
         self._reports: list[tuple[asyncio.Future[None], KafkaError | None]] = []
         #: (deadline, future, within) of the records produced, oldest first, and the one timer
-        #: that expires them (see :meth:`produce`): settled ones leave from the front.
+        #: that expires them (see :meth:`produce`): settled ones leave from the front, so a record
+        #: still waiting there keeps those settled behind it listed until it settles or expires
+        #: (at most a deadline's worth of records).
         self._deadlines: deque[tuple[float, asyncio.Future[None], float]] = deque()
         self._timer: asyncio.TimerHandle | None = None
         self._thread = threading.Thread(target=self._serve, name="kafka-producer", daemon=True)
