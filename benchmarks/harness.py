@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -186,18 +187,41 @@ def sink_stats(url: str) -> dict[str, float]:
     return dict(json.loads(_polls[url].get("/count").text))
 
 
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) of each live thread of this process, from /proc, by thread id
+    and name: ``"<tid> <name>"``, the name the Python thread's (``event loop`` for the main
+    thread), else the kernel's."""
+    names = {thread.native_id: thread.name for thread in threading.enumerate() if thread.native_id}
+    names[threading.main_thread().native_id or os.getpid()] = "event loop"
+    ticks = os.sysconf("SC_CLK_TCK")
+    found: dict[str, float] = {}
+    for entry in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{entry}/stat", encoding="ascii") as f:
+                head, _, tail = f.read().rpartition(")")
+        except OSError:
+            continue  # ended meanwhile
+        fields = tail.split()
+        name = names.get(int(entry)) or head.partition("(")[2]
+        found[f"{entry} {name}"] = (int(fields[11]) + int(fields[12])) / ticks
+    return found
+
+
 async def pipeline_drain(
     db: Path,
     sub: Subscription,
     events: int,
     incoming: Callable[[int], Incoming],
     cpu: list[float] | None = None,
+    threads: dict[str, float] | None = None,
 ) -> float:
     """Deliveries/s of the broker's pipeline, in this process, draining ``events`` deliveries.
 
     ``sub`` is created in a fresh store in ``db`` and ``incoming(n)`` (n = 0..events-1) written
     to the durable log first; then the pipeline starts and is timed until nothing is pending.
-    The CPU seconds this process spent draining (all threads) are appended to ``cpu``.
+    The CPU seconds this process spent draining (all threads) are appended to ``cpu``; those of
+    each thread (:func:`thread_cpu`, in clock ticks, the event loop's from
+    ``time.thread_time()``) are added to ``threads``.
     """
     settings = Settings(db=db, webhook_validation=False)
     storage = create_storage(db)
@@ -209,7 +233,8 @@ async def pipeline_drain(
     component = PipelineComponent(
         settings, storage.subscriptions, storage.deliveries, storage.circuits, claims=storage.claims
     )
-    started, spent = time.perf_counter(), time.process_time()
+    before = thread_cpu() if threads is not None else {}
+    started, spent, own = time.perf_counter(), time.process_time(), time.thread_time()
     await component.start()
     for _ in range(60_000):  # polled: the dispatcher has no "drained" event; ten minutes at most
         if not component.dispatcher.pending:
@@ -218,6 +243,12 @@ async def pipeline_drain(
     elapsed = time.perf_counter() - started
     if cpu is not None:
         cpu.append(time.process_time() - spent)
+    if threads is not None:
+        threads["event loop"] = threads.get("event loop", 0.0) + time.thread_time() - own
+        for key, seconds in thread_cpu().items():
+            name = key.partition(" ")[2]
+            if name != "event loop":
+                threads[name] = threads.get(name, 0.0) + seconds - before.get(key, 0.0)
     await component.stop()
     await storage.close()
     return events / elapsed

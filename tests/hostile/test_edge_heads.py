@@ -217,6 +217,43 @@ def test_a_head_that_trickles_in_is_cut_after_the_header_timeout(broker: Hostile
     assert waited < 5, f"the head was cut after {waited:.1f} s, not about 1 s"
 
 
+def test_each_head_of_a_kept_alive_connection_gets_the_whole_timeout(broker: HostileBroker) -> None:
+    # Heads answered one after another for 0.6 s, then one that trickles in: it is cut about the
+    # timeout (1 s) after it began, neither earlier (the clock of the connection's first head)
+    # nor never.
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        opened = time.monotonic()
+        while time.monotonic() - opened < 0.6:
+            sock.sendall(request)
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += sock.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+            head, _, body = answer.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            while len(body) < length:
+                body += sock.recv(4096)
+            time.sleep(0.05)  # paced: the heads come and go while the first head's timer runs
+        sock.sendall(b"GET /subscriptions HTTP/1.1\r\n")
+        started = time.monotonic()
+        sock.settimeout(0.1)
+        data = b""
+        while time.monotonic() - started < 8 and b"\r\n" not in data:
+            with contextlib.suppress(OSError):
+                sock.sendall(b"X")
+            try:
+                chunk = sock.recv(4096)
+            except TimeoutError:
+                continue
+            if not chunk:
+                break
+            data += chunk
+        waited = time.monotonic() - started
+    assert data.startswith(b"HTTP/1.1 408"), data
+    assert 0.9 <= waited < 5, f"the head was cut after {waited:.1f} s, not about 1 s"
+
+
 def test_a_connection_that_sends_nothing_is_closed(broker: HostileBroker) -> None:
     with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
         started = time.monotonic()

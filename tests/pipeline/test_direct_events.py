@@ -8,6 +8,7 @@ direct route), with a spy on the route that records whether it took each request
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Iterator
@@ -287,3 +288,34 @@ def test_with_tracing_on_the_app_is_built_without_the_route(tmp_path: Path) -> N
     settings = Settings(db=tmp_path / "t.db", otel_exporter_otlp_endpoint="http://127.0.0.1:9")
     assert create_app(settings).state.direct is None
     assert create_app(Settings(db=tmp_path / "u.db")).state.direct is not None
+
+
+def test_concurrent_requests_are_answered_each_with_its_own_outcome(keyed: Served) -> None:
+    """Requests taken in one turn are committed together, one call per tenant: each is answered
+    with its own event's outcome, and de-duplication stays per publishing tenant."""
+    base = str(keyed.http.base_url)
+
+    async def burst(bodies: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        limits = httpx.Limits(max_connections=len(bodies))
+        async with httpx.AsyncClient(base_url=base, limits=limits, timeout=30) as client:
+            answers = await asyncio.gather(
+                *(
+                    client.post("/events", content=json.dumps(body), headers={**STRUCTURED, **_as(who)})
+                    for who, body in bodies
+                )
+            )
+        assert all(answer.status_code == 202 for answer in answers), [a.text for a in answers]
+        return [answer.json() for answer in answers]
+
+    first = [("acme", event(n, source="/acme/x")) for n in range(10)]
+    assert asyncio.run(burst(first)) == [{"accepted": 1, "duplicates": 0}] * 10
+    # The same ten from acme again (duplicates), from admin (another tenant: new), and ten new.
+    again = (
+        first
+        + [("admin", body) for _, body in first]
+        + [("acme", event(n, source="/acme/x")) for n in range(10, 20)]
+    )
+    answers = asyncio.run(burst(again))
+    assert answers[:10] == [{"accepted": 1, "duplicates": 1}] * 10
+    assert answers[10:] == [{"accepted": 1, "duplicates": 0}] * 20
+    assert keyed.spy.taken == [True] * 40

@@ -164,6 +164,50 @@ async def test_amqp_sends_arriving_over_several_turns_share_one_group(
         await connection.close()
 
 
+@pytest.mark.amqp
+async def test_amqp_one_group_of_sends_to_two_links_reaches_each_queue(
+    rabbitmq: RabbitMQServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group whose sends alternate between two links (one settled when sent, one settled by the
+    peer) writes each message on its own link: a group looks up a link once for the sends that
+    follow one another with the same settings, and again when they change."""
+    groups: list[int] = []
+    send_group = AmqpConnection._send_group
+
+    def counted(self: AmqpConnection, group: list[Any]) -> list[Exception | None]:
+        groups.append(len(group))
+        return send_group(self, group)
+
+    monkeypatch.setattr(AmqpConnection, "_send_group", counted)
+    endpoint = sink_endpoint(rabbitmq.url, schemes=SCHEMES)
+    queues = [f"/queue/{unique_name()}", f"/queue/{unique_name()}"]
+    settings = [
+        parse_settings({"address": queues[0]}, endpoint),
+        parse_settings({"address": queues[1], "sendersettlementmode": "settled"}, endpoint),
+    ]
+    connection = await AmqpConnection(rabbitmq.url, None).open(10.0)
+    consumers = [await AmqpConsumer().start(rabbitmq.url, queue) for queue in queues]
+    events = [make_event() for _ in range(12)]
+    try:
+        # 0, 0, 1, 1, 0, 1, ...: runs of one link and single sends between them.
+        links = [0, 0, 1, 1, 0, 1, 0, 1, 1, 1, 0, 0]
+        await asyncio.gather(
+            *(
+                connection.send(settings[link], amqp_binding.to_binary(event), 10.0)
+                for link, event in zip(links, events, strict=True)
+            )
+        )
+        assert groups == [12]
+        for which, consumer in enumerate(consumers):
+            wanted = {e["id"] for link, e in zip(links, events, strict=True) if link == which}
+            received = await consumer.receive(len(wanted))
+            assert {r.event["id"] for r in received} == wanted
+    finally:
+        for consumer in consumers:
+            await consumer.close()
+        await connection.close()
+
+
 @pytest.mark.kafka
 async def test_kafka_reports_of_one_poll_reach_the_loop_together(
     tansu: TansuServer, monkeypatch: pytest.MonkeyPatch

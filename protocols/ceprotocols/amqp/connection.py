@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 from proton import (
@@ -20,6 +22,7 @@ from proton import (
     LinkException,
     Message,
     ProtonException,
+    Sender,
     Timeout,
     symbol,
 )
@@ -104,6 +107,24 @@ def translate(exc: Exception, where: str) -> DeliveryError:
 _GROUP = 64
 
 
+@dataclass(slots=True)
+class _OpenLink:
+    """A sending link and what each message on it needs, looked up once when it opened: the
+    proton link, whether the link settles messages when they are sent, and its delivery tags."""
+
+    blocking: BlockingSender
+    link: Sender
+    settles_at_once: bool
+    #: The link's delivery tags: 1, 2, 3... as proton's own ``delivery_tag()`` makes them (a
+    #: tag must be unique among the link's unsettled deliveries), without its per-call lookup
+    #: of the generator through the link's attribute record.
+    tags: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def tag(self) -> str:
+        """The next delivery tag."""
+        return str(next(self.tags))
+
+
 class _Send(NamedTuple):  # (a tuple: one is made for every message)
     settings: AmqpSettings
     #: The encoded message (:mod:`.wire`), or proton's for what that does not encode.
@@ -141,7 +162,7 @@ class AmqpConnection:
         self._virtual_host = virtual_host
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amqp")
         self._connection: BlockingConnection | None = None
-        self._links: dict[_LinkKey, BlockingSender] = {}
+        self._links: dict[_LinkKey, _OpenLink] = {}
         self._queue: list[_Send] = []
         self._pump: asyncio.Task[None] | None = None
         self.broken = False
@@ -210,18 +231,24 @@ class AmqpConnection:
                         self.broken = True
                     item.future.set_exception(error)
 
-    def _link(self, settings: AmqpSettings) -> BlockingSender:
+    def _link(self, settings: AmqpSettings) -> _OpenLink:
         if self._connection is None:
             raise ConnectionException("connection closed")
         key: _LinkKey = (settings.address, settings.link_name, settings.settled, settings.link_properties)
-        link = self._links.get(key)
-        if link is None:
+        found = self._links.get(key)
+        if found is None:
             options: list[Any] = [AtMostOnce() if settings.settled else AtLeastOnce()]
             if settings.link_properties:
                 options.append(_LinkProperties(settings.link_properties))
-            link = self._connection.create_sender(settings.address, name=settings.link_name, options=options)
-            self._links[key] = link
-        return link
+            blocking = self._connection.create_sender(
+                settings.address, name=settings.link_name, options=options
+            )
+            link = blocking.link
+            if not isinstance(link, Sender):  # (create_sender makes a sending link)
+                raise LinkException(f"{settings.address}: not a sending link")
+            found = _OpenLink(blocking, link, link.snd_settle_mode == Link.SND_SETTLED)
+            self._links[key] = found
+        return found
 
     def _send_group(self, group: list[_Send]) -> list[Exception | None]:
         """Worker thread: send every message of the group, then wait until all are settled."""
@@ -231,26 +258,32 @@ class AmqpConnection:
         # The deliveries the peer settles (links in at-least-once mode): on an at-most-once link
         # a message is settled when sent, and its outcome is None at once.
         deliveries: list[tuple[int, Delivery]] = []
+        # The sends of a group mostly share one destination's settings: its link is looked up
+        # once for them.
+        settings: AmqpSettings | None = None
+        opened: _OpenLink | None = None
         for i, item in enumerate(group):
             try:
-                link = self._link(item.settings).link
-                settles_at_once = link.snd_settle_mode == Link.SND_SETTLED
+                if opened is None or item.settings is not settings:
+                    settings, opened = item.settings, self._link(item.settings)
+                link = opened.link
                 if isinstance(item.message, Message):
-                    sent = link.send(item.message)
+                    sent = item.message.send(link, tag=opened.tag())
                     # (proton returns a byte count only for raw bytes)
-                    if isinstance(sent, Delivery) and not settles_at_once:
+                    if isinstance(sent, Delivery) and not opened.settles_at_once:
                         deliveries.append((i, sent))
                     continue
                 # What Message.send does, with the message encoded already.
-                delivery = link.delivery(link.delivery_tag())
+                delivery = link.delivery(opened.tag())
                 link.stream(item.message)
                 link.advance()
-                if settles_at_once:
+                if opened.settles_at_once:
                     delivery.settle()
                 else:
                     deliveries.append((i, delivery))
             except LinkDetached as exc:
                 self._forget_link(item.settings)
+                opened = None  # the next send on these settings opens the link again
                 outcomes[i] = exc
         within = max((item.within for item in group), default=10.0)
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import deque
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -89,6 +90,12 @@ class KafkaProducer:
         self._running = True
         #: (future, error) of the delivery reports of the poll under way (poll thread only).
         self._reports: list[tuple[asyncio.Future[None], KafkaError | None]] = []
+        #: (deadline, future, within) of the records produced, oldest first, and the one timer
+        #: that expires them (see :meth:`produce`): settled ones leave from the front, so a record
+        #: still waiting there keeps those settled behind it listed until it settles or expires
+        #: (at most a deadline's worth of records).
+        self._deadlines: deque[tuple[float, asyncio.Future[None], float]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
         self._thread = threading.Thread(target=self._serve, name="kafka-producer", daemon=True)
         self._thread.start()
 
@@ -154,19 +161,46 @@ class KafkaProducer:
             ) from exc
         except KafkaException as exc:
             raise translate(exc.args[0], self.where, self._refusal) from exc
-        # One timer handle instead of asyncio.wait_for's task-side machinery: librdkafka itself
-        # reports a record it could not deliver within message.timeout.ms, this is the backstop.
-        timer = self._loop.call_at(self._loop.time() + within, self._expire, future, within)
+        # One timer for every record of the producer instead of one each (or asyncio.wait_for's
+        # task-side machinery): librdkafka itself reports a record it could not deliver within
+        # message.timeout.ms, this is the backstop.
+        deadline = self._loop.time() + within
+        self._deadlines.append((deadline, future, within))
+        timer = self._timer
+        if timer is None or deadline < timer.when():  # (a shorter timeout than those waiting)
+            if timer is not None:
+                timer.cancel()
+            self._timer = self._loop.call_at(deadline, self._expire_due)
         try:
             await future
         except DeliveryTimeout as exc:
             raise self._timeout_error(str(exc)) from exc
-        finally:
-            timer.cancel()
 
-    def _expire(self, future: asyncio.Future[None], within: float) -> None:
-        if not future.done():
-            future.set_exception(self._timeout_error(f"no delivery report within {within}s"))
+    def _expire_due(self) -> None:
+        """The timer: fail every unsettled record whose deadline has passed, then wait for the
+        earliest deadline left. Records of one producer may have different deadlines (their
+        destinations' timeouts), so every record still waiting is looked at; the timer fires
+        about once per deadline's length, when the oldest record is due."""
+        self._timer = None
+        now = self._loop.time()
+        waiting = self._deadlines
+        while waiting and waiting[0][1].done():
+            waiting.popleft()
+        earliest: float | None = None
+        if waiting:
+            kept: deque[tuple[float, asyncio.Future[None], float]] = deque()
+            for entry in waiting:
+                deadline, future, within = entry
+                if future.done():
+                    continue
+                if deadline <= now:
+                    future.set_exception(self._timeout_error(f"no delivery report within {within}s"))
+                    continue
+                kept.append(entry)
+                earliest = deadline if earliest is None else min(earliest, deadline)
+            self._deadlines = kept
+        if earliest is not None:
+            self._timer = self._loop.call_at(earliest, self._expire_due)
 
     def _timeout_error(self, text: str) -> DeliveryError:
         if self._refusal is not None:
@@ -178,6 +212,9 @@ class KafkaProducer:
     def _settle_all(self, reports: list[tuple[asyncio.Future[None], KafkaError | None]]) -> None:
         for future, error in reports:
             self._settle(future, error)
+        waiting = self._deadlines  # reports come about in produce order: drop the settled front
+        while waiting and waiting[0][1].done():
+            waiting.popleft()
 
     def _settle(self, future: asyncio.Future[None], error: KafkaError | None) -> None:
         if future.done():  # expired or cancelled meanwhile
@@ -192,5 +229,10 @@ class KafkaProducer:
     async def close(self) -> None:
         """Flush what is queued (briefly) and stop the callback thread."""
         await asyncio.to_thread(self._producer.flush, 2.0)
+        # Records the flush left unreported keep their deadlines: the timer fails them then, as
+        # it would have without the close. With none waiting it has nothing left to do.
+        if self._timer is not None and all(future.done() for _, future, _ in self._deadlines):
+            self._timer.cancel()
+            self._timer = None
         self._running = False
         await asyncio.to_thread(self._thread.join, 2.0)

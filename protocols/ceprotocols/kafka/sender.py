@@ -22,6 +22,9 @@ from ceprotocols.sender import Destination, Event
 from ceprotocols.tracecontext import TraceContext
 
 _Key = tuple[tuple[tuple[str, int], ...], bool, Credential | None, str | None, str, int]
+#: A destination as each delivery needs it (made once): the sink, settings and credential, the
+#: producer's key (its ``message.timeout.ms`` last) and the sink for messages (no secrets).
+_Prepared = tuple[Endpoint, KafkaSettings, Credential | None, _Key, str]
 
 
 class KafkaSender:
@@ -48,18 +51,21 @@ class KafkaSender:
         """How many producers are open."""
         return len(self._pool)
 
-    def _prepare(self, destination: Destination) -> tuple[Endpoint, KafkaSettings, Credential | None]:
+    def _prepare(self, destination: Destination) -> _Prepared:
         endpoint = sink_endpoint(destination.sink, schemes=SCHEMES)
         with INVALID_SETTINGS:
             settings = parse_settings(destination.settings, endpoint)
             credential = parse_credential(destination.credential, protocol="KAFKA")
-        return endpoint, settings, credential
+        timeout_ms = max(1000, int(destination.timeout * 1000))
+        key: _Key = (endpoint.hosts, endpoint.tls, credential, settings.client_id, settings.acks, timeout_ms)
+        where = f"Kafka {redact(destination.sink)}"  # no token or password
+        return endpoint, settings, credential, key, where
 
     async def deliver(
         self, event: Event, destination: Destination, *, trace: TraceContext | None = None
     ) -> None:
         """Produce ``event`` and return once its delivery report arrived (see the module doc)."""
-        endpoint, settings, credential = self._prepared.get(destination)
+        endpoint, settings, credential, key, where = self._prepared.get(destination)
         ensure_fresh(credential)
         with INVALID_EVENT:
             encode = binding.to_structured if settings.structured else binding.to_binary
@@ -67,19 +73,10 @@ class KafkaSender:
         if trace is not None:
             pairs = tuple((name, value.encode()) for name, value in trace.pairs())
             record = KafkaRecord(headers=record.headers + pairs, key=record.key, value=record.value)
-        timeout_ms = max(1000, int(destination.timeout * 1000))
-        key: _Key = (endpoint.hosts, endpoint.tls, credential, settings.client_id, settings.acks, timeout_ms)
-
-        async def open_producer() -> KafkaProducer:
-            config = client_config(endpoint, credential)
-            if self._guard.restricted:
-                config["bootstrap.servers"] = await self._bootstrap(endpoint)
-            config.update({"acks": settings.acks, "message.timeout.ms": timeout_ms, "linger.ms": 2})
-            if settings.client_id:
-                config["client.id"] = settings.client_id
-            return KafkaProducer(config, where=f"Kafka {redact(destination.sink)}")  # no token or password
-
-        producer = await self._pool.get(key, open_producer)
+        # An open producer is taken without an await (and without making the opener).
+        producer = self._pool.held(key) or await self._pool.get(
+            key, lambda: self._open(endpoint, settings, credential, key[-1], where)
+        )
         if self._guard.restricted and producer.brokers_due():
             try:
                 await producer.check_brokers(self._guard, settings.topic, destination.timeout)
@@ -87,6 +84,22 @@ class KafkaSender:
                 await self._pool.discard(key, producer)  # the next delivery starts from bootstrap
                 raise
         await producer.produce(settings.topic, record, destination.timeout + 1.0)
+
+    async def _open(
+        self,
+        endpoint: Endpoint,
+        settings: KafkaSettings,
+        credential: Credential | None,
+        timeout_ms: int,
+        where: str,
+    ) -> KafkaProducer:
+        config = client_config(endpoint, credential)
+        if self._guard.restricted:
+            config["bootstrap.servers"] = await self._bootstrap(endpoint)
+        config.update({"acks": settings.acks, "message.timeout.ms": timeout_ms, "linger.ms": 2})
+        if settings.client_id:
+            config["client.id"] = settings.client_id
+        return KafkaProducer(config, where=where)
 
     async def _bootstrap(self, endpoint: Endpoint) -> str:
         """``bootstrap.servers`` with every host checked: the checked addresses themselves

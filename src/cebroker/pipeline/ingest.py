@@ -162,16 +162,17 @@ class EventIngestor:
             )
         if not clean:
             return IngestResult(accepted=0, duplicates=0)
-        return await self.commit(
+        duplicated = await self.commit_each(
             clean, tenant=tenant, transport=transport, protocol=protocol, carried=carried
         )
+        return IngestResult(accepted=len(duplicated), duplicates=sum(duplicated))
 
     def admitted(
         self, events: Sequence[Any], *, permit: Callable[[dict[str, Any]], bool] | None = None
     ) -> list[dict[str, Any]] | None:
         """The few ``events`` of one request as :meth:`accept` would commit them (checked and
         normalized), or None when it would refuse them or check them against definitions; for
-        a caller that then commits them with :meth:`commit`, or else calls :meth:`accept` to be
+        a caller that then commits them with :meth:`commit_each`, or else calls :meth:`accept` to be
         refused with its error. Nothing is counted or logged here."""
         if self.validator is not None and self.validation_mode is not ValidationMode.OFF:
             return None
@@ -214,22 +215,6 @@ class EventIngestor:
                     )
         return None
 
-    async def commit(
-        self,
-        clean: list[dict[str, Any]],
-        *,
-        tenant: str | None,
-        transport: TraceContext | None = None,
-        protocol: str | None = None,
-        carried: Sequence[TraceContext | None] = (),
-    ) -> IngestResult:
-        """Match, commit and schedule events already checked and normalized (by :meth:`accept`
-        or :meth:`admitted`); the rest as :meth:`accept`."""
-        duplicated = await self.commit_each(
-            clean, tenant=tenant, transport=transport, protocol=protocol, carried=carried
-        )
-        return IngestResult(accepted=len(duplicated), duplicates=sum(duplicated))
-
     async def commit_each(
         self,
         clean: list[dict[str, Any]],
@@ -239,7 +224,9 @@ class EventIngestor:
         protocol: str | None = None,
         carried: Sequence[TraceContext | None] = (),
     ) -> list[bool]:
-        """:meth:`commit`, saying per event whether it was a duplicate (``clean`` is emptied)."""
+        """Match, commit and schedule events already checked and normalized (by :meth:`accept`
+        or :meth:`admitted`), the rest as :meth:`accept`; per event, whether it was a duplicate
+        (``clean`` is emptied)."""
         traces: list[str | None] | None = None
         if self._tracing.enabled:
             written, traces = await self._traced_append(clean, tenant or "", transport, protocol, carried)

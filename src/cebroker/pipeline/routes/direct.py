@@ -90,11 +90,11 @@ class DirectEvents:
         if events is None:
             return False
         clean = self._ingestor.admitted(events, permit=self._api.permit(principal))
-        if clean is None:
+        if clean is None or len(clean) != 1:
             return False
         if not self._taken:
             asyncio.get_running_loop().call_soon(self._commit_taken)
-        self._taken.append(_Taken(clean, principal.tenant, reply, started))
+        self._taken.append(_Taken(clean[0], principal.tenant, reply, started))
         return True
 
     def _commit_taken(self) -> None:
@@ -110,30 +110,38 @@ class DirectEvents:
             commit.add_done_callback(self._commits.discard)
 
     async def _commit(self, tenant: str | None, requests: list[_Taken]) -> None:
-        events = [event for request in requests for event in request.events]
         try:
-            duplicated = await self._ingestor.commit_each(events, tenant=tenant, protocol="http")
+            duplicated = await self._ingestor.commit_each(
+                [request.event for request in requests], tenant=tenant, protocol="http"
+            )
         except Exception:
+            # Nothing committed, or (a failure after the append) committed already: the app
+            # tries once more and answers, with a duplicate in the second case (at-least-once).
             for request in requests:
-                request.reply.decline()  # nothing was committed: the app tries once more and answers
+                request.reply.decline()
             return
-        at = 0
-        for request in requests:
-            count = len(request.events)
-            duplicates = sum(duplicated[at : at + count])
-            at += count
-            body = orjson.dumps({"accepted": count, "duplicates": duplicates})
-            request.reply.answer(202, accepted_headers(len(body)), body)
-            if self._metrics is not None:
-                self._metrics.observe(_ROUTE, "POST", 202, time.perf_counter() - request.started)
+        metrics = self._metrics
+        for request, duplicate in zip(requests, duplicated, strict=True):
+            request.reply.answer(202, *_ANSWERS[duplicate])
+            if metrics is not None:
+                metrics.observe(_ROUTE, "POST", 202, time.perf_counter() - request.started)
+
+
+def _answer(duplicates: int) -> tuple[RawHeaders, bytes]:
+    body = orjson.dumps({"accepted": 1, "duplicates": duplicates})
+    return accepted_headers(len(body)), body
+
+
+#: The answer to one event, by whether it was a duplicate (the app's answer, made once).
+_ANSWERS = {False: _answer(0), True: _answer(1)}
 
 
 @dataclass(slots=True)
 class _Taken:
-    """A request taken: its events (checked), its publisher's tenant, how to answer it, and
+    """A request taken: its event (checked), its publisher's tenant, how to answer it, and
     when it was offered."""
 
-    events: list[dict[str, Any]]
+    event: dict[str, Any]
     tenant: str | None
     reply: Reply
     started: float
