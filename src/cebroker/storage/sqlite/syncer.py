@@ -26,6 +26,8 @@ import queue
 import threading
 from collections.abc import Callable
 
+from cebroker.storage.sqlite.batches import batches
+
 log = logging.getLogger("cebroker.storage")
 
 #: What the syncer calls once a group's fate is known: with None once its writes are on disk
@@ -70,21 +72,7 @@ class Syncer:
             self._thread = None
 
     def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            first = self._queue.get()
-            if first is None:
-                break
-            batch = [first]
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stopping = True
-                    break
-                batch.append(item)
+        for batch in batches(self._queue):
             error: OSError | None = None
             if any(durable for durable, _ in batch):
                 try:

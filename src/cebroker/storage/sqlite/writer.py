@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from cebroker.errors import Overloaded
 from cebroker.storage.errors import StorageUnavailable
+from cebroker.storage.sqlite.batches import batches
 from cebroker.storage.sqlite.errors import translate
 from cebroker.storage.sqlite.syncer import Syncer
 
@@ -205,21 +206,7 @@ class SqliteWriter:
             self._thread = None
 
     def _serve(self, conn: sqlite3.Connection) -> None:
-        stopping = False
-        while not stopping:
-            first = self._queue.get()
-            if first is None:
-                break
-            group = [first]
-            while len(group) < self._max_group:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stopping = True
-                    break
-                group.append(item)
+        for group in batches(self._queue, self._max_group):
             self._commit(conn, group)
             if self.between is not None:
                 self.between(conn)
