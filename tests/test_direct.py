@@ -147,6 +147,14 @@ def _answer(conn: socket.socket) -> tuple[bytes, bytes]:
     return head, body
 
 
+def _wait_held(served: Served) -> None:
+    """Wait until the route holds a request it took (its answer left to the test)."""
+    deadline = time.monotonic() + 10
+    while not served.route.held and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert served.route.held, "the route took no request"
+
+
 def _closed(conn: socket.socket) -> bool:
     conn.settimeout(10)
     return conn.recv(1) == b""
@@ -266,9 +274,7 @@ def test_pipelined_requests_are_answered_in_order(served: Served) -> None:
     served.route.hold = True
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
         conn.sendall(_request(b"take first") + _request(b"second"))
-        deadline = time.monotonic() + 10
-        while not served.route.held and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _wait_held(served)
         assert len(served.route.held) == 1
         # The second waits behind the first, which is not answered yet.
         reply = served.route.held[0]
@@ -281,9 +287,7 @@ def test_an_answer_to_a_client_gone_is_dropped_and_the_server_serves_on(served: 
     served.route.hold = True
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
         conn.sendall(_request(b"take"))
-        deadline = time.monotonic() + 10
-        while not served.route.held and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _wait_held(served)
     reply = served.route.held[0]
     time.sleep(0.1)  # not a negative assertion: the server must see the close before the answer
     served.loop.call_soon_threadsafe(reply.answer, 202, [(b"content-length", b"2")], b"ok")
@@ -297,9 +301,7 @@ def test_a_reply_is_used_once(served: Served) -> None:
     served.route.hold = True
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
         conn.sendall(_request(b"take"))
-        deadline = time.monotonic() + 10
-        while not served.route.held and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _wait_held(served)
         reply = served.route.held[0]
         outcome: list[BaseException | None] = []
         tried = threading.Event()

@@ -189,30 +189,33 @@ def test_head_limits_answer_431_and_414_with_a_problem(broker: HostileBroker) ->
     assert answer.status_code == 200
 
 
+def _trickle(sock: socket.socket, every: float) -> tuple[bytes, float]:
+    """Send a byte of a head every ``every`` seconds until an answer's first line arrives, the
+    connection ends or 8 s pass: what was read, and the seconds it took."""
+    started = time.monotonic()
+    sock.settimeout(every)
+    data = b""
+    while time.monotonic() - started < 8 and b"\r\n" not in data:
+        with contextlib.suppress(OSError):
+            sock.sendall(b"X")
+        try:
+            chunk = sock.recv(4096)
+        except TimeoutError:
+            continue
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data, time.monotonic() - started
+
+
 def test_a_head_that_trickles_in_is_cut_after_the_header_timeout(broker: HostileBroker) -> None:
     with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
         sock.sendall(b"GET /subscriptions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        started = time.monotonic()
         # A byte every 200 ms: each read is quick, the head never completes.
-        status: int | None = None
-        data = b""
-        sock.settimeout(0.2)
-        while time.monotonic() - started < 8:
-            with contextlib.suppress(OSError):
-                sock.sendall(b"X")
-            try:
-                chunk = sock.recv(4096)
-            except TimeoutError:
-                continue
-            except OSError:
-                break
-            if not chunk:
-                break
-            data += chunk
-            if b"\r\n" in data:
-                status = int(data[9:12])
-                break
-        waited = time.monotonic() - started
+        data, waited = _trickle(sock, 0.2)
+        status = int(data[9:12]) if b"\r\n" in data else None
     assert status == 408, data
     assert waited < 5, f"the head was cut after {waited:.1f} s, not about 1 s"
 
@@ -236,20 +239,7 @@ def test_each_head_of_a_kept_alive_connection_gets_the_whole_timeout(broker: Hos
                 body += sock.recv(4096)
             time.sleep(0.05)  # paced: the heads come and go while the first head's timer runs
         sock.sendall(b"GET /subscriptions HTTP/1.1\r\n")
-        started = time.monotonic()
-        sock.settimeout(0.1)
-        data = b""
-        while time.monotonic() - started < 8 and b"\r\n" not in data:
-            with contextlib.suppress(OSError):
-                sock.sendall(b"X")
-            try:
-                chunk = sock.recv(4096)
-            except TimeoutError:
-                continue
-            if not chunk:
-                break
-            data += chunk
-        waited = time.monotonic() - started
+        data, waited = _trickle(sock, 0.1)
     assert data.startswith(b"HTTP/1.1 408"), data
     assert 0.9 <= waited < 5, f"the head was cut after {waited:.1f} s, not about 1 s"
 

@@ -130,13 +130,8 @@ async def test_kafka_record_key_from_the_key_attribute(tansu: TansuServer) -> No
         await consumer.close()
 
 
-@pytest.mark.amqp
-async def test_amqp_sends_arriving_over_several_turns_share_one_group(
-    rabbitmq: RabbitMQServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Sends that reach the connection over a few turns of the event loop (as a window's
-    successors do after a group settles) are written and awaited as one group, not one round
-    trip each; every one still gets its own outcome."""
+def _count_groups(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of every group of sends the AMQP connection writes, from now on."""
     groups: list[int] = []
     send_group = AmqpConnection._send_group
 
@@ -145,6 +140,17 @@ async def test_amqp_sends_arriving_over_several_turns_share_one_group(
         return send_group(self, group)
 
     monkeypatch.setattr(AmqpConnection, "_send_group", counted)
+    return groups
+
+
+@pytest.mark.amqp
+async def test_amqp_sends_arriving_over_several_turns_share_one_group(
+    rabbitmq: RabbitMQServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sends that reach the connection over a few turns of the event loop (as a window's
+    successors do after a group settles) are written and awaited as one group, not one round
+    trip each; every one still gets its own outcome."""
+    groups = _count_groups(monkeypatch)
     queue = f"/queue/{unique_name()}"
     settings = parse_settings({"address": queue}, sink_endpoint(rabbitmq.url, schemes=SCHEMES))
     connection = await AmqpConnection(rabbitmq.url, None).open(10.0)
@@ -171,14 +177,7 @@ async def test_amqp_one_group_of_sends_to_two_links_reaches_each_queue(
     """A group whose sends alternate between two links (one settled when sent, one settled by the
     peer) writes each message on its own link: a group looks up a link once for the sends that
     follow one another with the same settings, and again when they change."""
-    groups: list[int] = []
-    send_group = AmqpConnection._send_group
-
-    def counted(self: AmqpConnection, group: list[Any]) -> list[Exception | None]:
-        groups.append(len(group))
-        return send_group(self, group)
-
-    monkeypatch.setattr(AmqpConnection, "_send_group", counted)
+    groups = _count_groups(monkeypatch)
     endpoint = sink_endpoint(rabbitmq.url, schemes=SCHEMES)
     queues = [f"/queue/{unique_name()}", f"/queue/{unique_name()}"]
     settings = [

@@ -168,27 +168,38 @@ async def test_one_storage_per_file(tmp_path: Path) -> None:
         pass
 
 
-async def test_durability_policy(tmp_path: Path) -> None:
-    """Writes a client or upstream is told about commit with synchronous=FULL; bookkeeping
-    whose loss only repeats work commits without the fsync when it is alone."""
-    commits: list[tuple[str, str]] = []
-    mode = ["FULL"]
+async def test_durability_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writes a client or upstream is told about return only once the WAL holding their commit
+    is flushed to disk (after the commit, before the answer); bookkeeping whose loss only
+    repeats work waits for no flush when it is alone. Every commit is made without SQLite's own
+    flush (the writer's syncer flushes instead, off the write lock)."""
+    timeline: list[tuple[str, str]] = []
+    modes: set[str] = set()
 
     class Recording(sqlite3.Connection):
         def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
             if "writer" in threading.current_thread().name:
                 if sql.startswith("PRAGMA synchronous="):
-                    mode[0] = sql.split("=")[1]
+                    modes.add(sql.split("=")[1])
                 elif sql == "COMMIT":
-                    commits.append((label[0], mode[0]))
+                    timeline.append(("commit", label[0]))
             return super().execute(sql, parameters)
 
+    flush = os.fdatasync
+
+    def recording_flush(fd: int) -> None:
+        assert threading.current_thread().name == "cebroker-storage-sync"
+        flush(fd)
+        timeline.append(("flush", ""))
+
+    monkeypatch.setattr(os, "fdatasync", recording_flush)
     label = ["open"]
     async with opened(SqliteStorage(tmp_path / "b.db", connection_factory=Recording)) as storage:
 
         async def commit(name: str, call: Awaitable[object]) -> None:
             label[0] = name
             await call
+            timeline.append(("returned", name))
 
         sub = Subscription(id="s", protocol="HTTP", sink="http://127.0.0.1:9/")
         log = storage.deliveries
@@ -205,22 +216,26 @@ async def test_durability_policy(tmp_path: Path) -> None:
         await commit("purge_seen", log.purge_seen())
         await commit("registry", storage.registry.write(lambda rows: rows.count("/", "x")))
         await commit("forget", log.forget("s"))
-    modes: dict[str, set[str]] = {}
-    for name, mode_at_commit in commits:
-        modes.setdefault(name, set()).add(mode_at_commit)
-    assert modes == {
-        "open": {"FULL"},
-        "subscription": {"FULL"},
-        "append": {"FULL"},
-        "due": {"NORMAL"},  # a read on the writer: nothing to sync
-        "reschedule": {"NORMAL"},
-        "dead_letter": {"NORMAL"},
-        "redrive": {"FULL"},
-        "complete": {"NORMAL"},
-        "purge_seen": {"NORMAL"},
-        "registry": {"FULL"},
-        "forget": {"FULL"},
+    flushed: dict[str, set[bool]] = {}
+    for at, (kind, name) in enumerate(timeline):
+        if kind != "returned":
+            continue
+        committed = max(i for i, (k, n) in enumerate(timeline[:at]) if k == "commit" and n == name)
+        flushed.setdefault(name, set()).add(any(k == "flush" for k, _ in timeline[committed:at]))
+    assert flushed == {
+        "subscription": {True},
+        "append": {True},
+        "reschedule": {False},
+        "dead_letter": {False},
+        "redrive": {True},
+        "complete": {False},
+        "purge_seen": {False},
+        "registry": {True},
+        "forget": {True},
     }
+    # The start-up's own transaction commits with SQLite's flush; every later one without.
+    assert modes == {"FULL", "NORMAL"}
+    assert ("commit", "open") in timeline
 
 
 async def test_reads_do_not_queue_behind_the_writer(tmp_path: Path) -> None:

@@ -21,13 +21,13 @@ def _init(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
 
 
-def _writer(path: Path, **kw: int) -> SqliteWriter:
+def _writer(path: Path, *, max_group: int = 512, max_queue: int = 20_000) -> SqliteWriter:
     def connect() -> sqlite3.Connection:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         return conn
 
-    return SqliteWriter(connect, **kw)
+    return SqliteWriter(connect, max_group=max_group, max_queue=max_queue)
 
 
 async def test_jobs_are_grouped_and_a_failing_job_rolls_back_alone(tmp_path: Path) -> None:

@@ -13,12 +13,14 @@ Connections (each on a thread of its own, so sqlite3 never blocks the event loop
 
 Durability policy: every write whose success is reported to a client or upstream (an event
 answered 202 or acknowledged to its protocol source, a subscription or registry write, a
-re-drive, the clean-up of a deleted subscription) is ``durable``: its transaction commits with
-``synchronous=FULL``, so once the call returns the write survives a crash and a power cut.
-Internal bookkeeping whose loss can only repeat work (a delivery confirmed by its sink but not
-yet deleted is delivered again: at-least-once) is not ``durable``: a transaction holding only
-such writes commits with ``synchronous=NORMAL``, which in WAL mode survives a process crash
-but may be lost to a power cut, and skips the fsync.
+re-drive, the clean-up of a deleted subscription) is ``durable``: the call returns only once
+the WAL holding its commit has been flushed to disk (``fdatasync``, by the writer's
+:mod:`~cebroker.storage.sqlite.syncer` thread while the writer commits the next group; as
+``synchronous=FULL`` would, without holding the write lock meanwhile), so the write survives a
+crash and a power cut. Internal bookkeeping whose loss can only repeat work (a delivery
+confirmed by its sink but not yet deleted is delivered again: at-least-once) is not
+``durable``: a transaction holding only such writes waits for no flush; in WAL mode it survives
+a process crash but may be lost to a power cut.
 
 Every sqlite3 error becomes :class:`~cebroker.storage.errors.StorageUnavailable` here, and is
 reported to the storage's :class:`~cebroker.storage.health.StorageHealth`, as is every commit
@@ -76,7 +78,9 @@ class Database:
         self._factory = connection_factory
         self._lock = DatabaseLock(path)
         self._prepared = False
-        self.writer = SqliteWriter(self._connect_writer)
+        #: The WAL file, opened on its first flush (the writer's connection keeps it in being).
+        self._wal: int | None = None
+        self.writer = SqliteWriter(self._connect_writer, flush=self._flush_wal)
         self.writer.on_written = health.succeeded
         self.writer.on_failed = health.failed
         self._checkpointer = Checkpointer(
@@ -174,9 +178,19 @@ class Database:
     def _shut_down(self) -> None:
         self._checkpointer.stop()
         self.writer.stop()
+        wal, self._wal = self._wal, None
+        if wal is not None:
+            os.close(wal)
         conn, self._read_conn = self._read_conn, None
         if conn is not None:
             conn.close()
+
+    def _flush_wal(self) -> None:
+        """Make every WAL frame written so far durable (the writer's syncer thread). A flush of
+        the file flushes what any descriptor of it wrote: SQLite's own writes included."""
+        if self._wal is None:
+            self._wal = os.open(self.path.with_name(self.path.name + "-wal"), os.O_RDONLY | os.O_CLOEXEC)
+        os.fdatasync(self._wal)
 
     # -- calls -------------------------------------------------------------------------------
 

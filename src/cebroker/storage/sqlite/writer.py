@@ -3,8 +3,11 @@
 Every write of the broker (events, deliveries, subscriptions, registry) runs here. Callers on
 the event loop submit small functions of a connection; the thread takes every job queued at
 that moment, runs each inside its own savepoint (a job that raises rolls back alone) and commits
-them together in one transaction, then resolves each caller's future. With ``synchronous=FULL``
-a commit is one fsync, shared by all the requests that arrived meanwhile.
+them together in one transaction, then resolves each caller's future. A commit is one flush to
+disk shared by all the requests that arrived meanwhile: made by ``COMMIT`` itself
+(``synchronous=FULL``), or, given a ``flush``, by the :mod:`~cebroker.storage.sqlite.syncer`
+thread while this one writes the next group (``synchronous=NORMAL`` plus the syncer's flush of
+the WAL before any durable caller is answered).
 
 A sqlite3 error raised by a job (rather than translated by it, as a constraint it expects) or by
 the commit means the transaction cannot be trusted: the whole group is rolled back and every
@@ -33,7 +36,9 @@ from typing import Any, TypeVar
 
 from cebroker.errors import Overloaded
 from cebroker.storage.errors import StorageUnavailable
+from cebroker.storage.sqlite.batches import batches
 from cebroker.storage.sqlite.errors import translate
+from cebroker.storage.sqlite.syncer import Syncer
 
 T = TypeVar("T")
 Job = Callable[[sqlite3.Connection], Any]
@@ -81,9 +86,16 @@ class SqliteWriter:
     """Owns the write connection in a dedicated thread; see the module docstring."""
 
     def __init__(
-        self, connect: Callable[[], sqlite3.Connection], *, max_group: int = 512, max_queue: int = 20_000
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        *,
+        flush: Callable[[], None] | None = None,
+        max_group: int = 512,
+        max_queue: int = 20_000,
     ) -> None:
         self._connect = connect
+        #: Flushes the WAL off this thread (see the module docstring); None: ``COMMIT`` does.
+        self.syncer = Syncer(flush) if flush is not None else None
         self._max_group = max_group
         self._max_queue = max_queue
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
@@ -122,6 +134,10 @@ class SqliteWriter:
                 conn.execute("BEGIN IMMEDIATE")
                 init(conn)
                 conn.execute("COMMIT")
+                if self.syncer is not None:
+                    # From here on the syncer flushes the WAL for the durable groups.
+                    conn.execute("PRAGMA synchronous=NORMAL")
+                    self._durable = False
             except sqlite3.Error as exc:
                 failure.append(translate(exc))
                 ready.set()
@@ -133,12 +149,16 @@ class SqliteWriter:
             ready.set()
             self._serve(conn)
 
+        if self.syncer is not None:
+            self.syncer.start()
         self._thread = threading.Thread(target=main, name="cebroker-storage-writer", daemon=True)
         self._thread.start()
         ready.wait()
         if failure:
             self._thread.join()
             self._thread = None
+            if self.syncer is not None:
+                self.syncer.stop()
             raise failure[0]
 
     def backlog(self) -> int:
@@ -186,38 +206,28 @@ class SqliteWriter:
             self._thread = None
 
     def _serve(self, conn: sqlite3.Connection) -> None:
-        stopping = False
-        while not stopping:
-            first = self._queue.get()
-            if first is None:
-                break
-            group = [first]
-            while len(group) < self._max_group:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stopping = True
-                    break
-                group.append(item)
+        for group in batches(self._queue, self._max_group):
             self._commit(conn, group)
             if self.between is not None:
                 self.between(conn)
+        if self.syncer is not None:
+            self.syncer.stop()  # the last groups' flush, before the connection closes
         conn.close()
 
     def _commit(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
         self._undo.clear()
         outcomes: list[tuple[Any, BaseException | None]]
         changes = conn.total_changes
+        durable = any(job.durable for job in group)
+        committed = False
         try:
-            durable = any(job.durable for job in group)
-            if durable != self._durable:
+            if self.syncer is None and durable != self._durable:
                 conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
                 self._durable = durable
             conn.execute("BEGIN IMMEDIATE")
             outcomes = [self._run_job(conn, job) for job in group]
             conn.execute("COMMIT")
+            committed = True
             report = self.on_written if conn.total_changes != changes else None
         except (sqlite3.Error, _Abort) as exc:
             error = translate(exc) if isinstance(exc, sqlite3.Error) else translate(_lost())
@@ -227,6 +237,24 @@ class SqliteWriter:
             outcomes = [(None, error)] * len(group)
             report = functools.partial(self.on_failed, error) if self.on_failed is not None else None
         self._undo.clear()
+        if self.syncer is None:
+            self._wake(group, outcomes, report)
+        else:
+            wake = functools.partial(self._synced, group, outcomes, report)
+            self.syncer.submit(committed and durable, wake)
+
+    def _synced(
+        self,
+        group: list[_Pending],
+        outcomes: list[tuple[Any, BaseException | None]],
+        report: Callable[[], None] | None,
+        error: OSError | None,
+    ) -> None:
+        """Wake ``group``'s callers once the syncer has flushed its commit (or failed to)."""
+        if error is not None:
+            failure = StorageUnavailable("cannot write to disk", f"the WAL could not be flushed: {error}")
+            outcomes = [(None, failure)] * len(group)
+            report = functools.partial(self.on_failed, failure) if self.on_failed is not None else None
         self._wake(group, outcomes, report)
 
     @staticmethod
