@@ -155,7 +155,7 @@ class EventIngestor:
             self._metrics.events_rejected.labels(label).inc()
             raise error
         await self._check_definitions(clean, batch)
-        if self._dispatcher.pending >= self._max_backlog:
+        if self._overloaded:
             self._metrics.events_rejected.labels("overloaded").inc()
             raise Overloaded(
                 f"{self._dispatcher.pending} deliveries are pending; retry later", retry_after=5.0, status=503
@@ -176,7 +176,7 @@ class EventIngestor:
         refused with its error. Nothing is counted or logged here."""
         if self.validator is not None and self.validation_mode is not ValidationMode.OFF:
             return None
-        if self._dispatcher.pending >= self._max_backlog:
+        if self._overloaded:
             return None
         clean: list[dict[str, Any]] = []
         for event in events:
@@ -186,6 +186,11 @@ class EventIngestor:
         if not clean or self._refusal(clean, batch=False, permit=permit, own=False) is not None:
             return None
         return clean
+
+    @property
+    def _overloaded(self) -> bool:
+        """Whether the pending deliveries have reached the backlog bound (new events: 503)."""
+        return self._dispatcher.pending >= self._max_backlog
 
     def _refusal(
         self,
@@ -232,7 +237,9 @@ class EventIngestor:
             written, traces = await self._traced_append(clean, tenant or "", transport, protocol, carried)
         else:
             written = await self._append(clean, tenant or "")
-        duplicates = matches = 0
+        duplicated = [w is None for w in written]
+        duplicates = sum(duplicated)
+        matches = 0
         replies: list[dict[str, Any]] = []
         for start in range(0, len(clean), SLICE):
             if start:
@@ -245,13 +252,11 @@ class EventIngestor:
                 replies.extend(
                     e for e, w in zip(events, done, strict=True) if w is not None and IN_REPLY_TO in e
                 )
-            duplicates += sum(1 for w in done if w is None)
             matches += sum(len(w.deliveries) for w in done if w is not None)
         self._accepted.inc(len(clean) - duplicates)
         if duplicates:
             self._duplicates.inc(duplicates)
         self._metrics.matches.inc(matches)
-        duplicated = [w is None for w in written]
         if replies and self.waiters is not None:
             await self.waiters.announce(replies)
         await release(written, clean)

@@ -61,7 +61,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if held is not None:
             # A body that never ended: the app reads it as the ASGI path would, finds the
             # connection gone, and counts the incomplete request.
-            super()._start_asgi_task(*held)
+            self.start_held(held)
 
     def data_received(self, data: bytes) -> None:
         guard = self.guard
@@ -137,7 +137,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             if held is not None and len(held[0].body) > BODY_HELD:
                 # The server stops reading until the app reads: the app must have it now.
                 self._held = None
-                super()._start_asgi_task(*held)
+                self.start_held(held)
 
     def on_message_complete(self) -> None:
         if self.guard.refused:
@@ -150,10 +150,11 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if held is not None and self._direct is not None:
             cycle = held[0]
             if not self._direct.take(self.headers, bytes(cycle.body), _Reply(self, held)):
-                super()._start_asgi_task(*held)
+                self.start_held(held)
 
     def start_held(self, held: _Held) -> None:
-        """Start the app for a request the direct route declined after taking it."""
+        """Start the app for a held request: the direct route left or declined it, its body
+        grew past what is held, or its connection was lost before the body ended."""
         super()._start_asgi_task(*held)
 
 
@@ -178,10 +179,13 @@ class _Reply:
         self._held = held
         self._done = False
 
-    def answer(self, status: int, headers: RawHeaders, body: bytes) -> None:
+    def _settle(self) -> None:
         if self._done:
             raise RuntimeError("a direct request is answered once")
         self._done = True
+
+    def answer(self, status: int, headers: RawHeaders, body: bytes) -> None:
+        self._settle()
         cycle = self._held[0]
         if cycle.disconnected:
             return
@@ -202,8 +206,6 @@ class _Reply:
         cycle.on_response()
 
     def decline(self) -> None:
-        if self._done:
-            raise RuntimeError("a direct request is answered once")
-        self._done = True
+        self._settle()
         if not self._held[0].disconnected:
             self._protocol.start_held(self._held)

@@ -90,15 +90,16 @@ class Completions:
         """``item`` is done: the sink confirmed it (counted as delivered once written), or not
         ``confirmed`` (its transformation dropped it: removed from the log the same way)."""
         self._delivered.append((lane, item, confirmed))
-        if not self._urgent and (
-            item.row.replay is not None or lane.batch is not None or self._waits(lane.id)
-        ):
-            self._urgent = True
-        self._pending.set()
+        self._collected(lane, item)
 
     def dropped(self, lane: Lane, item: Item) -> None:
         """``item`` belongs to a deleted subscription: remove it, undelivered."""
         self._dropped.append((lane, item))
+        self._collected(lane, item)
+
+    def _collected(self, lane: Lane, item: Item) -> None:
+        """``item``'s outcome waits to be written: at once if something waits for it (see the
+        class docstring), else after a gathering moment."""
         if not self._urgent and (
             item.row.replay is not None or lane.batch is not None or self._waits(lane.id)
         ):
