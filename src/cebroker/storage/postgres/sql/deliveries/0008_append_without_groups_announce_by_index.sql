@@ -10,10 +10,10 @@
 -- (cebroker.storage.postgres.ingest). Each subscription is probed on its own, in the order of its
 -- due index, stopping at its earliest unclaimed delivery. The statement the instances sent
 -- before (EXISTS of a due unclaimed delivery) was planned from the statistics of a queue, which
--- are as good as random: as a semi-join or a bitmap over every due delivery of the log, it read
--- the whole table or its index for each announcement (about 10 ms of the server's CPU each,
--- with a backlog of 100,000 deliveries). The function's settings leave the planner only the
--- walk of the index.
+-- are as good as random: as a semi-join over a scan of the whole table, and written otherwise in
+-- plain SQL, as a bitmap of every due delivery; with a backlog of 100,000 deliveries each
+-- announcement cost about 10 ms of the server's CPU. The function's settings leave the walk of
+-- the index the planner's only cheap choice.
 CREATE OR REPLACE FUNCTION cebroker_append(p_now double precision, p_horizon double precision, p_versions bigint[],
         p_tenants text[], p_sources text[], p_ids text[], p_bodies text[], p_traces text[], p_items int[],
         p_subs text[], p_groups text[],
