@@ -17,8 +17,8 @@ from cebroker.storage.sqlite.rows import LogBase, NewDelivery, chunks
 
 #: Claims the ``[tenant, source, id]`` keys of an append: a key not seen since the horizon
 #: (``?3``) is written with the time of the append (``?2``) and returned; a key seen since is
-#: left as it was and not returned, and neither is a key repeated in the same call (its first
-#: row conflicts with the one written just before). One statement decides and records the
+#: left as it was and not returned, and a key repeated in the same call is returned once (its
+#: later rows find the row its first one wrote). One statement decides and records the
 #: de-duplication of a whole group.
 SEEN_CLAIM = (
     "INSERT INTO pipeline_seen (tenant, source, id, at) SELECT value->>0, value->>1, value->>2, ?2"
