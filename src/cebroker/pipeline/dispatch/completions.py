@@ -47,6 +47,8 @@ Release = Callable[[Lane, int], None]
 ReleaseAll = Callable[[Lane, Sequence[int]], None]
 #: Adds deliveries of a subscription whose confirmation was written to its ``delivered`` count.
 Counted = Callable[[str, int], None]
+#: Hears that a delivery of a lane is done and waits for its completion write.
+Settling = Callable[[Lane], None]
 
 
 class Completions:
@@ -58,8 +60,9 @@ class Completions:
     once its window's have settled) and a batching lane's (its outcomes come a request at a
     time, each a group already, and its lane holds only a few requests' worth: gathered, a
     batch's slots would stay held for :data:`GATHER`). ``counted`` hears, after each write,
-    how many confirmed deliveries of each subscription it recorded. ``shared``: the log is
-    shared and claimed (:data:`SHARED_GATHER`)."""
+    how many confirmed deliveries of each subscription it recorded. ``settling`` hears of each
+    delivery collected (its lane may load the next ones now: see :attr:`~.lane.Lane.free`).
+    ``shared``: the log is shared and claimed (:data:`SHARED_GATHER`)."""
 
     def __init__(
         self,
@@ -69,9 +72,11 @@ class Completions:
         clock: Clock,
         waits: Callable[[str], bool] = lambda _: False,
         counted: Counted = lambda _subscription, _count: None,
+        settling: Settling = lambda _lane: None,
         shared: bool = False,
     ) -> None:
         self._shared = shared
+        self._settling = settling
         self._log = journal
         self._backlog = backlog
         self._release = release
@@ -99,7 +104,10 @@ class Completions:
 
     def _collected(self, lane: Lane, item: Item) -> None:
         """``item``'s outcome waits to be written: at once if something waits for it (see the
-        class docstring), else after a gathering moment."""
+        class docstring), else after a gathering moment. Until then it counts as
+        :attr:`~.lane.Lane.settling` in its lane."""
+        lane.settling += 1
+        self._settling(lane)
         if not self._urgent and (
             item.row.replay is not None or lane.batch is not None or self._waits(lane.id)
         ):
@@ -157,5 +165,6 @@ class Completions:
         for subscription, count in counts.items():
             self._counted(subscription, count)
         for lane, ids in settled.items():
+            lane.settling -= len(ids)
             self._release(lane, ids)
         self._backlog.settled(len(done) + removed)

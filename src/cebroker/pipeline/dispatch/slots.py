@@ -36,6 +36,19 @@ class Slots:
         self._ordered = ordered
         self._replay_settled = replay_settled
 
+    def settling(self, lane: Lane) -> None:
+        """A delivery of ``lane`` is done and waits only for its completion write, so its place
+        counts as free (:attr:`~.lane.Lane.free`): if more of the subscription wait in the log and
+        the loader would read them now (half the lane free, or fewer queued than its
+        concurrency), wake it, so that the next deliveries are read while the completions gather
+        rather than after their write (the workers would run out meanwhile)."""
+        if lane.loading or not self._due.waiting(lane.id) or lane.id in self._ordered:
+            return
+        setup = lane.setup
+        concurrency = setup.policy.concurrency if setup is not None else 1
+        if lane.free * 2 >= lane.capacity or len(lane.queue) < concurrency:
+            self._due.wake()
+
     def release(self, lane: Lane, delivery_id: int) -> None:
         """A delivery's outcome is recorded: free its slot in the lane."""
         self.release_all(lane, (delivery_id,))
