@@ -246,6 +246,7 @@ async def test_a_shared_log_gathers_completions_for_a_shorter_time(
     monkeypatch.setattr(completions, "GATHER", 3600.0)
     released: list[int] = []
     backlog = Backlog(Gauge("backlog", "test", registry=CollectorRegistry()))
+    backlog.added(1000)  # others pending: the gathering would not end for want of them
     async with opened(SqliteStorage(tmp_path / "s.db")) as storage:
         writer = Completions(
             storage.deliveries,
@@ -319,6 +320,7 @@ async def test_completions_are_gathered_unless_a_next_delivery_waits_for_their_w
     monkeypatch.setattr(completions, "GATHER", 3600.0)
     released: list[int] = []
     backlog = Backlog(Gauge("backlog", "test", registry=CollectorRegistry()))
+    backlog.added(10 * completions.GROUP)  # others pending: see the test below
     async with opened(SqliteStorage(tmp_path / "c.db")) as storage:
         writer = Completions(
             storage.deliveries,
@@ -351,3 +353,45 @@ async def test_completions_are_gathered_unless_a_next_delivery_waits_for_their_w
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def test_the_gathering_ends_once_every_pending_delivery_is_collected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outcomes are gathered (here for an hour) while other deliveries are pending, but once
+    every delivery the backlog counts is collected no other could join the write: it goes at
+    once, with all of them, and the backlog is empty."""
+    monkeypatch.setattr(completions, "GATHER", 3600.0)
+    released: list[int] = []
+    writes: list[list[int]] = []
+    backlog = Backlog(Gauge("backlog", "test", registry=CollectorRegistry()))
+    backlog.added(3)
+    async with opened(SqliteStorage(tmp_path / "g.db")) as storage:
+        complete = storage.deliveries.complete
+
+        async def recorded(rows: Sequence[tuple[int, int, str]]) -> None:
+            writes.append([row[0] for row in rows])
+            await complete(rows)
+
+        monkeypatch.setattr(storage.deliveries, "complete", recorded)
+        writer = Completions(
+            storage.deliveries, backlog, lambda lane, deliveries: released.extend(deliveries), SYSTEM_CLOCK
+        )
+        task = asyncio.create_task(writer.run())
+        try:
+            lane = Lane("s", 256, SYSTEM_CLOCK)
+            for delivery in (1, 2, 3):
+                lane.push(Item(Pending(delivery, delivery, "s", 0, 0.0, "{}"), {}))
+            writer.delivered(lane, lane.queue.popleft())
+            writer.delivered(lane, lane.queue.popleft())
+            assert lane.settling == 2
+            assert lane.free == 256 - 3 + 2  # done, awaiting the write: their places count as free
+            writer.delivered(lane, lane.queue.popleft())  # the last pending one
+            await _released_within(released, {1, 2, 3})
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    assert writes == [[1, 2, 3]], "gathered until the last pending one, then written at once"
+    assert backlog.pending == 0
+    assert lane.settling == 0
