@@ -113,7 +113,8 @@ class Completions:
         class docstring), else after a gathering moment. Until then it counts as
         :attr:`~.lane.Lane.settling` in its lane."""
         lane.settling += 1
-        self._settling(lane)
+        if not lane.loading:  # (a load under way takes what room there is)
+            self._settling(lane)
         if not self._urgent and (
             item.row.replay is not None or lane.batch is not None or self._waits(lane.id)
         ):

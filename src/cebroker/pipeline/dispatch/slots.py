@@ -42,11 +42,13 @@ class Slots:
         the loader would read them now (half the lane free, or fewer queued than its
         concurrency), wake it, so that the next deliveries are read while the completions gather
         rather than after their write (the workers would run out meanwhile)."""
-        if lane.loading or not self._due.waiting(lane.id) or lane.id in self._ordered:
+        if lane.loading or not self._due.waiting(lane.id):
             return
-        setup = lane.setup
-        concurrency = setup.policy.concurrency if setup is not None else 1
-        if lane.free * 2 >= lane.capacity or len(lane.queue) < concurrency:
+        if lane.free * 2 < lane.capacity:  # (the cheap test first: it fails most often)
+            setup = lane.setup
+            if len(lane.queue) >= (setup.policy.concurrency if setup is not None else 1):
+                return
+        if lane.id not in self._ordered:  # (an ordered one's next is due only after the write)
             self._due.wake()
 
     def release(self, lane: Lane, delivery_id: int) -> None:
