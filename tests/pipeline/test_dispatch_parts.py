@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 from ceprotocols.errors import DeliveryError
@@ -16,11 +17,15 @@ from storage.support import opened
 from cebroker.clock import SYSTEM_CLOCK, Clock, SystemClock, wait_or_sleep
 from cebroker.pipeline.dispatch import completions
 from cebroker.pipeline.dispatch.backlog import Backlog
+from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.completions import Completions
 from cebroker.pipeline.dispatch.deadletters import REASON_LIMIT, dead_letter_copy
+from cebroker.pipeline.dispatch.due import DueTimes
 from cebroker.pipeline.dispatch.lane import Item, Lane, TokenBucket
+from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
 from cebroker.pipeline.dispatch.setup import BatchLimits, policy_of
+from cebroker.pipeline.dispatch.slots import Slots
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.deliveries import DueListener, Pending
 from cebroker.storage.errors import StorageUnavailable
@@ -395,3 +400,49 @@ async def test_the_gathering_ends_once_every_pending_delivery_is_collected(
     assert writes == [[1, 2, 3]], "gathered until the last pending one, then written at once"
     assert backlog.pending == 0
     assert lane.settling == 0
+
+
+def test_a_done_delivery_wakes_the_loader_only_when_the_lane_would_read() -> None:
+    """A delivery done and waiting for its write wakes the loader once half the lane is free and
+    more of the subscription wait in the log; not before, not while a load is under way, not
+    for an ordered subscription (its next waits for the write) and not with a shared log's
+    claims (the delivery counts against the share until written)."""
+    due = DueTimes({})
+    ordered: set[str] = set()
+    # ``settling`` reads neither the lanes nor the circuits.
+    slots = Slots(
+        due=due,
+        lanes=cast(Lanes, None),
+        circuits=cast(Circuits, None),
+        ordered=ordered,
+        replay_settled=lambda: None,
+    )
+
+    def lane_of(done: int, claims: Instances | None = None) -> Lane:
+        """A lane of 8, full: ``done`` of them taken and done, the rest queued."""
+        lane = Lane("s", 8, SYSTEM_CLOCK, claims=claims)
+        for delivery in range(8):
+            lane.push(Item(Pending(delivery, delivery, "s", 0, 0.0, None), {}))
+        for _ in range(done):
+            lane.queue.popleft()
+        lane.settling = done
+        return lane
+
+    slots.settling(lane_of(4))
+    assert not due.wakeup.is_set(), "the subscription has nothing in the log"
+    due.schedule("s", 0.0)
+    due.wakeup.clear()
+    slots.settling(lane_of(3))
+    assert not due.wakeup.is_set(), "3 of 8 free: less than half"
+    loading = lane_of(4)
+    loading.loading = 1
+    slots.settling(loading)
+    assert not due.wakeup.is_set(), "a load is under way"
+    ordered.add("s")
+    slots.settling(lane_of(4))
+    assert not due.wakeup.is_set(), "ordered"
+    ordered.clear()
+    slots.settling(lane_of(8, Instances(1)))
+    assert not due.wakeup.is_set(), "claims"
+    slots.settling(lane_of(4))
+    assert due.wakeup.is_set(), "half of the lane is free"

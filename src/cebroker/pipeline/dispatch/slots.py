@@ -41,8 +41,10 @@ class Slots:
         counts as free (:attr:`~.lane.Lane.free`): if more of the subscription wait in the log and
         the loader would read them now (half the lane free, or fewer queued than its
         concurrency), wake it, so that the next deliveries are read while the completions gather
-        rather than after their write (the workers would run out meanwhile)."""
-        if lane.loading or not self._due.waiting(lane.id):
+        rather than after their write (the workers would run out meanwhile). Not with a shared
+        log's claims: there a delivery counts against its subscription's share until its outcome
+        is written (:meth:`~.lane.Lane.room`), so nothing more could be read yet."""
+        if lane.loading or lane.claims is not None or not self._due.waiting(lane.id):
             return
         if lane.free * 2 < lane.capacity:  # (the cheap test first: it fails most often)
             setup = lane.setup
