@@ -104,6 +104,31 @@ async def test_append_dedups_within_the_window_and_after_it(
         assert await log.purge_seen() == 0
 
 
+async def test_a_duplicate_does_not_extend_the_window_of_its_key(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> None:
+    """The window runs from the event's first acceptance: duplicates refused within it do not
+    restart it, in one call or across calls, and an expired key is taken once per call."""
+    clock = ManualClock()
+    async with opened(STORAGES[backend](request, tmp_path, dedup_window=0.3, clock=clock)) as storage:
+        log = storage.deliveries
+        assert (await log.append([Incoming(EV, "/s", "1", ("a",))]))[0] is not None
+        clock.advance(0.2)
+        assert await log.append([Incoming(EV, "/s", "1", ("a",)), Incoming(EV, "/s", "1", ("a",))]) == [
+            None,
+            None,
+        ]
+        clock.advance(0.15)  # 0.35 after the first acceptance, 0.15 after the duplicates
+        again = await log.append(
+            [
+                Incoming(EV, "/s", "1", ("a",)),
+                Incoming(EV, "/s", "2", ("a",)),
+                Incoming(EV, "/s", "1", ("a",)),
+            ]
+        )
+        assert [written is not None for written in again] == [True, True, False]
+
+
 async def test_an_event_matching_nothing_keeps_only_its_key(storage: Storage) -> None:
     log = storage.deliveries
     (written,) = await log.append([incoming(1)])

@@ -1,7 +1,8 @@
 """The WAL stays bounded: a writer that never pauses (a busy ingest, or rows rewritten again and
 again) starves passive checkpoints, so the file grows for as long as it writes; the
-checkpointer truncates it once it passes its bound, readers notwithstanding, and cuts back a
-WAL that is fully copied once the writer is quiet."""
+checkpointer has the writer start it over once half its bound is in frames, readers
+notwithstanding, so that the file is written over in place, and cuts back a WAL that is fully
+copied once the writer is quiet."""
 
 from __future__ import annotations
 
@@ -89,9 +90,9 @@ def busy(path: Path, checkpointer: Checkpointer) -> Iterator[None]:
 
 
 @contextmanager
-def checkpoints(path: Path, truncate_at: int) -> Iterator[Checkpointer]:
+def checkpoints(path: Path, limit: int) -> Iterator[Checkpointer]:
     """The broker's checkpointer on ``path``, a round every 50 ms."""
-    checkpointer = Checkpointer(lambda: connect(path), path.with_name(path.name + "-wal"), 0.05, truncate_at)
+    checkpointer = Checkpointer(lambda: connect(path), path.with_name(path.name + "-wal"), 0.05, limit)
     checkpointer.start()
     try:
         yield checkpointer
@@ -101,27 +102,35 @@ def checkpoints(path: Path, truncate_at: int) -> Iterator[Checkpointer]:
 
 @pytest.mark.alone
 def test_passive_checkpoints_alone_let_a_busy_writer_grow_the_wal(tmp_path: Path) -> None:
-    """Why the checkpointer truncates: passive checkpoints (and truncations that wait for nobody)
-    let the WAL of a writer that hardly pauses grow far past the bound the other test keeps."""
+    """Why the checkpointer starts the WAL over: passive checkpoints alone let the WAL of a
+    writer that hardly pauses grow far past the bound the other test keeps."""
     path = tmp_path / "passive.db"
-    with checkpoints(path, truncate_at=1 << 40) as checkpointer, busy(path, checkpointer):
+    with checkpoints(path, limit=1 << 40) as checkpointer, busy(path, checkpointer):
         sizes = sample(path, 3.0)
     assert max(sizes) > 16 * MIB
 
 
 @pytest.mark.alone
-def test_the_wal_is_truncated_at_its_bound_under_a_busy_writer_and_reader(tmp_path: Path) -> None:
+def test_the_wal_is_started_over_within_its_bound_and_written_in_place(tmp_path: Path) -> None:
+    """Under a busy writer and reader the WAL is started over (not truncated) once half its
+    bound is in frames: its file stays near the bound, and is never cut back to nothing while
+    the writer writes, so later transactions write over it in place instead of growing it."""
     path = tmp_path / "bounded.db"
-    with checkpoints(path, truncate_at=2 * MIB) as checkpointer, busy(path, checkpointer):
+    with checkpoints(path, limit=2 * MIB) as checkpointer, busy(path, checkpointer):
+        deadline = time.monotonic() + 10
+        while wal_size(path) < MIB and time.monotonic() < deadline:  # the file's first fill
+            time.sleep(0.01)
         sizes = sample(path, 3.0)
-        assert checkpointer.truncations > 0
+        assert checkpointer.restarts > 1
+        assert checkpointer.truncations == 0
     # The bound, plus what the writer adds before the writer's next turn.
     assert max(sizes) < 8 * MIB
+    assert min(sizes) > MIB // 2
 
 
 def test_a_quiet_wal_is_cut_back_to_nothing(tmp_path: Path) -> None:
     path = tmp_path / "quiet.db"
-    with checkpoints(path, truncate_at=1 << 40) as checkpointer:
+    with checkpoints(path, limit=1 << 40) as checkpointer:
         with busy(path, checkpointer):
             time.sleep(0.5)
         assert wal_size(path) > 0

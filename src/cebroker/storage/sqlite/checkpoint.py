@@ -1,4 +1,4 @@
-"""WAL checkpoints off the commit path, and a WAL that stays bounded.
+"""WAL checkpoints off the commit path, and a WAL that stays bounded and is written in place.
 
 By default SQLite checkpoints inside whichever commit pushes the WAL past 1,000 pages: that
 commit then copies the pages into the database file and fsyncs it, and every request waiting
@@ -6,23 +6,29 @@ on it is held up by tens of milliseconds. The writer turns automatic checkpoints
 thread, with a connection of its own, runs a ``PASSIVE`` checkpoint (one that never waits for or
 blocks the writer) at a fixed interval instead.
 
-A passive checkpoint copies pages but never shortens the WAL: the WAL starts again from its
-beginning only when a write finds every frame copied and no reader using one, and a writer that
-commits continuously (a busy ingest, or a retry storm) always has frames the last checkpoint
-did not copy yet, so the file grows for as long as it writes. Once the WAL is larger than
-``truncate_at`` bytes it is therefore cut back with a ``TRUNCATE`` checkpoint, run by the
-writer's own thread between two transactions (:meth:`Checkpointer.between_writes`): another
-connection would have to take the write lock from a writer that never lets go of it for long
-(SQLite's busy handler is not fair), while the writer itself has nothing to wait for but the
-readers of older snapshots, whose read transactions last one call each (see
+A passive checkpoint copies pages but never starts the WAL over: SQLite does that only when a
+write finds every frame copied and no reader using one, and a writer that commits continuously
+(a busy ingest, or a retry storm) always has frames the last checkpoint did not copy yet, so
+the WAL would grow for as long as it writes. Once it holds more than half its ``limit`` in
+frames, the writer's own thread therefore runs a ``RESTART`` checkpoint between two transactions
+(:meth:`Checkpointer.between_writes`): the next transaction writes the WAL from its beginning
+again. Another connection would have to take the write lock from a writer that never lets go of
+it for long (SQLite's busy handler is not fair), while the writer itself has nothing to wait for
+but the readers of older snapshots, whose read transactions last one call each (see
 :mod:`cebroker.storage.sqlite.database`). The passive rounds have copied most pages by then, so
 the writer's pause is short.
 
-A WAL below that bound is also cut back to zero by this thread once a passive checkpoint has
-copied all of it (the writer has been quiet since): then nothing is left to copy, and the
-truncation is tried without waiting for anyone (a busy writer or reader just postpones it to
-the next round). Left alone, a WAL keeps the size of its largest burst, and its pages count
-twice on the disk: once in the WAL, once in the database file they were copied to.
+The file is kept: a restarted WAL is written over in place, and a flush of pages written over
+costs the disk about half of one that also makes the file longer (``fdatasync`` must then
+commit the file's new size as well), on every durable commit. SQLite cuts a restarted file back
+to ``limit`` (``journal_size_limit``) if a burst made it longer.
+
+A WAL that a passive round finds all copied, with no frame added since the round before (the
+writer has been quiet for a whole interval), is cut back to zero by this thread: then nothing
+is left to copy, and the truncation is tried without waiting for anyone (a busy writer or
+reader just postpones it to the next round). Left alone, a WAL keeps the size of its largest
+burst, and its pages count twice on the disk: once in the WAL, once in the database file they
+were copied to.
 """
 
 from __future__ import annotations
@@ -36,30 +42,37 @@ from pathlib import Path
 
 log = logging.getLogger("cebroker.storage")
 
-#: WAL size (bytes) above which a checkpoint truncates it.
-TRUNCATE_AT = 16 * 1024 * 1024
+#: The WAL's bound (bytes): started over once half of it is in frames, its file cut back to it.
+WAL_LIMIT = 16 * 1024 * 1024
+#: The bytes of one WAL frame beside its page: its header.
+FRAME_HEADER = 24
 
 
 class Checkpointer:
     """Checkpoints the WAL of the database ``connect`` opens every ``interval`` seconds until
-    stopped; truncates it when ``wal`` (the WAL file) has grown past ``truncate_at`` bytes."""
+    stopped; has the writer start it over once its frames pass half of ``limit`` bytes, and
+    truncates ``wal`` (the WAL file) once the writer is quiet."""
 
     def __init__(
         self,
         connect: Callable[[], sqlite3.Connection],
         wal: Path,
         interval: float = 1.0,
-        truncate_at: int = TRUNCATE_AT,
+        limit: int = WAL_LIMIT,
     ) -> None:
         self._connect = connect
         self._wal = wal
         self._interval = interval
-        self._truncate_at = truncate_at
+        self._limit = limit
+        #: The WAL's frames at the previous round (-1: none yet), to tell a quiet writer.
+        self._frames = -1
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._wanted = threading.Event()
-        #: Checkpoints that truncated the WAL (for tests and diagnostics).
+        #: Checkpoints that truncated the WAL, and that started it over (for tests and
+        #: diagnostics).
         self.truncations = 0
+        self.restarts = 0
 
     def start(self) -> None:
         """Start the background thread."""
@@ -94,25 +107,33 @@ class Checkpointer:
             conn.close()
 
     def checkpoint(self, conn: sqlite3.Connection) -> None:
-        """One round of this thread: a passive checkpoint; then, if the WAL is over its bound,
-        a request that the writer truncates it, else its truncation if it is all copied."""
+        """One round of this thread: a passive checkpoint; then the WAL's truncation if it is
+        all copied and the writer has added nothing since the previous round, else, if its
+        frames are past half its bound, a request that the writer starts it over."""
         try:
             (busy, frames, copied) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            size = self._wal_size()
-            if size > self._truncate_at:
-                self._wanted.set()
-            elif size > 0 and not busy and frames == copied:
+            quiet = frames == self._frames
+            self._frames = frames
+            if quiet and not busy and frames == copied and self._wal_size() > 0:
+                # The writer may stay quiet for long: this thread cuts the WAL back itself.
                 conn.execute("PRAGMA busy_timeout=0")  # never wait for anyone for this one
                 try:
                     self._truncate(conn)
                 finally:
                     conn.execute("PRAGMA busy_timeout=1000")
+            elif frames * self._frame_bytes(conn) > self._limit // 2:
+                self._wanted.set()
         except sqlite3.Error as exc:  # e.g. busy: the next round catches up
             log.debug("WAL checkpoint skipped: %s", exc)
 
+    @staticmethod
+    def _frame_bytes(conn: sqlite3.Connection) -> int:
+        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+        return int(page_size) + FRAME_HEADER
+
     def between_writes(self, conn: sqlite3.Connection) -> None:
-        """Run by the writer's thread between two transactions: truncate the WAL if this
-        thread found it over its bound."""
+        """Run by the writer's thread between two transactions: start the WAL over if this
+        thread found it past its bound (the next transaction writes it from its beginning)."""
         if not self._wanted.is_set():
             return
         self._wanted.clear()
@@ -120,11 +141,16 @@ class Checkpointer:
             (timeout,) = conn.execute("PRAGMA busy_timeout").fetchone()
             conn.execute("PRAGMA busy_timeout=1000")  # readers end within a call
             try:
-                self._truncate(conn)
+                (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
             finally:
                 conn.execute(f"PRAGMA busy_timeout={int(timeout)}")
         except sqlite3.Error as exc:
-            log.debug("WAL truncation skipped: %s", exc)
+            log.debug("WAL restart skipped: %s", exc)
+            return
+        if busy:
+            log.debug("WAL restart postponed: the database was busy")
+        else:
+            self.restarts += 1
 
     def _truncate(self, conn: sqlite3.Connection) -> None:
         (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()

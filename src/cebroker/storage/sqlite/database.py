@@ -9,7 +9,7 @@ Connections (each on a thread of its own, so sqlite3 never blocks the event loop
   read transaction left open would keep the WAL from being reset); in WAL mode readers never
   block the writer nor wait for it, so API reads do not queue behind ingest commits;
 * the **checkpointer** (:mod:`cebroker.storage.sqlite.checkpoint`) copies the WAL into the
-  database file off the commit path and truncates it when it has grown.
+  database file off the commit path and keeps it bounded, written over in place.
 
 Durability policy: every write whose success is reported to a client or upstream (an event
 answered 202 or acknowledged to its protocol source, a subscription or registry write, a
@@ -42,7 +42,7 @@ from typing import TypeVar
 from cebroker.storage.base import StorageOptions
 from cebroker.storage.errors import StorageUnavailable
 from cebroker.storage.health import StorageHealth
-from cebroker.storage.sqlite.checkpoint import TRUNCATE_AT, Checkpointer
+from cebroker.storage.sqlite.checkpoint import WAL_LIMIT, Checkpointer
 from cebroker.storage.sqlite.errors import translate
 from cebroker.storage.sqlite.lock import DatabaseLock
 from cebroker.storage.sqlite.migrations import migrate
@@ -52,9 +52,9 @@ T = TypeVar("T")
 
 log = logging.getLogger("cebroker.storage")
 
-#: The WAL is cut back to this size when it restarts after a burst (bytes): the bound at which
-#: the checkpointer truncates it anyway.
-JOURNAL_SIZE_LIMIT = TRUNCATE_AT
+#: The WAL file is cut back to this size when it restarts after a burst (bytes): the bound the
+#: checkpointer keeps it within (see :mod:`.checkpoint`).
+JOURNAL_SIZE_LIMIT = WAL_LIMIT
 
 
 class Database:
@@ -84,7 +84,7 @@ class Database:
         self.writer.on_written = health.succeeded
         self.writer.on_failed = health.failed
         self._checkpointer = Checkpointer(
-            self._connect, path.with_name(path.name + "-wal"), truncate_at=JOURNAL_SIZE_LIMIT
+            self._connect, path.with_name(path.name + "-wal"), limit=JOURNAL_SIZE_LIMIT
         )
         self.writer.between = self._checkpointer.between_writes
         self._reader: ThreadPoolExecutor | None = None

@@ -15,14 +15,15 @@ import orjson
 from cebroker.storage.deliveries import Appended, Incoming
 from cebroker.storage.sqlite.rows import LogBase, NewDelivery, chunks
 
-#: The array indexes (as a JSON array) of ``[tenant, source, id]`` keys seen after the horizon.
-SEEN_LOOKUP = (
-    "SELECT json_group_array(k.key) FROM json_each(?1) AS k WHERE EXISTS (SELECT 1 FROM pipeline_seen s "
-    "WHERE s.tenant = k.value->>0 AND s.source = k.value->>1 AND s.id = k.value->>2 AND s.at >= ?2)"
-)
-SEEN_INSERT = (
+#: Claims the ``[tenant, source, id]`` keys of an append: a key not seen since the horizon
+#: (``?3``) is written with the time of the append (``?2``) and returned; a key seen since is
+#: left as it was and not returned, and neither is a key repeated in the same call (its first
+#: row conflicts with the one written just before). One statement decides and records the
+#: de-duplication of a whole group.
+SEEN_CLAIM = (
     "INSERT INTO pipeline_seen (tenant, source, id, at) SELECT value->>0, value->>1, value->>2, ?2"
     " FROM json_each(?1) WHERE true ON CONFLICT (tenant, source, id) DO UPDATE SET at = excluded.at"
+    " WHERE pipeline_seen.at < ?3 RETURNING tenant, source, id"
 )
 # ``value->1`` is the event object as JSON text (SQLite keeps number and string spellings).
 EVENTS_INSERT = (
@@ -141,56 +142,65 @@ class SqliteIngest(LogBase):
         now = self._clock.now()
         keep = self.retention > 0
         keys = [(item.tenant, item.source, item.id) for item in items]
-        recent: set[int] = set()
-        for start, chunk in chunks(keys):
-            (found,) = conn.execute(SEEN_LOOKUP, (orjson.dumps(chunk), now - self.dedup_window)).fetchone()
-            if found:
-                recent.update(start + index for index in orjson.loads(found))
-        fresh: set[tuple[str, str, str]] = set()
+        claimed: set[tuple[str, str, str]] = set()
+        for _, chunk in chunks(keys):
+            found = conn.execute(SEEN_CLAIM, (orjson.dumps(chunk), now, now - self.dedup_window))
+            claimed.update((tenant, source, key) for tenant, source, key in found)
         out: list[Appended | None] = []
-        seen: list[tuple[str, str, str]] = []
         events: list[tuple[Any, ...]] = []
         traced = False
         size = 0
+        # Rows ``[id, seq, subscription]`` when no event of the call has an ordering group (the
+        # common case, written as they are); otherwise every row as a NewDelivery, whose
+        # groups decide which rows wait (:meth:`write_deliveries`).
+        grouped = any(item.groups for item in items)
+        plain: list[list[Any]] = []
         deliveries: list[NewDelivery] = []
-        for index, (item, key) in enumerate(zip(items, keys, strict=True)):
-            if index in recent or key in fresh:
+        for item, key in zip(items, keys, strict=True):
+            if key not in claimed:
                 out.append(None)
                 continue
-            fresh.add(key)
-            seen.append(key)
+            claimed.discard(key)  # a later event with the same key is a duplicate of this one
             seq = 0
             pairs: list[tuple[int, str]] = []
             if item.subscriptions or keep:
                 seq = self._next_seq
                 self._next_seq += 1
                 event = item.event
+                parsed = type(event) is dict or isinstance(event, Mapping)
                 if keep:  # serialized alone, so that the archive knows its size
-                    body = orjson.dumps(event) if isinstance(event, Mapping) else event
+                    body = orjson.dumps(event) if parsed else event
                     body = body.encode() if isinstance(body, str) else body
                     size += len(body)
                     stored: Any = orjson.Fragment(body)
                 else:
-                    stored = event if isinstance(event, Mapping) else orjson.Fragment(event)
+                    stored = event if parsed else orjson.Fragment(event)
                 if item.trace is None:
                     events.append((seq, stored))
                 else:
                     events.append((seq, stored, item.trace))
                     traced = True
-                groups = item.groups or (None,) * len(item.subscriptions)
-                for sub, group in zip(item.subscriptions, groups, strict=True):
-                    row = NewDelivery(seq, sub, group, id=self.take_id())
-                    deliveries.append(row)
-                    pairs.append((row.id, sub))
+                if grouped:
+                    groups = item.groups or (None,) * len(item.subscriptions)
+                    for sub, group in zip(item.subscriptions, groups, strict=True):
+                        row = NewDelivery(seq, sub, group, id=self.take_id())
+                        deliveries.append(row)
+                        pairs.append((row.id, sub))
+                else:
+                    for sub in item.subscriptions:
+                        delivery = self.take_id()
+                        plain.append([delivery, seq, sub])
+                        pairs.append((delivery, sub))
             out.append(Appended(seq, now, pairs))
-        for _, new_keys in chunks(seen):
-            conn.execute(SEEN_INSERT, (orjson.dumps(new_keys), now))
         insert = EVENTS_INSERT_TRACED if traced else EVENTS_INSERT
         for _, new_events in chunks(events):
             conn.execute(insert, (orjson.dumps(new_events), now, 1 if keep else 0))
         if keep and events:
             conn.execute(ARCHIVE_ADD, (len(events), size))
-        self.write_deliveries(conn, deliveries, now)
+        if grouped:
+            self.write_deliveries(conn, deliveries, now)
+        else:
+            self.insert_deliveries(conn, plain, now)
         return out
 
     def last_seq(self) -> int:

@@ -103,6 +103,12 @@ class LogBase:
             else:
                 due = HELD_AT if wait else None
                 values.append([row.id, row.seq, row.subscription, due, row.group, row.replay])
+        self.insert_deliveries(conn, values, now)
+
+    @staticmethod
+    def insert_deliveries(conn: sqlite3.Connection, values: list[list[Any]], now: float) -> None:
+        """Insert delivery rows as they are: ``[id, seq, subscription]`` (due ``now``), or with
+        their due time (None: ``now``), ordering group and replay after those three."""
         for _, chunk in chunks(values):
             conn.execute(DELIVERIES_INSERT, (orjson.dumps(chunk), now))
 
