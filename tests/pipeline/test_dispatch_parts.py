@@ -402,11 +402,13 @@ async def test_the_gathering_ends_once_every_pending_delivery_is_collected(
     assert lane.settling == 0
 
 
-def test_a_done_delivery_wakes_the_loader_only_when_the_lane_would_read() -> None:
-    """A delivery done and waiting for its write wakes the loader once half the lane is free and
-    more of the subscription wait in the log; not before, not while a load is under way, not
-    for an ordered subscription (its next waits for the write) and not with a shared log's
-    claims (the delivery counts against the share until written)."""
+def test_a_done_delivery_wakes_the_loader_only_when_the_lane_runs_short() -> None:
+    """A delivery done and waiting for its write wakes the loader once fewer than twice the
+    concurrency (here 1) are queued and more of the subscription wait in the log; not while
+    more are queued, not when the loader would leave the lane (less than half of it free and
+    work queued for every worker), not while a load is under way, not for an ordered
+    subscription (its next waits for the write) and not with a shared log's claims (the
+    delivery counts against the share until written)."""
     due = DueTimes({})
     ordered: set[str] = set()
     # ``settling`` reads neither the lanes nor the circuits.
@@ -418,31 +420,33 @@ def test_a_done_delivery_wakes_the_loader_only_when_the_lane_would_read() -> Non
         replay_settled=lambda: None,
     )
 
-    def lane_of(done: int, claims: Instances | None = None) -> Lane:
-        """A lane of 8, full: ``done`` of them taken and done, the rest queued."""
+    def lane_of(taken: int, done: int, claims: Instances | None = None) -> Lane:
+        """A lane of 8, full: ``taken`` of them out of its queue, ``done`` of those done."""
         lane = Lane("s", 8, SYSTEM_CLOCK, claims=claims)
         for delivery in range(8):
             lane.push(Item(Pending(delivery, delivery, "s", 0, 0.0, None), {}))
-        for _ in range(done):
+        for _ in range(taken):
             lane.queue.popleft()
         lane.settling = done
         return lane
 
-    slots.settling(lane_of(4))
+    slots.settling(lane_of(7, 7))
     assert not due.wakeup.is_set(), "the subscription has nothing in the log"
     due.schedule("s", 0.0)
     due.wakeup.clear()
-    slots.settling(lane_of(3))
-    assert not due.wakeup.is_set(), "3 of 8 free: less than half"
-    loading = lane_of(4)
+    slots.settling(lane_of(6, 6))
+    assert not due.wakeup.is_set(), "two queued: enough for now"
+    slots.settling(lane_of(7, 3))
+    assert not due.wakeup.is_set(), "one queued and 3 of 8 free: the loader would leave it"
+    loading = lane_of(7, 7)
     loading.loading = 1
     slots.settling(loading)
     assert not due.wakeup.is_set(), "a load is under way"
     ordered.add("s")
-    slots.settling(lane_of(4))
+    slots.settling(lane_of(7, 7))
     assert not due.wakeup.is_set(), "ordered"
     ordered.clear()
-    slots.settling(lane_of(8, Instances(1)))
+    slots.settling(lane_of(8, 8, Instances(1)))
     assert not due.wakeup.is_set(), "claims"
-    slots.settling(lane_of(4))
-    assert due.wakeup.is_set(), "half of the lane is free"
+    slots.settling(lane_of(7, 7))
+    assert due.wakeup.is_set(), "one queued, 7 of 8 free"
