@@ -1,14 +1,19 @@
 """PostgreSQL benchmark 5: the cost of one ingest transaction (``cebroker_append``) for the small
-groups that single-event ingress makes, with the append as it is (deliveries step 6: a group of
-at most 32 events and 64 deliveries runs the plans its connection made once) against the same
-function planned for every call (step 5's), in the same run; ratios new/old.
+groups that single-event ingress makes, with the append as it is against an earlier one, in the
+same run; ratios new/old. ``--old 7`` (the default): the append of steps 6 and 7 (one statement
+whether or not a delivery has an ordering group) against that of step 8 (without the groups'
+parts when none has one). ``--old 5``: the append of step 5, planned for every call, against
+the current one (step 6 made a group of at most 32 events and 64 deliveries run the plans its
+connection made once).
 
-Each round makes two fresh databases on one server, one of them with step 5's function put back,
-and appends ``--appends`` groups of each size in turn, one after the other from this process
-(each group one event per delivery, one subscription). Printed per size: milliseconds per append
-(wall clock, the durable commit included) and the server's CPU milliseconds per append (the
-postmaster and every backend), medians of the rounds, with the load average before and after.
-Usage: ``python benchmarks/bench_pg_append.py [--rounds 3] [--appends 300] [--sizes 1 4 16 32]``.
+Each round makes two fresh databases on one server, one of them with the earlier function put
+back, and appends ``--appends`` groups of each size in turn, one after the other from this
+process (each group one event per delivery, one subscription). Printed per size: milliseconds
+per append (wall clock, the durable commit included) and the server's CPU milliseconds per
+append (the postmaster and every backend), medians of the rounds, with the load average before
+and after.
+Usage: ``python benchmarks/bench_pg_append.py [--rounds 3] [--appends 300] [--sizes 1 4 12 32]
+[--old 7]``.
 """
 
 from __future__ import annotations
@@ -28,8 +33,12 @@ from cebroker.subscription import Subscription
 
 #: Per group size: (wall ms, server CPU ms) per append.
 Figures = dict[int, tuple[float, float]]
+#: The append of step 6 (and 7): one statement whether or not a delivery has an ordering group.
+STEP_6 = STEPS["deliveries"][5].text
 #: Step 6 without its choice of plans: the append as step 5 made it (planned for every call).
-OLD = re.sub(r"\n    IF cardinality\(p_ids\).*?END IF;", "", STEPS["deliveries"][5].text, count=1, flags=re.S)
+STEP_5 = re.sub(r"\n    IF cardinality\(p_ids\).*?END IF;", "", STEP_6, count=1, flags=re.S)
+#: The earlier append put back on the "old" database, per ``--old``.
+OLD = {5: STEP_5, 7: STEP_6}
 
 
 def _event(n: int) -> dict[str, object]:
@@ -64,9 +73,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--appends", type=int, default=300)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16, 32])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 12, 32])
+    parser.add_argument("--old", type=int, choices=sorted(OLD), default=7, help="the earlier step's append")
     args = parser.parse_args()
-    if STEPS["deliveries"][5].text == OLD:
+    if STEP_6 == STEP_5:
         raise RuntimeError("step 6 no longer has the choice of plans this benchmark takes out")
     print(f"load before: {uptime()}")
     results: dict[str, list[Figures]] = {"old": [], "new": []}
@@ -77,13 +87,14 @@ def main() -> None:
                 create_storage(url).prepare()
                 if name == "old":
                     with psycopg.connect(url, autocommit=True) as conn:
-                        conn.execute(OLD.encode())
+                        conn.execute(OLD[args.old].encode())
                 results[name].append(asyncio.run(_appends(url, server, args.sizes, args.appends)))
     print(f"load after:  {uptime()}")
-    print(
-        f"5. one append on PostgreSQL: plans made once for small groups (new) against planned for"
-        f" every call (old); {args.rounds} round(s) of {args.appends} appends per size"
-    )
+    what = {
+        5: "plans made once for small groups (new) against planned for every call (old, step 5)",
+        7: "the append of step 8 (new) against that of steps 6 and 7 (old)",
+    }[args.old]
+    print(f"5. one append on PostgreSQL: {what}; {args.rounds} round(s) of {args.appends} appends per size")
     for size in args.sizes:
         figures = []
         for column, label in ((0, "ms per append"), (1, "server CPU ms per append")):

@@ -11,8 +11,13 @@ writes its event, its de-duplication key and one delivery. Both commit durably b
 With ``--wrk`` the single events come from ``wrk`` (C, one thread; ``ingress.lua``) instead of
 the Python load generator, which on a 2-core machine competes with the brokers for the CPU; the
 CPU time per single event is printed too: the broker's process, and for PostgreSQL its server's
-processes as well.
-Usage: ``python benchmarks/bench_pg_ingress.py [--rounds 3] [--seconds 3] [--concurrency 32] [--wrk]``.
+processes as well. With ``--base <commit>`` a third broker, the tree of that commit (a
+temporary git worktree, imported with the same interpreter and libraries), runs on its own
+database of the same PostgreSQL server and is loaded in turn with the two others; its figures
+and the ratios this ÷ base are printed too (the server's CPU is that of every backend while
+one broker is loaded: the idle brokers' few statements count in it).
+Usage: ``python benchmarks/bench_pg_ingress.py [--rounds 3] [--seconds 3] [--concurrency 32] [--wrk]
+[--base <commit>]``.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ import argparse
 import asyncio
 import statistics
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 from bench_ingress import _batch, _single, wrk_timed
+from bench_telemetry import base_tree
 from harness import Child, broker, load, percentile
 from pg import cpu_seconds, postgres, server_pids, uptime
 
@@ -63,21 +70,26 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--wrk", action="store_true", help="single events from wrk")
+    parser.add_argument("--base", help="an earlier commit, served on PostgreSQL too")
     args = parser.parse_args()
     print(f"load before: {uptime()}")
     results: dict[str, list[Round]] = {"sqlite": [], "postgres": []}
-    with postgres() as server, tempfile.TemporaryDirectory() as tmp:
+    with postgres() as server, tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         brokers = {
             "sqlite": broker(Path(tmp) / "bench.db", webhook_validation="off"),
             "postgres": broker(server.create_database(), webhook_validation="off"),
         }
+        if args.base:
+            tree = stack.enter_context(base_tree(args.base))
+            brokers["base"] = broker(server.create_database(), tree=tree, webhook_validation="off")
+            results["base"] = []
         try:
             for b in brokers.values():
                 sub = {"protocol": "HTTP", "sink": "http://127.0.0.1:9/none", "config": {"ratelimit": "1"}}
                 assert httpx.post(b.url + "/subscriptions", json=sub).status_code == 201
             for r in range(args.rounds):
                 for name, b in brokers.items():
-                    pids = server_pids(server) if name == "postgres" else []  # backends come and go
+                    pids = server_pids(server) if name != "sqlite" else []  # backends come and go
                     results[name].append(_round(b, f"{name}{r}", args, pids))
         finally:
             for b in brokers.values():
@@ -105,6 +117,28 @@ def main() -> None:
         f"   single-event CPU per event: SQLite broker {cpu['sqlite']:.0f} us; PostgreSQL broker"
         f" {cpu['postgres']:.0f} us + its server {server_cpu:.0f} us (medians)"
     )
+    if "base" in results:
+        _versus(results, args.base)
+
+
+def _versus(results: dict[str, list[Round]], base: str) -> None:
+    """This tree against ``base``, both on PostgreSQL: medians and ratios this ÷ base per round."""
+    print(f"   this tree against {base} on PostgreSQL (ratios this / base, per round):")
+    for column, label in (
+        (0, "single-event events/s"),
+        (3, "broker CPU us/event"),
+        (4, "server CPU us/event"),
+    ):
+        this = [r[column] for r in results["postgres"]]
+        old = [r[column] for r in results["base"]]
+        ratios = [t / o for t, o in zip(this, old, strict=True)]
+        print(
+            f"   {label:22s}: base {statistics.median(old):7.0f}, this {statistics.median(this):7.0f},"
+            f" ratio {statistics.median(ratios):.2f}   (rounds {', '.join(f'{x:.2f}' for x in ratios)})"
+        )
+    lite = [r[0] for r in results["sqlite"]]
+    ratios = [o / s for o, s in zip((r[0] for r in results["base"]), lite, strict=True)]
+    print(f"   base's single-event ratio to SQLite: {statistics.median(ratios):.2f}")
 
 
 if __name__ == "__main__":

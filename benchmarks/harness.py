@@ -157,9 +157,9 @@ def _secrets_key() -> Path:
     return path
 
 
-def broker(db: Path | str, **flags: str) -> Child:
+def broker(db: Path | str, *, tree: Path | None = None, **flags: str) -> Child:
     """``cebroker serve`` on a free port with ``db`` (a file or a database URL); flags as
-    ``--name value``."""
+    ``--name value``; the code of ``tree`` (an earlier commit's checkout) when given."""
     port = free_port()
     args = ["-m", "cebroker", "serve", "--port", str(port), "--db", str(db), "--log-level", "warning"]
     if "://" in str(db) and "secrets_key" not in flags:
@@ -167,7 +167,12 @@ def broker(db: Path | str, **flags: str) -> Child:
         args += ["--secrets-key-file", str(_secrets_key())]
     for name, value in flags.items():
         args += [f"--{name.replace('_', '-')}", value]
-    return Child(args, port, "/readyz")
+    env = (
+        None
+        if tree is None
+        else {"PYTHONPATH": ":".join(str(tree / p) for p in ("src", "filters", "protocols"))}
+    )
+    return Child(args, port, "/readyz", env=env)
 
 
 def sink() -> Child:

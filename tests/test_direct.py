@@ -35,6 +35,9 @@ class Route:
         if body == b"decline":
             asyncio.get_running_loop().call_soon(reply.decline)
             return True
+        if body == b"same":  # the same headers and body every time (as the broker's answers)
+            reply.answer(202, SAME_HEADERS, b"route:same")
+            return True
         if not body.startswith(b"take"):
             return False
         if self.hold:
@@ -44,6 +47,8 @@ class Route:
         reply.answer(202, [(b"content-length", str(len(answer)).encode())], answer)
         return True
 
+
+SAME_HEADERS: RawHeaders = [(b"content-length", b"10")]
 
 #: What the app found of bodies that never ended.
 DISCONNECTS: list[bytes] = []
@@ -172,6 +177,33 @@ def test_a_taken_request_is_answered_by_the_route_on_a_kept_alive_connection(ser
     headers = served.route.offered[0][0]
     assert headers[b"x-seen"] == b"yes"  # names lower-cased, values raw
     assert headers[b"content-length"] == b"6"
+
+
+def _date(head: bytes) -> bytes:
+    return next(line for line in head.split(b"\r\n") if line.lower().startswith(b"date:"))
+
+
+def test_repeated_answers_carry_the_current_date_and_the_connections_close(served: Served) -> None:
+    """A connection's answers that repeat are written from the bytes made for the first, until
+    the server's date changes or the connection is to close."""
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(_request(b"same"))
+        first, body = _answer(conn)
+        assert body == b"route:same"
+        deadline = time.monotonic() + 10
+        later = first
+        while _date(later) == _date(first) and time.monotonic() < deadline:
+            conn.sendall(_request(b"same"))
+            later, body = _answer(conn)
+            assert body == b"route:same"
+            assert later.replace(_date(later), b"") == first.replace(_date(first), b"")
+            time.sleep(0.05)
+        assert _date(later) != _date(first), "the date header never changed"
+        conn.sendall(_request(b"same", extra="connection: close\r\n"))
+        closing, body = _answer(conn)
+        assert body == b"route:same"
+        assert b"connection: close" in closing.lower()
+        assert _closed(conn)
 
 
 def test_a_request_left_alone_goes_to_the_app_with_its_body(served: Served) -> None:

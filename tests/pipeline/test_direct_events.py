@@ -284,6 +284,34 @@ def test_a_commit_that_fails_is_handed_to_the_app_which_tries_once_more(
     assert calls == [1, 1]  # the route's commit, then the app's
 
 
+def test_an_event_is_answered_once_durable_and_delivered_even_if_handing_it_over_fails(
+    broker: Served, sink: Sink, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The answer goes out as soon as the commit is durable, before the dispatcher is handed the
+    event: a failure there leaves the 202 as it is (the app does not answer a second time), is
+    logged, and the subscription loads the delivery from the log instead."""
+    made = broker.http.post("/subscriptions", json={"protocol": "HTTP", "sink": f"{sink.url}/late"})
+    assert made.status_code == 201, made.text
+    dispatcher = broker.pipeline.dispatcher
+    accept = dispatcher.accept
+    failed: list[int] = []
+
+    def failing_once(events: Any, written: Any, traces: Any = None) -> None:
+        if not failed:
+            failed.append(len(events))
+            raise RuntimeError("no lane today")
+        accept(events, written, traces)
+
+    monkeypatch.setattr(dispatcher, "accept", failing_once)
+    answer = broker.http.post("/events", content=json.dumps(event(1)), headers=STRUCTURED)
+    assert (answer.status_code, answer.json()) == (202, {"accepted": 1, "duplicates": 0})
+    assert broker.spy.taken == [True]
+    assert failed == [1]
+    received = sink.wait("/late", 1)
+    assert received[0].headers["ce-id"] == "e-1"
+    assert "could not be handed to the dispatcher" in caplog.text
+
+
 def test_with_tracing_on_the_app_is_built_without_the_route(tmp_path: Path) -> None:
     settings = Settings(db=tmp_path / "t.db", otel_exporter_otlp_endpoint="http://127.0.0.1:9")
     assert create_app(settings).state.direct is None

@@ -228,16 +228,24 @@ class EventIngestor:
         transport: TraceContext | None = None,
         protocol: str | None = None,
         carried: Sequence[TraceContext | None] = (),
+        durable: Callable[[list[bool]], None] | None = None,
     ) -> list[bool]:
         """Match, commit and schedule events already checked and normalized (by :meth:`accept`
         or :meth:`admitted`), the rest as :meth:`accept`; per event, whether it was a duplicate
-        (``clean`` is emptied)."""
+        (``clean`` is emptied).
+
+        ``durable`` is called with the same list as soon as the events are committed, before
+        they are handed to the dispatcher (which the log does not need: it is the record), so
+        that a caller answers its client without waiting for that.
+        """
         traces: list[str | None] | None = None
         if self._tracing.enabled:
             written, traces = await self._traced_append(clean, tenant or "", transport, protocol, carried)
         else:
             written = await self._append(clean, tenant or "")
         duplicated = [w is None for w in written]
+        if durable is not None:
+            durable(duplicated)
         duplicates = sum(duplicated)
         matches = 0
         replies: list[dict[str, Any]] = []
@@ -245,9 +253,16 @@ class EventIngestor:
             if start:
                 await asyncio.sleep(0)
             events, done = clean[start : start + SLICE], written[start : start + SLICE]
-            self._dispatcher.accept(events, done, None if traces is None else traces[start : start + SLICE])
+            their_traces = None if traces is None else traces[start : start + SLICE]
+            try:
+                self._dispatcher.accept(events, done, their_traces)
+            except Exception:
+                # Committed (and perhaps answered already): the log is the record, so their
+                # subscriptions load the deliveries from it instead.
+                log.exception("committed events could not be handed to the dispatcher")
+                self._dispatcher.unhanded([pair for w in done if w is not None for pair in w.deliveries])
             if self.tail is not None and self.tail.active:
-                self.tail.publish(events, done, None if traces is None else traces[start : start + SLICE])
+                self.tail.publish(events, done, their_traces)
             if self.waiters is not None:
                 replies.extend(
                     e for e, w in zip(events, done, strict=True) if w is not None and IN_REPLY_TO in e

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any, cast
 
 import uvicorn
@@ -43,6 +44,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         # Set while uvicorn starts the request whose head just ended: its ASGI task is held.
         self._deferring = False
         self._held: _Held | None = None
+        #: This connection's last direct answer, written again while it stays the same.
+        self.last_answer: _Made | None = None
 
     def _responding(self) -> bool:
         return self.cycle is not None and not self.cycle.response_complete
@@ -168,6 +171,20 @@ def _declared(headers: RawHeaders) -> int:
     return 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Made:
+    """The bytes of a connection's last direct answer and what they were made of: the server's
+    default headers (by identity), the route's headers (by identity) and body, the status and
+    whether the connection stays open."""
+
+    defaults: list[tuple[bytes, bytes]]
+    headers: RawHeaders
+    body: bytes
+    status: int
+    keep_alive: bool
+    data: bytes
+
+
 class _Reply:
     """A held request's answer, written as uvicorn writes a complete one (see
     ``RequestResponseCycle.send``), or its hand-over to the app."""
@@ -189,17 +206,32 @@ class _Reply:
         cycle = self._held[0]
         if cycle.disconnected:
             return
-        content = [STATUS_LINE[status]]
-        for name, value in cycle.default_headers:
-            content.extend((name, b": ", value, b"\r\n"))
-        for name, value in headers:
-            content.extend((name, b": ", value, b"\r\n"))
-        if not cycle.keep_alive:
-            content.append(b"connection: close\r\n")
-        content.extend((b"\r\n", body))
+        protocol = self._protocol
+        defaults = cycle.default_headers  # a new list when the server's date header changes
+        last = protocol.last_answer
+        if (
+            last is not None
+            and last.defaults is defaults
+            and last.headers is headers
+            and last.body is body
+            and last.status == status
+            and last.keep_alive == cycle.keep_alive
+        ):
+            answer = last.data  # a connection's answers repeat (same headers, same second)
+        else:
+            content = [STATUS_LINE[status]]
+            for name, value in defaults:
+                content.extend((name, b": ", value, b"\r\n"))
+            for name, value in headers:
+                content.extend((name, b": ", value, b"\r\n"))
+            if not cycle.keep_alive:
+                content.append(b"connection: close\r\n")
+            content.extend((b"\r\n", body))
+            answer = b"".join(content)
+            protocol.last_answer = _Made(defaults, headers, body, status, cycle.keep_alive, answer)
         cycle.response_started = cycle.response_complete = True
-        transport = self._protocol.transport
-        transport.write(b"".join(content))
+        transport = protocol.transport
+        transport.write(answer)
         cycle.message_event.set()
         if not cycle.keep_alive:
             transport.close()

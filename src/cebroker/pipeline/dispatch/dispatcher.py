@@ -299,6 +299,18 @@ class Dispatcher:
                 self._lanes.start_workers(lane)
         self.backlog.added(added)
 
+    def unhanded(self, deliveries: Sequence[tuple[int, str]]) -> None:
+        """``(delivery id, subscription)`` committed to the log that :meth:`accept` failed to
+        take: their subscriptions load them from the log (a delivery it took already is loaded
+        again at most once more: at least once)."""
+        self.backlog.added(len(deliveries))
+        for subscription in {subscription for _, subscription in deliveries}:
+            current = self._subscriptions.get(subscription)
+            if current is not None and current.pull:
+                self._pulled(subscription)
+            else:
+                self._due.schedule(subscription, 0.0)
+
     def redriven(self, subscription: str, count: int) -> None:
         """``count`` dead letters of ``subscription`` were put back in the log as deliveries."""
         self.backlog.added(count)

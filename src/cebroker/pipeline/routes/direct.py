@@ -19,6 +19,7 @@ middleware).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from cebroker.telemetry.http import HttpMetrics
 from cebroker.web.direct import RawHeaders, Reply
 
 _ROUTE = "/events"
+log = logging.getLogger("cebroker.pipeline")
 
 
 class DirectEvents:
@@ -110,21 +112,31 @@ class DirectEvents:
             commit.add_done_callback(self._commits.discard)
 
     async def _commit(self, tenant: str | None, requests: list[_Taken]) -> None:
+        answered = False
+
+        def answer(duplicated: list[bool]) -> None:
+            # As soon as the events are durable, before the dispatcher is handed them.
+            nonlocal answered
+            answered = True
+            metrics = self._metrics
+            for request, duplicate in zip(requests, duplicated, strict=True):
+                request.reply.answer(202, *_ANSWERS[duplicate])
+                if metrics is not None:
+                    metrics.observe(_ROUTE, "POST", 202, time.perf_counter() - request.started)
+
         try:
-            duplicated = await self._ingestor.commit_each(
-                [request.event for request in requests], tenant=tenant, protocol="http"
+            await self._ingestor.commit_each(
+                [request.event for request in requests], tenant=tenant, protocol="http", durable=answer
             )
         except Exception:
+            if answered:
+                # Answered 202 once durable: what failed after that is not the client's.
+                log.exception("answered events failed after their commit")
+                return
             # Nothing committed, or (a failure after the append) committed already: the app
             # tries once more and answers, with a duplicate in the second case (at-least-once).
             for request in requests:
                 request.reply.decline()
-            return
-        metrics = self._metrics
-        for request, duplicate in zip(requests, duplicated, strict=True):
-            request.reply.answer(202, *_ANSWERS[duplicate])
-            if metrics is not None:
-                metrics.observe(_ROUTE, "POST", 202, time.perf_counter() - request.started)
 
 
 def _answer(duplicates: int) -> tuple[RawHeaders, bytes]:

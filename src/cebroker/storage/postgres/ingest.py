@@ -44,13 +44,13 @@ ANNOUNCE_AFTER = 0.05
 
 # pg_notify(cebroker_due) naming those of the subscriptions with deliveries due and unclaimed
 # (none: no notification, and the transaction writes nothing); the commit skips the flush.
+# cebroker_due_among (deliveries schema step 8) probes each subscription's due index; the
+# EXISTS this statement held before was planned from a queue's statistics, and with a backlog
+# it read the whole log for each announcement.
 ANNOUNCE = (
     "SELECT set_config('synchronous_commit', 'off', true),"
     " pg_notify(%s, CASE WHEN length(w.names) <= 7000 THEN w.names ELSE '*' END)"
-    " FROM (SELECT string_agg(t.sub, ' ' ORDER BY t.sub) AS names FROM unnest(%b::text[]) AS t (sub)"
-    " WHERE EXISTS (SELECT 1 FROM pipeline_deliveries d"
-    " WHERE d.subscription = t.sub AND d.owner IS NULL AND d.next_at <= %s)) AS w"
-    " WHERE w.names IS NOT NULL"
+    " FROM (SELECT cebroker_due_among(%b::text[], %s) AS names) AS w WHERE w.names IS NOT NULL"
 )
 
 
