@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 import uvicorn
@@ -92,6 +93,16 @@ class Served:
 
 @pytest.fixture
 def served() -> Iterator[Served]:
+    yield from _served()
+
+
+@pytest.fixture
+def brief() -> Iterator[Served]:
+    """The same server, closing a connection idle for 1 s (uvicorn's default is 5 s)."""
+    yield from _served(timeout_keep_alive=1)
+
+
+def _served(**settings: Any) -> Iterator[Served]:
     route = Route()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -103,6 +114,7 @@ def served() -> Iterator[Served]:
         lifespan="off",
         log_level="warning",
         access_log=False,
+        **settings,
     )
     server = uvicorn.Server(config)
     loops: list[asyncio.AbstractEventLoop] = []
@@ -203,6 +215,31 @@ def test_repeated_answers_carry_the_current_date_and_the_connections_close(serve
         closing, body = _answer(conn)
         assert body == b"route:same"
         assert b"connection: close" in closing.lower()
+        assert _closed(conn)
+
+
+def test_an_idle_connection_closes_a_keep_alive_timeout_after_its_last_answer(brief: Served) -> None:
+    with socket.create_connection(("127.0.0.1", brief.port), timeout=10) as conn:
+        conn.sendall(_request(b"take 1"))
+        assert _answer(conn)[1] == b"route:take 1"
+        answered = time.monotonic()
+        assert _closed(conn)
+        idle = time.monotonic() - answered
+    assert 0.9 <= idle < 5, idle
+
+
+def test_a_connection_that_keeps_asking_stays_open_past_the_timeout(brief: Served) -> None:
+    """The idle clock starts again at every answer: requests 0.4 s apart for 2.4 s (the
+    timeout is 1 s) are all answered on one connection, which then closes once idle."""
+    with socket.create_connection(("127.0.0.1", brief.port), timeout=10) as conn:
+        started = time.monotonic()
+        for n in range(7):
+            conn.sendall(_request(f"take {n}".encode()))
+            assert _answer(conn)[1] == f"route:take {n}".encode()
+            time.sleep(0.4)
+        assert time.monotonic() - started > 2.4
+        conn.sendall(_request(b"same"))  # the app and the route answer alike here
+        assert _answer(conn)[1] == b"route:same"
         assert _closed(conn)
 
 
