@@ -241,10 +241,13 @@ async def pipeline_drain(
     before = thread_cpu() if threads is not None else {}
     started, spent, own = time.perf_counter(), time.process_time(), time.thread_time()
     await component.start()
-    for _ in range(60_000):  # polled: the dispatcher has no "drained" event; ten minutes at most
+    for _ in range(600_000):  # polled: the dispatcher has no "drained" event; ten minutes at most
         if not component.dispatcher.pending:
             break
-        await asyncio.sleep(0.01)
+        # Every 10 ms while many are pending, every millisecond near the end. Polled every 10 ms
+        # throughout, the end was seen 5 ms late on average: 5 % of a 3,000-delivery drain at
+        # 30,000/s.
+        await asyncio.sleep(0.01 if component.dispatcher.pending > 1000 else 0.001)
     elapsed = time.perf_counter() - started
     if cpu is not None:
         cpu.append(time.process_time() - spent)

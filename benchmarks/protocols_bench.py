@@ -10,7 +10,11 @@ pending. The two are alternated for ``--rounds`` rounds against one server, and 
 ratio is printed with every round's, of the rates and of the CPU per delivery: this process's
 CPU time (every thread: the client library's and the pipeline's) and the server's (its process
 group, from /proc), per message. On a shared machine the CPU figures hold far better than the
-rates. Usage: ``python benchmarks/protocols_bench.py
+rates. Before each side is measured, the garbage collector gets the policy ``cebroker serve``
+gives it after its start-up (:func:`cebroker.pipeline.gcpause.freeze_started`, as in
+``bench_delivery.py``): both sides alike. Without it a full collection, which traced everything
+the process had loaded, fell inside some of the drains and took 37 to 47 ms of them. Usage:
+``python benchmarks/protocols_bench.py
 [--events 3000] [--concurrency 16] [--rounds 3] [--protocols MQTT5,AMQP,KAFKA,NATS]``.
 """
 
@@ -41,6 +45,7 @@ from ceprotocols.nats import binding as nats_binding  # noqa: E402
 from harness import pipeline_drain  # noqa: E402
 from servers import MosquittoServer, NatsServer, RabbitMQServer, ServerProcess, TansuServer  # noqa: E402
 
+from cebroker.pipeline.gcpause import freeze_started  # noqa: E402
 from cebroker.storage import Incoming  # noqa: E402
 from cebroker.subscription import Subscription  # noqa: E402
 
@@ -274,6 +279,7 @@ def run(protocol: str, events: int, concurrency: int, rounds: int) -> list[tuple
                 )
                 samples: dict[str, Sample] = {}
                 for side in ("raw", "broker") if r % 2 == 0 else ("broker", "raw"):
+                    freeze_started()
                     meter = Meter(server, events)
                     if side == "raw":
                         measured = raw(server, f"raw-{protocol.lower()}-{r}", events, concurrency, meter)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 from ceprotocols.errors import DeliveryError
@@ -16,11 +17,15 @@ from storage.support import opened
 from cebroker.clock import SYSTEM_CLOCK, Clock, SystemClock, wait_or_sleep
 from cebroker.pipeline.dispatch import completions
 from cebroker.pipeline.dispatch.backlog import Backlog
+from cebroker.pipeline.dispatch.circuits import Circuits
 from cebroker.pipeline.dispatch.completions import Completions
 from cebroker.pipeline.dispatch.deadletters import REASON_LIMIT, dead_letter_copy
+from cebroker.pipeline.dispatch.due import DueTimes
 from cebroker.pipeline.dispatch.lane import Item, Lane, TokenBucket
+from cebroker.pipeline.dispatch.lanes import Lanes
 from cebroker.pipeline.dispatch.retry import GiveUp, Retry, decide
 from cebroker.pipeline.dispatch.setup import BatchLimits, policy_of
+from cebroker.pipeline.dispatch.slots import Slots
 from cebroker.pipeline.policy import DeliveryPolicy
 from cebroker.storage.deliveries import DueListener, Pending
 from cebroker.storage.errors import StorageUnavailable
@@ -246,6 +251,7 @@ async def test_a_shared_log_gathers_completions_for_a_shorter_time(
     monkeypatch.setattr(completions, "GATHER", 3600.0)
     released: list[int] = []
     backlog = Backlog(Gauge("backlog", "test", registry=CollectorRegistry()))
+    backlog.added(1000)  # others pending: the gathering would not end for want of them
     async with opened(SqliteStorage(tmp_path / "s.db")) as storage:
         writer = Completions(
             storage.deliveries,
@@ -319,6 +325,7 @@ async def test_completions_are_gathered_unless_a_next_delivery_waits_for_their_w
     monkeypatch.setattr(completions, "GATHER", 3600.0)
     released: list[int] = []
     backlog = Backlog(Gauge("backlog", "test", registry=CollectorRegistry()))
+    backlog.added(10 * completions.GROUP)  # others pending: see the test below
     async with opened(SqliteStorage(tmp_path / "c.db")) as storage:
         writer = Completions(
             storage.deliveries,
@@ -351,3 +358,95 @@ async def test_completions_are_gathered_unless_a_next_delivery_waits_for_their_w
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def test_the_gathering_ends_once_every_pending_delivery_is_collected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outcomes are gathered (here for an hour) while other deliveries are pending, but once
+    every delivery the backlog counts is collected no other could join the write: it goes at
+    once, with all of them, and the backlog is empty."""
+    monkeypatch.setattr(completions, "GATHER", 3600.0)
+    released: list[int] = []
+    writes: list[list[int]] = []
+    backlog = Backlog(Gauge("backlog", "test", registry=CollectorRegistry()))
+    backlog.added(3)
+    async with opened(SqliteStorage(tmp_path / "g.db")) as storage:
+        complete = storage.deliveries.complete
+
+        async def recorded(rows: Sequence[tuple[int, int, str]]) -> None:
+            writes.append([row[0] for row in rows])
+            await complete(rows)
+
+        monkeypatch.setattr(storage.deliveries, "complete", recorded)
+        writer = Completions(
+            storage.deliveries, backlog, lambda lane, deliveries: released.extend(deliveries), SYSTEM_CLOCK
+        )
+        task = asyncio.create_task(writer.run())
+        try:
+            lane = Lane("s", 256, SYSTEM_CLOCK)
+            for delivery in (1, 2, 3):
+                lane.push(Item(Pending(delivery, delivery, "s", 0, 0.0, "{}"), {}))
+            writer.delivered(lane, lane.queue.popleft())
+            writer.delivered(lane, lane.queue.popleft())
+            assert lane.settling == 2
+            assert lane.free == 256 - 3 + 2  # done, awaiting the write: their places count as free
+            writer.delivered(lane, lane.queue.popleft())  # the last pending one
+            await _released_within(released, {1, 2, 3})
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    assert writes == [[1, 2, 3]], "gathered until the last pending one, then written at once"
+    assert backlog.pending == 0
+    assert lane.settling == 0
+
+
+def test_a_done_delivery_wakes_the_loader_only_when_the_lane_runs_short() -> None:
+    """A delivery done and waiting for its write wakes the loader once fewer than twice the
+    concurrency (here 1) are queued and more of the subscription wait in the log; not while
+    more are queued, not when the loader would leave the lane (less than half of it free and
+    work queued for every worker), not while a load is under way, not for an ordered
+    subscription (its next waits for the write) and not with a shared log's claims (the
+    delivery counts against the share until written)."""
+    due = DueTimes({})
+    ordered: set[str] = set()
+    # ``settling`` reads neither the lanes nor the circuits.
+    slots = Slots(
+        due=due,
+        lanes=cast(Lanes, None),
+        circuits=cast(Circuits, None),
+        ordered=ordered,
+        replay_settled=lambda: None,
+    )
+
+    def lane_of(taken: int, done: int, claims: Instances | None = None) -> Lane:
+        """A lane of 8, full: ``taken`` of them out of its queue, ``done`` of those done."""
+        lane = Lane("s", 8, SYSTEM_CLOCK, claims=claims)
+        for delivery in range(8):
+            lane.push(Item(Pending(delivery, delivery, "s", 0, 0.0, None), {}))
+        for _ in range(taken):
+            lane.queue.popleft()
+        lane.settling = done
+        return lane
+
+    slots.settling(lane_of(7, 7))
+    assert not due.wakeup.is_set(), "the subscription has nothing in the log"
+    due.schedule("s", 0.0)
+    due.wakeup.clear()
+    slots.settling(lane_of(6, 6))
+    assert not due.wakeup.is_set(), "two queued: enough for now"
+    slots.settling(lane_of(7, 3))
+    assert not due.wakeup.is_set(), "one queued and 3 of 8 free: the loader would leave it"
+    loading = lane_of(7, 7)
+    loading.loading = 1
+    slots.settling(loading)
+    assert not due.wakeup.is_set(), "a load is under way"
+    ordered.add("s")
+    slots.settling(lane_of(7, 7))
+    assert not due.wakeup.is_set(), "ordered"
+    ordered.clear()
+    slots.settling(lane_of(8, 8, Instances(1)))
+    assert not due.wakeup.is_set(), "claims"
+    slots.settling(lane_of(7, 7))
+    assert due.wakeup.is_set(), "one queued, 7 of 8 free"

@@ -12,6 +12,7 @@ import pytest
 from support.sinks import Reply, Sink
 
 from cebroker.pipeline.component import PipelineComponent
+from cebroker.pipeline.dispatch import completions
 from cebroker.settings import Settings
 from cebroker.storage import Incoming, Limits, Pending, create_storage
 from cebroker.subscription import Subscription
@@ -106,3 +107,59 @@ def test_a_read_of_due_deliveries_that_answers_late_queues_none_twice(
     ids = [r.headers["ce-id"] for r in sink.at("/bad")]
     assert len(ids) == len(set(ids)) == EVENTS, "each delivery attempted once"
     assert letters == EVENTS
+
+
+def test_done_deliveries_waiting_for_their_write_leave_room_for_the_next(
+    tmp_path: Path, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delivery done but not yet written (its completion write gathers more) counts against its
+    lane only beyond the lane's capacity: while the writes wait, the lane reads and delivers the
+    next deliveries of the log (no more than its concurrency at once) instead of waiting for the
+    write, and stops once it holds twice its capacity, the bound on memory."""
+    monkeypatch.setattr(completions, "GATHER", 3600.0)  # no write for an hour...
+    monkeypatch.setattr(completions, "GROUP", 10 * EVENTS)  # ...nor for a full group
+
+    async def run() -> tuple[int, int, int, int, int]:
+        db = tmp_path / "w.db"
+        storage = create_storage(db)
+        await storage.open()
+        sub = Subscription(id="s", protocol="HTTP", sink=sink.url + "/w", config={"concurrency": "4"})
+        await storage.subscriptions.create(sub)
+        await storage.deliveries.append(
+            [
+                Incoming(
+                    {"id": f"e{n}", "source": "/t", "specversion": "1.0", "type": "t"}, "/t", f"e{n}", ("s",)
+                )
+                for n in range(EVENTS)
+            ]
+        )
+        component = PipelineComponent(
+            Settings(db=db, webhook_validation=False),
+            storage.subscriptions,
+            storage.deliveries,
+            storage.circuits,
+        )
+        await component.start()
+        try:
+            deadline = asyncio.get_running_loop().time() + 30
+            while (lane := component.dispatcher._lanes.find("s")) is None:  # the loader makes it
+                assert asyncio.get_running_loop().time() < deadline, "no lane"
+                await asyncio.sleep(0.01)
+            bound = 2 * lane.capacity
+            assert bound < EVENTS
+            while lane.settling < bound:  # polled: every place held by a done delivery
+                assert asyncio.get_running_loop().time() < deadline, f"{lane.settling} done of {bound}"
+                await asyncio.sleep(0.01)
+            held = (lane.settling, len(lane.inflight), len(lane.queue), lane.free, bound)
+        finally:
+            await component.stop()
+        await storage.close()
+        return held
+
+    settling, inflight, queued, free, bound = asyncio.run(run())
+    # Every delivery in memory is done and waits for its write; none is queued or being sent,
+    # and the lane takes no more: it holds twice its capacity.
+    assert (settling, inflight, queued, free) == (bound, bound, 0, 0)
+    ids = sink.ids("/w")
+    assert len(ids) == len(set(ids)) == bound, "each delivered once, and no more than the lane holds"
+    assert sink.max_inflight <= 4, "never more than the subscription's concurrency at once"

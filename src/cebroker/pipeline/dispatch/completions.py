@@ -4,9 +4,11 @@ Confirmed deliveries are removed from the log and counted as delivered once thei
 written (one count per subscription and write, not one per delivery); deliveries of a
 subscription deleted meanwhile are removed without a count. Outcomes are gathered for a moment
 when few wait (:data:`GATHER`), so that a write carries many, unless a next delivery waits for
-the write (an ordering group's next, a replay's next window). A delivery stays in flight in its
-lane until its removal has committed, so that the loader never hands it out again; a write that
-fails is tried again a moment later with everything that came in meanwhile.
+the write (an ordering group's next, a replay's next window), and no longer than until every
+delivery pending in the log is collected (no other outcome could join the write). A delivery
+stays in flight in its lane until its removal has committed, so that the loader never hands it
+out again; a write that fails is tried again a moment later with everything that came in
+meanwhile.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ Release = Callable[[Lane, int], None]
 ReleaseAll = Callable[[Lane, Sequence[int]], None]
 #: Adds deliveries of a subscription whose confirmation was written to its ``delivered`` count.
 Counted = Callable[[str, int], None]
+#: Hears that a delivery of a lane is done and waits for its completion write.
+Settling = Callable[[Lane], None]
 
 
 class Completions:
@@ -58,8 +62,9 @@ class Completions:
     once its window's have settled) and a batching lane's (its outcomes come a request at a
     time, each a group already, and its lane holds only a few requests' worth: gathered, a
     batch's slots would stay held for :data:`GATHER`). ``counted`` hears, after each write,
-    how many confirmed deliveries of each subscription it recorded. ``shared``: the log is
-    shared and claimed (:data:`SHARED_GATHER`)."""
+    how many confirmed deliveries of each subscription it recorded. ``settling`` hears of each
+    delivery collected (its lane may load the next ones now: see :attr:`~.lane.Lane.free`).
+    ``shared``: the log is shared and claimed (:data:`SHARED_GATHER`)."""
 
     def __init__(
         self,
@@ -69,9 +74,11 @@ class Completions:
         clock: Clock,
         waits: Callable[[str], bool] = lambda _: False,
         counted: Counted = lambda _subscription, _count: None,
+        settling: Settling = lambda _lane: None,
         shared: bool = False,
     ) -> None:
         self._shared = shared
+        self._settling = settling
         self._log = journal
         self._backlog = backlog
         self._release = release
@@ -85,6 +92,10 @@ class Completions:
         self._pending = asyncio.Event()
         #: Something collected is to be written without gathering more (see above).
         self._urgent = False
+        #: Ends a gathering moment early: every pending delivery is collected (see :meth:`run`).
+        self._all_in = asyncio.Event()
+        #: Outcomes in the write under way (still pending in the backlog until it commits).
+        self._writing = 0
 
     def delivered(self, lane: Lane, item: Item, *, confirmed: bool = True) -> None:
         """``item`` is done: the sink confirmed it (counted as delivered once written), or not
@@ -99,22 +110,38 @@ class Completions:
 
     def _collected(self, lane: Lane, item: Item) -> None:
         """``item``'s outcome waits to be written: at once if something waits for it (see the
-        class docstring), else after a gathering moment."""
+        class docstring), else after a gathering moment. Until then it counts as
+        :attr:`~.lane.Lane.settling` in its lane."""
+        lane.settling += 1
+        if not lane.loading:  # (a load under way takes what room there is)
+            self._settling(lane)
         if not self._urgent and (
             item.row.replay is not None or lane.batch is not None or self._waits(lane.id)
         ):
             self._urgent = True
         self._pending.set()
+        if len(self._delivered) + len(self._dropped) + self._writing >= self._backlog.pending:
+            self._all_in.set()
 
     async def run(self) -> None:
         """Write what has come in, whenever something has; forever."""
         while True:
             await self._pending.wait()
             group, gather = (SHARED_GROUP, SHARED_GATHER) if self._shared else (GROUP, GATHER)
-            if not self._urgent and len(self._delivered) + len(self._dropped) < group:
+            collected = len(self._delivered) + len(self._dropped)
+            if not self._urgent and collected < group and collected + self._writing < self._backlog.pending:
                 # Real time, not the clock's: a window for outcomes arriving meanwhile, which a
-                # test's clock that stands still must not hold closed.
-                await asyncio.sleep(gather)
+                # test's clock that stands still must not hold closed. It ends early once every
+                # delivery pending in the log is collected (or being written): no other outcome
+                # can join the write then, and a drain's last deliveries would stay pending for
+                # the whole moment (docs/performance.md, "Protocol deliveries, the fourth round").
+                all_in = self._all_in
+                all_in.clear()
+                timer = asyncio.get_running_loop().call_later(gather, all_in.set)
+                try:
+                    await all_in.wait()
+                finally:
+                    timer.cancel()
             self._pending.clear()
             try:
                 await self.flush()
@@ -128,6 +155,7 @@ class Completions:
         done, self._delivered = self._delivered, []
         dropped, self._dropped = self._dropped, []
         urgent, self._urgent = self._urgent, False
+        self._writing = len(done) + len(dropped)
         # One pass over what is written: the log's rows, the slots to free per lane, the
         # confirmed deliveries to count per subscription.
         rows: list[tuple[int, int, str]] = []
@@ -152,10 +180,13 @@ class Completions:
             self._delivered[:0], self._dropped[:0] = done, dropped
             self._urgent = self._urgent or urgent
             raise
+        finally:
+            self._writing = 0
         for lane, item in dropped:
             settled.setdefault(lane, []).append(item.row.id)
         for subscription, count in counts.items():
             self._counted(subscription, count)
         for lane, ids in settled.items():
+            lane.settling -= len(ids)
             self._release(lane, ids)
         self._backlog.settled(len(done) + removed)

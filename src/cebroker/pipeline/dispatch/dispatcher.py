@@ -150,6 +150,7 @@ class Dispatcher:
             clock,
             waits=self._waits,
             counted=metrics.count_delivered,
+            settling=slots.settling,
             shared=claims is not None,
         )
         settler = Settler(

@@ -98,6 +98,9 @@ class Lane:
         self.queue: deque[Item] = deque()
         #: Delivery ids queued, being delivered or awaiting their log update.
         self.inflight: set[int] = set()
+        #: How many of them are done and wait only for their removal from the log to be written
+        #: (:mod:`.completions` gathers those for a moment): see :attr:`free`.
+        self.settling = 0
         #: Those of them that a replay queued.
         self.replayed: set[int] = set()
         #: Reads of due deliveries under way for this lane, and the ids whose outcome was
@@ -116,8 +119,14 @@ class Lane:
 
     @property
     def free(self) -> int:
-        """How many more deliveries this lane may take into memory."""
-        return self.capacity - len(self.inflight)
+        """How many more deliveries this lane may take into memory: ``capacity`` counts those
+        queued or being delivered, and those done but not yet written (:attr:`settling`) up to
+        another ``capacity``. Counted in full, a drain's done deliveries filled the lane while
+        their completion write gathered, and its workers ran out of deliveries to send until the
+        write and the next read of the log (docs/performance.md, "Protocol deliveries, the
+        fourth round"). They stay in :attr:`inflight` until written, so the log leaves them out
+        and no read hands them out again."""
+        return self.capacity - len(self.inflight) + min(self.settling, self.capacity)
 
     def room(self, policy: DeliveryPolicy) -> int:
         """How many more deliveries to ask the log for: the free places, and with limits
