@@ -19,9 +19,9 @@ but the readers of older snapshots, whose read transactions last one call each (
 the writer's pause is short.
 
 The file is kept: a restarted WAL is written over in place, and a flush of pages written over
-costs the disk about half of one that also makes the file longer (``fdatasync`` must then
-commit the file's new size as well), on every durable commit. SQLite cuts a restarted file back
-to ``limit`` (``journal_size_limit``) if a burst made it longer.
+costs the disk a quarter to a third less than one of pages that make the file longer
+(``fdatasync`` must then commit the file's new size as well), on every durable commit. SQLite
+cuts a restarted file back to ``limit`` (``journal_size_limit``) if a burst made it longer.
 
 A WAL that a passive round finds all copied, with no frame added since the round before (the
 writer has been quiet for a whole interval), is cut back to zero by this thread: then nothing
