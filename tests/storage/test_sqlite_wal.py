@@ -20,9 +20,11 @@ from cebroker.storage.sqlite.checkpoint import Checkpointer
 MIB = 1024 * 1024
 
 
-def connect(path: Path) -> sqlite3.Connection:
+def connect(path: Path, journal_limit: int | None = None) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
     conn.execute("PRAGMA wal_autocheckpoint=0")  # as the broker's writer: checkpoints are ours
+    if journal_limit is not None:  # as the broker's writer: a restarted WAL's file is cut back to it
+        conn.execute(f"PRAGMA journal_size_limit={journal_limit}")
     return conn
 
 
@@ -42,10 +44,11 @@ def sample(path: Path, seconds: float) -> list[int]:
 
 
 @contextmanager
-def busy(path: Path, checkpointer: Checkpointer) -> Iterator[None]:
+def busy(path: Path, checkpointer: Checkpointer, journal_limit: int | None = None) -> Iterator[None]:
     """A writer rewriting rows without a pause (a retry storm rescheduling deliveries) and a
     reader reading in short transactions, as the broker's API reader does. Between two
-    transactions the writer gives ``checkpointer`` its turn, as the broker's writer does."""
+    transactions the writer gives ``checkpointer`` its turn, as the broker's writer does; its
+    connection has the ``journal_size_limit`` given (the broker's is the checkpointer's bound)."""
     setup = connect(path)
     setup.execute("PRAGMA journal_mode=WAL")
     setup.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, next_at REAL, body TEXT)")
@@ -58,7 +61,7 @@ def busy(path: Path, checkpointer: Checkpointer) -> Iterator[None]:
     stop = threading.Event()
 
     def write() -> None:
-        conn = connect(path)
+        conn = connect(path, journal_limit)
         n = 0
         while not stop.is_set():
             conn.execute("BEGIN IMMEDIATE")
@@ -90,9 +93,9 @@ def busy(path: Path, checkpointer: Checkpointer) -> Iterator[None]:
 
 
 @contextmanager
-def checkpoints(path: Path, limit: int) -> Iterator[Checkpointer]:
-    """The broker's checkpointer on ``path``, a round every 50 ms."""
-    checkpointer = Checkpointer(lambda: connect(path), path.with_name(path.name + "-wal"), 0.05, limit)
+def checkpoints(path: Path, limit: int, interval: float = 0.05) -> Iterator[Checkpointer]:
+    """The broker's checkpointer on ``path``, a round every ``interval`` seconds."""
+    checkpointer = Checkpointer(lambda: connect(path), path.with_name(path.name + "-wal"), interval, limit)
     checkpointer.start()
     try:
         yield checkpointer
@@ -116,7 +119,14 @@ def test_the_wal_is_started_over_within_its_bound_and_written_in_place(tmp_path:
     bound is in frames: its file stays near the bound, and is never cut back to nothing while
     the writer writes, so later transactions write over it in place instead of growing it."""
     path = tmp_path / "bounded.db"
-    with checkpoints(path, limit=2 * MIB) as checkpointer, busy(path, checkpointer):
+    # This writer grows the WAL by about 1 MiB every 10 ms, so a round every 50 ms would let
+    # it add twice the bound between two rounds: the rounds come every 10 ms, so that the bound
+    # rather than the round sets what the file can reach.
+    limit = 2 * MIB
+    with (
+        checkpoints(path, limit=limit, interval=0.01) as checkpointer,
+        busy(path, checkpointer, journal_limit=limit),
+    ):
         deadline = time.monotonic() + 10
         while wal_size(path) < MIB and time.monotonic() < deadline:  # the file's first fill
             time.sleep(0.01)
