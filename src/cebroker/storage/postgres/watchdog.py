@@ -128,32 +128,23 @@ class Watchdog:
         :class:`StorageUnavailable` at once, while the work behind ``future`` goes on (its
         outcome is nobody's any more).
 
-        Every single event's ingest waits here: the wait is one future of the caller's, settled
-        by ``future`` or by :meth:`_hung`, with no task or ``asyncio.wait`` of its own.
+        ``future`` must be the caller's own (nobody else waits for it): it is awaited directly,
+        so that its result wakes the caller in the event loop's next round, and the hung server
+        fails it (:meth:`_hung`) and a cancelled caller cancels it; whoever settles it checks
+        ``done()`` first. A waiter of its own, settled from ``future``'s done callback, cost every
+        single event's ingest one round of the event loop more between the commit and the
+        answer: under load each round runs a burst of other requests' work.
         """
         if future.done():
             return future.result()
         if self._stalled.is_set():
             future.add_done_callback(_forget)
             raise self.error()
-        waiter: asyncio.Future[T] = future.get_loop().create_future()
-
-        def settle(done: asyncio.Future[T]) -> None:
-            if waiter.done():
-                _forget(done)  # abandoned: the caller was answered or cancelled already
-            elif done.cancelled():
-                waiter.cancel()
-            elif (exc := done.exception()) is not None:
-                waiter.set_exception(exc)
-            else:
-                waiter.set_result(done.result())
-
-        future.add_done_callback(settle)
-        self._bounded.add(waiter)
+        self._bounded.add(future)
         try:
-            return await waiter
+            return await future
         finally:
-            self._bounded.discard(waiter)
+            self._bounded.discard(future)
 
     async def _watch(self) -> None:
         while True:
