@@ -66,6 +66,8 @@ class PostgresDeliveryLog(
         #: Events of the calls in ``_waiting``.
         self._queued = 0
         self._groups = 0
+        #: Whether a group's task waits to start (it takes the calls waiting then).
+        self._forming = False
         self._claims = []
         self._claiming = False
         self._limited = {}

@@ -81,6 +81,7 @@ class PostgresIngest(LogBase):
     _waiting: deque[_Call]
     _queued: int
     _groups: int
+    _forming: bool
     _announced: set[str]
     _announcer: asyncio.Task[None] | None
 
@@ -120,16 +121,23 @@ class PostgresIngest(LogBase):
                 return
 
     def _start_group(self) -> None:
-        if self._waiting and self._groups < MAX_GROUPS:
-            calls = list(self._waiting)
-            self._waiting.clear()
-            self._queued = 0
+        # The group is taken when its task starts, in the event loop's next round, not now:
+        # the calls that arrive in the rest of this round (the other connections' requests the
+        # loop is reading) join it instead of waiting for a transaction of their own. One task
+        # at a time waits to start; it counts as a transaction.
+        if self._waiting and self._groups < MAX_GROUPS and not self._forming:
             self._groups += 1
-            asyncio.create_task(self._commit(calls))
+            self._forming = True
+            asyncio.create_task(self._commit())
 
-    async def _commit(self, calls: list[_Call]) -> None:
+    async def _commit(self) -> None:
+        self._forming = False
+        calls = list(self._waiting)
+        self._waiting.clear()
+        self._queued = 0
         try:
-            await self._write(calls)
+            if calls:  # none: their callers were answered meanwhile (``_unqueue``)
+                await self._write(calls)
         except BaseException as exc:  # the transaction did not commit: nobody's events are in
             for call in calls:
                 if not call.future.done():
