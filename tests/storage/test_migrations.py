@@ -30,11 +30,11 @@ def test_each_backend_ships_every_component_numbered_without_gaps() -> None:
         for component, steps in backend.STEPS.items():
             assert [s.version for s in steps] == list(range(1, len(steps) + 1))
             assert all(s.component == component and s.text.strip() for s in steps)
-    # PostgreSQL's steps 6 to 8 only replace or add server functions (the append's plans for
+    # PostgreSQL's steps 6 to 9 only replace or add server functions (the append's plans for
     # small groups; claims only for a registered instance; the append without groups' parts and
-    # the announcements' probe)
+    # the announcements' probe; the append of distinct keys)
     assert sqlite.latest()["deliveries"] == 5
-    assert postgres.latest()["deliveries"] == 8
+    assert postgres.latest()["deliveries"] == 9
 
 
 def test_sqlite_statements_end_where_sqlite_says_not_at_every_semicolon() -> None:

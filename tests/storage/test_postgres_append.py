@@ -53,7 +53,7 @@ async def test_upgrading_from_step_7_keeps_the_keys_and_the_log(postgres_url: st
         pending, _ = await storage.deliveries.due("a", 10)
         assert ids(pending) == ["new", "old"]
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        assert conn.execute(VERSION).fetchone() == (8,)
+        assert conn.execute(VERSION).fetchone() == (9,)
         assert conn.execute("SELECT sum(pending) FROM pipeline_backlog").fetchone() == (2,)
 
 

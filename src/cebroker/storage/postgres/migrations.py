@@ -3,7 +3,7 @@ server functions of the hot paths: append, claims, completion, ordering groups, 
 by the shared runner (:mod:`cebroker.storage.migrations`).
 
 The components are those of the SQLite backend, and so are their versions, except that
-PostgreSQL's ``deliveries`` has three more steps (6 to 8, which only replace or add server
+PostgreSQL's ``deliveries`` has four more steps (6 to 9, which only replace or add server
 functions).
 Each step runs in a transaction that first takes a transaction-level advisory lock, so
 several instances starting at once on a fresh database apply each step exactly once: the
