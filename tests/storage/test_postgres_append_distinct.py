@@ -1,7 +1,8 @@
 """PostgreSQL's deliveries schema step 9: ``cebroker_append_distinct``, the append of a call whose
 keys are distinct and whose deliveries have no ordering group, answers and writes as
 ``cebroker_append`` does; the storage sends such calls to it and the others to
-``cebroker_append``; upgrading from step 8 keeps the de-duplication keys and the log."""
+``cebroker_append``; upgrading from step 8 keeps the de-duplication keys and the log. And the
+group commit's groups: the calls of one round of the event loop are one transaction."""
 
 from __future__ import annotations
 
@@ -112,13 +113,25 @@ def _calls(url: str) -> dict[str, int]:
     return {str(name): int(calls) for name, calls in rows}
 
 
-async def test_calls_with_distinct_keys_and_no_groups_go_to_the_distinct_append(postgres_url: str) -> None:
-    PostgresStorage(postgres_url).prepare()
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        # counted by the server from the storage's connections on (they are made below)
+def _count_calls(url: str) -> None:
+    """Have the server count the calls of the functions from the connections made from now on."""
+    PostgresStorage(url).prepare()
+    with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             sql.SQL("ALTER DATABASE {} SET track_functions = 'pl'").format(sql.Identifier(conn.info.dbname))
         )
+
+
+async def _counted(url: str, expected: dict[str, int]) -> None:
+    """Wait until the server counts ``expected`` calls (its statistics come within a second)."""
+    deadline = time.monotonic() + 10
+    while (calls := _calls(url)) != expected:
+        assert time.monotonic() < deadline, calls
+        await asyncio.sleep(0.1)
+
+
+async def test_calls_with_distinct_keys_and_no_groups_go_to_the_distinct_append(postgres_url: str) -> None:
+    _count_calls(postgres_url)
     async with opened(PostgresStorage(postgres_url)) as storage:
         log = storage.deliveries
         plain = await log.append(
@@ -138,10 +151,23 @@ async def test_calls_with_distinct_keys_and_no_groups_go_to_the_distinct_append(
         assert [a is not None for a in tenants] == [True, True]
         pending, _ = await log.due("a", 10)
         assert ids(pending) == ["1", "2", "3", "4", "5", "5"]
-    deadline = time.monotonic() + 10
-    while (calls := _calls(postgres_url)) != {"cebroker_append_distinct": 2, "cebroker_append": 2}:
-        assert time.monotonic() < deadline, calls  # the server's statistics come within a second
-        await asyncio.sleep(0.1)
+    await _counted(postgres_url, {"cebroker_append_distinct": 2, "cebroker_append": 2})
+
+
+async def test_the_calls_of_one_round_of_the_event_loop_are_one_transaction(postgres_url: str) -> None:
+    """A group is taken when its transaction's task starts: calls made in the same round of the
+    event loop (the requests the loop reads in one round) join it, where the first of them used
+    to start a transaction alone, the second another, and the rest wait for a third."""
+    _count_calls(postgres_url)
+    async with opened(PostgresStorage(postgres_url)) as storage:
+        log = storage.deliveries
+        written = await asyncio.gather(
+            *(log.append([Incoming({"id": str(n)}, "/s", str(n), ("a",))]) for n in range(10))
+        )
+        assert all(w[0] is not None for w in written)
+        pending, _ = await log.due("a", 20)
+        assert ids(pending) == sorted(str(n) for n in range(10))
+    await _counted(postgres_url, {"cebroker_append_distinct": 1})
 
 
 async def test_upgrading_from_step_8_keeps_the_keys_and_the_log(postgres_url: str) -> None:
