@@ -1,0 +1,109 @@
+"""HTTP/1.1 requests as bytes (RFC 9112), pure: the request line, the header section and
+where a request goes, from a URL, the method and the caller's headers. No IO here.
+
+The request's framing is the transport's: it writes ``Host`` (unless the caller gives one) and
+``Content-Length`` (the body is always whole bytes), and refuses a caller's ``Content-Length``
+or ``Transfer-Encoding`` rather than send a message whose framing the caller could falsify. A
+header name must be a token and a value must not hold a control character other than a tab
+(CR, LF and NUL above all: they would end the header, or the head, early), nor may the method
+or the request target; anything else is refused with :class:`RequestError` before a byte is
+sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from yarl import URL
+
+__all__ = ["RequestError", "Target", "request_head", "target_of"]
+
+#: RFC 9110 5.6.2: a token (method and header names).
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: RFC 9110 5.5: a field value's characters (visible ASCII, space, tab, and obs-text).
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+#: Header names the transport writes itself (lower case).
+_FRAMING = frozenset({"content-length", "transfer-encoding"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class RequestError(ValueError):
+    """The request cannot be written (a URL that is not usable, a header that is not)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a URL's requests go, read once per URL.
+
+    Attributes:
+        tls: whether the connection is ``https``.
+        host: the host to connect to and to name in TLS (SNI and the certificate check).
+        port: the port to connect to.
+        path: the request target (origin form: the path and query as the URL spells them).
+        authority: the ``Host`` header's value (the port only when it is not the scheme's).
+        authorization: ``Basic`` credentials from the URL's user information (a stored
+            subscription may still carry one: see docs/security.md), else None.
+    """
+
+    tls: bool
+    host: str
+    port: int
+    path: str
+    authority: str
+    authorization: str | None
+
+
+def target_of(url: str) -> Target:
+    """The :class:`Target` of an ``http``/``https`` URL; raises :class:`RequestError` for any
+    other (its message quotes the URL as given: redact it before it is shown or stored)."""
+    try:
+        parsed = URL(url)
+        host = parsed.raw_host
+        port = parsed.port
+    except (ValueError, TypeError) as exc:
+        raise RequestError(f"not a usable http(s) URL: {url} ({exc})") from exc
+    scheme = parsed.scheme
+    if scheme not in _DEFAULT_PORTS or not host or port is None:
+        raise RequestError(f"not a usable http(s) URL: {url}")
+    authority = f"[{host}]" if ":" in host else host
+    if port != _DEFAULT_PORTS[scheme]:
+        authority = f"{authority}:{port}"
+    authorization = None
+    if parsed.raw_user is not None:
+        pair = f"{parsed.user or ''}:{parsed.password or ''}".encode()
+        authorization = "Basic " + base64.b64encode(pair).decode("ascii")
+    path = parsed.raw_path_qs or "/"
+    if _CONTROL.search(path) or " " in path:
+        raise RequestError(f"not a usable http(s) URL: {url}")
+    return Target(scheme == "https", host, port, path, authority, authorization)
+
+
+def request_head(method: str, target: Target, headers: Mapping[str, str], length: int) -> bytes:
+    """The request line and header section (ending with the empty line) of a request with a
+    body of ``length`` bytes; raises :class:`RequestError` for a method, header name or value
+    that may not be sent (see the module)."""
+    names = "".join(headers)
+    # Checked together: a control character in any name or value is one in their concatenation,
+    # and a concatenation of tokens is a token (two matches instead of two per header).
+    if _CONTROL.search(names) is not None or _CONTROL.search("".join(headers.values())) is not None:
+        raise RequestError("a header name or value holds a control character (RFC 9110 5.5)")
+    if (names and _TOKEN.fullmatch(names) is None) or _TOKEN.fullmatch(method) is None:
+        raise RequestError(f"a header name or the method {method!r} is not a token (RFC 9110 5.6.2)")
+    lines = [method, " ", target.path, " HTTP/1.1\r\n"]
+    host = True
+    for name, value in headers.items():
+        lowered = name.lower()
+        if lowered in _FRAMING:
+            raise RequestError(f"{name} is written by the transport, not given by the caller")
+        if lowered == "host":
+            host = False
+        lines += (name, ": ", value, "\r\n")
+    if host:
+        lines += ("Host: ", target.authority, "\r\n")
+    if target.authorization is not None and not any(n.lower() == "authorization" for n in headers):
+        lines += ("Authorization: ", target.authorization, "\r\n")
+    lines += ("Content-Length: ", str(length), "\r\n\r\n")
+    return "".join(lines).encode()
