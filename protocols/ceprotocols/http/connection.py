@@ -72,6 +72,7 @@ class HttpConnection(asyncio.Protocol):
         #: When it was last put back idle (the event loop's clock).
         self.idle_since = 0.0
         self._keep_alive = False
+        self._unsolicited = False
         self._reset(0)
 
     def _reset(self, keep: int) -> None:
@@ -145,6 +146,9 @@ class HttpConnection(asyncio.Protocol):
         except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
             self._fail(MalformedAnswer(f"malformed answer: {exc}"))
             self.close()
+            return
+        if self._unsolicited:
+            self.close()  # more than the answer came: see on_message_begin
 
     def eof_received(self) -> bool | None:
         return None  # the transport closes itself: connection_lost follows
@@ -162,17 +166,30 @@ class HttpConnection(asyncio.Protocol):
 
     # httptools callbacks
 
+    def on_message_begin(self) -> None:
+        if self._future is None:
+            # An answer began after the one asked for was complete (in the same read): the
+            # connection is closed once the read is parsed, and its answer keeps what it had.
+            self._unsolicited = True
+            self._keep_alive = False
+
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self._unsolicited:
+            return
         lowered = name.decode("latin-1").lower()
         if lowered == "content-length" or (lowered == "transfer-encoding" and b"chunked" in value.lower()):
             self._to_close = False
         self._headers.append((lowered, value.decode("utf-8", "surrogateescape")))
 
     def on_headers_complete(self) -> None:
+        if self._unsolicited:
+            return
         self._status = self._parser.get_status_code()
         self._in_body = True
 
     def on_body(self, body: bytes) -> None:
+        if self._unsolicited:
+            return
         room = self._keep - self._kept
         if room <= 0:
             self._truncated = True
@@ -185,6 +202,8 @@ class HttpConnection(asyncio.Protocol):
             self._kept += len(body)
 
     def on_message_complete(self) -> None:
+        if self._unsolicited:
+            return
         if 100 <= self._status < 200:  # an interim answer: the final one follows
             self._reset(self._keep)
             return
@@ -200,3 +219,4 @@ class HttpConnection(asyncio.Protocol):
         if future is not None and not future.done():
             body = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
             future.set_result(Answer(self._status, self._headers, body, self._truncated))
+        self._headers, self._parts = [], []  # (the answer keeps its own)

@@ -11,7 +11,8 @@ With a :class:`~ceprotocols.egress.ConnectGuard`, every connection is opened to 
 the guard resolved and accepted for its host (IP literals included), never by name: a name
 that resolves to a refused address when it is connected to (DNS rebinding) is never reached.
 TLS names the URL's host (SNI and the certificate check) and verifies the peer's certificate
-against the system's trust store (:func:`ssl.create_default_context`).
+against the system's trust store (:func:`ssl.create_default_context`), unless the pool is given
+a context of its own.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ Origin = tuple[bool, str, int]
 class Pool:
     """Connections by :data:`Origin` (see the module)."""
 
-    def __init__(self, *, limit: int, per_host: int, guard: ConnectGuard | None) -> None:
+    def __init__(
+        self, *, limit: int, per_host: int, guard: ConnectGuard | None, tls: ssl.SSLContext | None = None
+    ) -> None:
         self._limit = limit
         self._per_host = per_host
         self._guard = guard
@@ -47,8 +50,8 @@ class Pool:
         #: Exchanges waiting for room, in arrival order: each future gets a connection that
         #: came back idle to its origin, or None when it may open one.
         self._waiters: deque[tuple[Origin, asyncio.Future[HttpConnection | None]]] = deque()
-        self._tls: ssl.SSLContext | None = None
-        self._swept = 0.0
+        self._tls = tls
+        self._sweeper: asyncio.TimerHandle | None = None
         self._closing = False
 
     def take(self, origin: Origin) -> HttpConnection | None:
@@ -145,11 +148,11 @@ class Pool:
                 self._waiters.remove(entry)
                 entry[1].set_result(connection)
                 return
-        loop_time = asyncio.get_running_loop().time()
-        connection.idle_since = loop_time
+        loop = asyncio.get_running_loop()
+        connection.idle_since = loop.time()
         self._idle.setdefault(origin, []).append(connection)
-        if loop_time - self._swept > KEEPALIVE:
-            self._sweep(loop_time)
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(KEEPALIVE, self._sweep)
 
     def discard(self, connection: HttpConnection) -> None:
         """Close ``connection`` and free its place."""
@@ -184,15 +187,24 @@ class Pool:
                 entry[1].set_result(None)
                 return
 
-    def _sweep(self, now: float) -> None:
-        self._swept = now
+    def _sweep(self) -> None:
+        """Close the connections idle for :data:`KEEPALIVE` (one timer per pool, while any
+        connection is idle: a pool that falls quiet closes them all in time)."""
+        self._sweeper = None
+        loop = asyncio.get_running_loop()
+        oldest = loop.time() - KEEPALIVE
         for idle in list(self._idle.values()):
-            for connection in [c for c in idle if now - c.idle_since > KEEPALIVE or c.closed]:
+            for connection in [c for c in idle if c.idle_since <= oldest or c.closed]:
                 self.discard(connection)
+        if any(self._idle.values()):
+            self._sweeper = loop.call_later(KEEPALIVE, self._sweep)
 
     def close(self) -> None:
         """Close every connection; exchanges waiting for one fail."""
         self._closing = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for idle in list(self._idle.values()):
             for connection in list(idle):
                 self.discard(connection)

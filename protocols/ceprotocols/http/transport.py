@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import ssl
 from collections.abc import Mapping
 
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -125,15 +126,23 @@ class HttpTransport:
             connection from the others, so a caller that bounds its own requests may want none.
         guard: checks every host connected to against a network policy; ``None`` (or an
             unrestricted guard) checks nothing.
+        tls: the TLS context of ``https`` connections (None: the system's trust store and
+            the usual checks, :func:`ssl.create_default_context`).
     """
 
     def __init__(
-        self, *, max_connections: int = 1024, max_per_host: int = 256, guard: ConnectGuard | None = None
+        self,
+        *,
+        max_connections: int = 1024,
+        max_per_host: int = 256,
+        guard: ConnectGuard | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._pool = Pool(
             limit=max_connections,
             per_host=max_per_host,
             guard=guard if guard is not None and guard.restricted else None,
+            tls=tls,
         )
         # Each sink URL is parsed once: its target and its pool's key.
         self._targets: dict[str, tuple[Target, Origin]] = {}

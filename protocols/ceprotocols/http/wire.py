@@ -92,6 +92,8 @@ def request_head(method: str, target: Target, headers: Mapping[str, str], length
         raise RequestError("a header name or value holds a control character (RFC 9110 5.5)")
     if (names and _TOKEN.fullmatch(names) is None) or _TOKEN.fullmatch(method) is None:
         raise RequestError(f"a header name or the method {method!r} is not a token (RFC 9110 5.6.2)")
+    if method == "HEAD":  # its answer's length would not frame a body: see .connection
+        raise RequestError("HEAD is not sent by this transport")
     lines = [method, " ", target.path, " HTTP/1.1\r\n"]
     host = True
     for name, value in headers.items():
