@@ -25,6 +25,8 @@ __all__ = ["RequestError", "Target", "request_head", "target_of"]
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 #: RFC 9110 5.5: a field value's characters (visible ASCII, space, tab, and obs-text).
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+#: The same but for CR and LF, which a head's lines end with (they are counted instead).
+_CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: Header names the transport writes itself (lower case).
 _FRAMING = frozenset({"content-length", "transfer-encoding"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -85,27 +87,37 @@ def request_head(method: str, target: Target, headers: Mapping[str, str], length
     """The request line and header section (ending with the empty line) of a request with a
     body of ``length`` bytes; raises :class:`RequestError` for a method, header name or value
     that may not be sent (see the module)."""
-    names = "".join(headers)
-    # Checked together: a control character in any name or value is one in their concatenation,
-    # and a concatenation of tokens is a token (two matches instead of two per header).
-    if _CONTROL.search(names) is not None or _CONTROL.search("".join(headers.values())) is not None:
-        raise RequestError("a header name or value holds a control character (RFC 9110 5.5)")
-    if (names and _TOKEN.fullmatch(names) is None) or _TOKEN.fullmatch(method) is None:
-        raise RequestError(f"a header name or the method {method!r} is not a token (RFC 9110 5.6.2)")
     if method == "HEAD":  # its answer's length would not frame a body: see .connection
         raise RequestError("HEAD is not sent by this transport")
+    # Checked together (this runs for every delivery): the method and the names are tokens
+    # exactly when their concatenation is one.
+    names = method + "".join(headers)
+    if _TOKEN.fullmatch(names) is None:
+        if _CONTROL.search(names) is not None:
+            raise RequestError("a header name holds a control character (RFC 9110 5.5)")
+        raise RequestError(f"a header name or the method {method!r} is not a token (RFC 9110 5.6.2)")
+    lowered = names.lower()
+    special = "host" in lowered or "content-length" in lowered or "transfer-encoding" in lowered
     lines = [method, " ", target.path, " HTTP/1.1\r\n"]
     host = True
+    if special or target.authorization is not None:
+        for name in headers:
+            low = name.lower()
+            if low in _FRAMING:
+                raise RequestError(f"{name} is written by the transport, not given by the caller")
+            host = host and low != "host"
     for name, value in headers.items():
-        lowered = name.lower()
-        if lowered in _FRAMING:
-            raise RequestError(f"{name} is written by the transport, not given by the caller")
-        if lowered == "host":
-            host = False
         lines += (name, ": ", value, "\r\n")
+    count = len(headers) + 3  # the request line, Content-Length and the empty line
     if host:
         lines += ("Host: ", target.authority, "\r\n")
-    if target.authorization is not None and not any(n.lower() == "authorization" for n in headers):
+        count += 1
+    if target.authorization is not None and "authorization" not in (n.lower() for n in headers):
         lines += ("Authorization: ", target.authorization, "\r\n")
+        count += 1
     lines += ("Content-Length: ", str(length), "\r\n\r\n")
-    return "".join(lines).encode()
+    text = "".join(lines)
+    # A value's CR or LF would add a line: the head holds exactly one of each per line.
+    if _CONTROL_BUT_LINES.search(text) is not None or text.count("\n") != count or text.count("\r") != count:
+        raise RequestError("a header value holds a control character (RFC 9110 5.5)")
+    return text.encode()
