@@ -64,7 +64,11 @@ class HttpConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
         self._future: asyncio.Future[Answer] | None = None
+        #: One timer for the exchanges one after another (see :meth:`exchange`), and when the
+        #: current one expires.
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._expires = 0.0
         self.closed = False
         #: Exchanges completed on this connection (a reused one may have been closed by its
         #: peer meanwhile: see :class:`ConnectionLost`).
@@ -104,7 +108,15 @@ class HttpConnection(asyncio.Protocol):
         self._future = future
         self._keep_alive = False
         self._reset(keep)
-        self._timer = loop.call_at(expires, self._expired)
+        # A timer started and cancelled for every exchange cost more than the rest of the
+        # exchange's bookkeeping: one timer serves the connection's exchanges one after another,
+        # and when it fires it waits on for the exchange under way (if any) or stops.
+        self._expires = expires
+        if self._timer is None or expires < self._timer_at:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_at(expires, self._check)
+            self._timer_at = expires
         transport.write(data)
         return future
 
@@ -114,8 +126,15 @@ class HttpConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def _expired(self) -> None:
+    def _check(self) -> None:
         self._timer = None
+        if self._future is None:
+            return  # idle: the next exchange starts the timer again
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._expires:
+            self._timer = loop.call_at(self._expires, self._check)
+            self._timer_at = self._expires
+            return
         self._fail(TimeoutError())
         if self.transport is not None:
             self.transport.abort()
@@ -155,6 +174,9 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._future is not None:
             if self._in_body and self._to_close:
                 self._complete()  # RFC 9112 6.3: the close ends an answer without a length
@@ -212,9 +234,6 @@ class HttpConnection(asyncio.Protocol):
 
     def _complete(self) -> None:
         future, self._future = self._future, None
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         self.served += 1
         if future is not None and not future.done():
             body = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)

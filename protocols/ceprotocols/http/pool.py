@@ -143,11 +143,12 @@ class Pool:
             self.discard(connection)
             return
         origin = connection.origin
-        for entry in self._waiters:
-            if entry[0] == origin and not entry[1].done():
-                self._waiters.remove(entry)
-                entry[1].set_result(connection)
-                return
+        if self._waiters:
+            for entry in self._waiters:
+                if entry[0] == origin and not entry[1].done():
+                    self._waiters.remove(entry)
+                    entry[1].set_result(connection)
+                    return
         loop = asyncio.get_running_loop()
         connection.idle_since = loop.time()
         self._idle.setdefault(origin, []).append(connection)

@@ -333,3 +333,21 @@ async def test_head_is_refused() -> None:
     with pytest.raises(HttpTransportError, match="HEAD") as info:
         await transport.request("HEAD", "http://127.0.0.1:9/", {}, b"", deadline=5)
     assert info.value.failure is Failure.INVALID
+
+
+async def test_a_shorter_deadline_after_a_longer_one_on_the_same_connection_holds(
+    raw: tuple[RawServer, str],
+) -> None:
+    """One timer serves a connection's exchanges: an exchange whose deadline comes before the
+    timer's still times out at its own deadline."""
+    server, url = raw
+    server.replies = [b"HTTP/1.1 204 No Content\r\n\r\n", b"HANG"]
+    transport = HttpTransport()
+    assert (await transport.request("POST", url, {}, b"", deadline=60)).status == 204
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(HttpTransportError) as info:
+        await transport.request("POST", url, {}, b"", deadline=0.2)
+    assert info.value.timeout
+    assert asyncio.get_running_loop().time() - started < 5  # not the first exchange's 60 s
+    await transport.aclose()
+    assert server.connections == 1
