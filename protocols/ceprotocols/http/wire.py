@@ -1,13 +1,13 @@
 """HTTP/1.1 requests as bytes (RFC 9112), pure: the request line, the header section and
 where a request goes, from a URL, the method and the caller's headers. No IO here.
 
-The request's framing is the transport's: it writes ``Host`` (unless the caller gives one) and
-``Content-Length`` (the body is always whole bytes), and refuses a caller's ``Content-Length``
-or ``Transfer-Encoding`` rather than send a message whose framing the caller could falsify. A
-header name must be a token and a value must not hold a control character other than a tab
-(CR, LF and NUL above all: they would end the header, or the head, early), nor may the method
-or the request target; anything else is refused with :class:`RequestError` before a byte is
-sent.
+The request's framing is the transport's: it writes ``Host`` and ``User-Agent`` (unless the
+caller gives them) and ``Content-Length`` (the body is always whole bytes), and refuses a
+caller's ``Content-Length`` or ``Transfer-Encoding`` rather than send a message whose framing
+the caller could falsify. A header name must be a token and a value must not hold a control
+character other than a tab (CR, LF and NUL above all: they would end the header, or the head,
+early), nor may the method or the request target; anything else is refused with
+:class:`RequestError` before a byte is sent.
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: Header names the transport writes itself (lower case).
 _FRAMING = frozenset({"content-length", "transfer-encoding"})
+#: What in the caller's header names (lower case, run together) asks for a closer look: those
+#: names, and those whose own field a caller's replaces.
+_SPECIAL = ("content-length", "transfer-encoding", "host", "user-agent")
+#: The ``User-Agent`` field, unless the caller gives one.
+_AGENT = "User-Agent: ceprotocols\r\n"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -97,20 +102,23 @@ def request_head(method: str, target: Target, headers: Mapping[str, str], length
             raise RequestError("a header name holds a control character (RFC 9110 5.5)")
         raise RequestError(f"a header name or the method {method!r} is not a token (RFC 9110 5.6.2)")
     lowered = names.lower()
-    special = "host" in lowered or "content-length" in lowered or "transfer-encoding" in lowered
-    lines = [method, " ", target.path, " HTTP/1.1\r\n"]
-    host = True
-    if special or target.authorization is not None:
+    host = agent = True
+    if any(word in lowered for word in _SPECIAL) or target.authorization is not None:
         for name in headers:
             low = name.lower()
             if low in _FRAMING:
                 raise RequestError(f"{name} is written by the transport, not given by the caller")
             host = host and low != "host"
+            agent = agent and low != "user-agent"
+    lines = [method, " ", target.path, " HTTP/1.1\r\n"]
     for name, value in headers.items():
         lines += (name, ": ", value, "\r\n")
     count = len(headers) + 3  # the request line, Content-Length and the empty line
     if host:
         lines += ("Host: ", target.authority, "\r\n")
+        count += 1
+    if agent:
+        lines.append(_AGENT)
         count += 1
     if target.authorization is not None and "authorization" not in (n.lower() for n in headers):
         lines += ("Authorization: ", target.authorization, "\r\n")

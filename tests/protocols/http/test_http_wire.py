@@ -41,13 +41,14 @@ def test_the_head_holds_the_request_as_given() -> None:
         ("x-tab", "a\tb"),
         ("x-text", "ünï"),
         ("Host", "127.0.0.1:8080"),
+        ("User-Agent", "ceprotocols"),
         ("Content-Length", "4"),
     ]
 
 
-def test_a_given_host_replaces_the_urls_and_the_default_port_is_left_out() -> None:
-    head = request_head("PUT", target_of("https://example.com/"), {"host": "other"}, 0)
-    assert head == b"PUT / HTTP/1.1\r\nhost: other\r\nContent-Length: 0\r\n\r\n"
+def test_a_given_host_and_agent_replace_the_transports_and_the_default_port_is_left_out() -> None:
+    head = request_head("PUT", target_of("https://example.com/"), {"host": "other", "User-Agent": "u"}, 0)
+    assert head == b"PUT / HTTP/1.1\r\nhost: other\r\nUser-Agent: u\r\nContent-Length: 0\r\n\r\n"
     assert target_of("https://[::1]/p").authority == "[::1]"
 
 
@@ -98,4 +99,6 @@ def test_any_headers_are_written_exactly_or_refused(headers: dict[str, str]) -> 
     parsed = _Parsed(head)
     assert parsed.complete
     assert parsed.headers[: len(headers)] == list(headers.items())
-    assert [n for n, _ in parsed.headers[len(headers) :]] == ["Host", "Content-Length"]
+    given = {n.lower() for n in headers}
+    own = [n for n in ("Host", "User-Agent") if n.lower() not in given] + ["Content-Length"]
+    assert [n for n, _ in parsed.headers[len(headers) :]] == own
