@@ -28,6 +28,10 @@ class _Handler(MessagingHandler):
         event.container.selectable(self.peer.injector)
         self.peer.ready.set()
 
+    def on_connection_bound(self, event: Event) -> None:
+        if self.peer.idle_timeout is not None and event.transport is not None:
+            event.transport.idle_timeout = self.peer.idle_timeout
+
     def on_link_opening(self, event: Event) -> None:
         self._refuse(event)
 
@@ -67,11 +71,20 @@ class _Handler(MessagingHandler):
 
 class AmqpPeer:
     """``plan(n)`` is the action for the n-th message received (from 0); ``detach_with``, if
-    given, is the condition every sending link is detached with right after its attach."""
+    given, is the condition every sending link is detached with right after its attach;
+    ``idle_timeout``, if given, the seconds of silence after which the peer gives a connection up
+    (announced in its ``open`` frame: the other side must send a frame at least that often)."""
 
-    def __init__(self, plan: Callable[[int], Action], *, detach_with: str | None = None) -> None:
+    def __init__(
+        self,
+        plan: Callable[[int], Action],
+        *,
+        detach_with: str | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
         self.plan = plan
         self.detach_with = detach_with
+        self.idle_timeout = idle_timeout
         self.port = free_port()
         self.received: list[Action] = []
         self.ready = threading.Event()

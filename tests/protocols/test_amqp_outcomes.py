@@ -139,3 +139,26 @@ async def test_a_detached_link_fails_its_sends_with_the_peers_condition(conditio
         assert result.retryable is not final
         assert isinstance(result, DeliveryRejected if final else TargetUnreachable)
     assert broken
+
+
+async def test_a_quiet_connection_keeps_the_peers_idle_timeout() -> None:
+    """A peer that gives a connection up after 0.2 s of silence still has it after a second
+    without sends: the connection writes the empty frames the peer's ``idle-time-out`` asks for."""
+    with AmqpPeer(lambda n: "accept", idle_timeout=0.2) as peer:
+        connection = await AmqpConnection(peer.url, None).open(10.0)
+        settings = _settings(peer.url)
+        try:
+            await connection.send(settings, amqp_binding.to_binary(make_event()), 10.0)
+            await asyncio.sleep(1.0)
+            await connection.send(settings, amqp_binding.to_binary(make_event()), 10.0)
+            assert not connection.broken
+        finally:
+            await connection.close()
+    assert peer.received == ["accept", "accept"]
+
+
+async def test_amqps_to_a_peer_without_tls_fails_as_unreachable() -> None:
+    """``amqps`` puts proton's TLS layer on the connection: against a peer that does not speak
+    TLS, the open fails as unreachable (retryable), not as a refusal of the credentials."""
+    with AmqpPeer(lambda n: "accept") as peer, pytest.raises(TargetUnreachable):
+        await AmqpConnection(peer.url.replace("amqp://", "amqps://"), None).open(5.0)
