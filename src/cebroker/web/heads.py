@@ -35,6 +35,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from cebroker.web.corked import CorkedTransport
+from cebroker.web.deadline import Deadline
 from cebroker.web.direct import DirectRoute
 
 #: After a refusal: how much more of the request is read and dropped, and for how long, before
@@ -115,9 +116,8 @@ class HeadGuard:
         #: meanwhile closes the connection without an answer that would cut into it).
         self._busy = busy
         self._transport: asyncio.Transport | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        #: When the current head began (the event loop's clock), None between heads.
-        self._since: float | None = None
+        #: The current head's clock: it runs from the head's first byte to its end.
+        self._clock = Deadline(loop, limits.timeout, self._expired)
         self._linger: asyncio.TimerHandle | None = None
         self._dropped = 0
         #: Bytes of the current head received so far (0: none of it yet).
@@ -130,29 +130,20 @@ class HeadGuard:
         self.arm()
 
     def arm(self) -> None:
-        """Start the head's clock, unless it runs already.
-
-        One timer serves the heads of a kept-alive connection one after the other: a head that
-        completes only stops the clock, and the timer, when it fires, waits on for a head begun
-        since (for what is left of that head's time) or ends. Starting and cancelling a timer
-        per request cost more than a small event's validation.
-        """
-        if self._since is None and not self.refused:
-            self._since = self._loop.time()
-            if self._timer is None:
-                self._timer = self._loop.call_later(self.limits.timeout, self._check)
+        """Start the head's clock, unless it runs already (one timer serves the heads of a
+        kept-alive connection one after the other: see `Deadline`)."""
+        if not self.refused:
+            self._clock.start()
 
     def complete(self) -> None:
         """The head arrived whole: stop its clock and its count."""
-        self._since = None
+        self._clock.stop()
         self.received = 0
 
     def closed(self) -> None:
         """The connection is gone: stop every timer."""
-        self.complete()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._clock.cancel()
+        self.received = 0
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
@@ -211,18 +202,9 @@ class HeadGuard:
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
 
-    def _check(self) -> None:
-        self._timer = None
-        since = self._since
-        if since is None or self.refused:
-            return  # no head under way: the next one starts a timer
-        left = since + self.limits.timeout - self._loop.time()
-        if left > 0:
-            self._timer = self._loop.call_later(left, self._check)
-            return
-        self._expired()
-
     def _expired(self) -> None:
+        if self.refused:
+            return
         if self.received:
             self.refuse(
                 408,

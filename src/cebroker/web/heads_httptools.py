@@ -21,6 +21,7 @@ from uvicorn._types import ASGI3Application
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 
 from cebroker.web.corked import CorkedTransport
+from cebroker.web.deadline import Deadline
 from cebroker.web.direct import BODY_HELD, RawHeaders
 from cebroker.web.heads import LINE_OVERHEAD, HeadGuard, direct_of, limits_of
 
@@ -46,10 +47,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._held: _Held | None = None
         #: This connection's last direct answer, written again while it stays the same.
         self.last_answer: _Made | None = None
-        # The keep-alive clock: when the connection last fell idle (None: a request is under
-        # way), and its one timer (see on_response_complete).
-        self._idle_since: float | None = None
-        self._idle_timer: asyncio.TimerHandle | None = None
+        # The keep-alive clock: it runs while the connection is idle (see on_response_complete).
+        self._idle = Deadline(self.loop, self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
     def _responding(self) -> bool:
         return self.cycle is not None and not self.cycle.response_complete
@@ -63,9 +62,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.guard.closed()
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
+        self._idle.cancel()
         held, self._held = self._held, None
         super().connection_lost(exc)
         if held is not None:
@@ -164,9 +161,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         # uvicorn's, but with one keep-alive timer per connection instead of a call_later and a
-        # cancel per request (about 2 us each on uvloop): an answer only starts the idle clock,
-        # and the timer, when it fires, closes the connection if it has been idle for the whole
-        # timeout since its last answer, or waits for what is left of it.
+        # cancel per request (see Deadline): an answer only starts the idle clock, which closes
+        # the connection once it has been idle for the whole timeout since its last answer.
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return
@@ -176,25 +172,12 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
             return
-        self._idle_since = self.loop.time()
-        if self._idle_timer is None:
-            self._idle_timer = self.loop.call_later(self.timeout_keep_alive, self._idle_check)
+        self._idle.start()
 
     def _unset_keepalive_if_required(self) -> None:
         # Data arrived (or the connection ends): the connection is no longer idle.
-        self._idle_since = None
+        self._idle.stop()
         super()._unset_keepalive_if_required()
-
-    def _idle_check(self) -> None:
-        self._idle_timer = None
-        since = self._idle_since
-        if since is None:
-            return  # a request came since: its answer starts the clock again
-        left = since + self.timeout_keep_alive - self.loop.time()
-        if left > 0:
-            self._idle_timer = self.loop.call_later(left, self._idle_check)
-            return
-        self.timeout_keep_alive_handler()
 
     def start_held(self, held: _Held) -> None:
         """Start the app for a held request: the direct route left or declined it, its body

@@ -66,6 +66,8 @@ class Checkpointer:
         self._limit = limit
         #: The WAL's frames at the previous round (-1: none yet), to tell a quiet writer.
         self._frames = -1
+        #: Bytes of one WAL frame (a page and its header), once read.
+        self._frame_size: int | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._wanted = threading.Event()
@@ -126,10 +128,12 @@ class Checkpointer:
         except sqlite3.Error as exc:  # e.g. busy: the next round catches up
             log.debug("WAL checkpoint skipped: %s", exc)
 
-    @staticmethod
-    def _frame_bytes(conn: sqlite3.Connection) -> int:
-        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
-        return int(page_size) + FRAME_HEADER
+    def _frame_bytes(self, conn: sqlite3.Connection) -> int:
+        # Read once: a database in WAL mode cannot change its page size.
+        if self._frame_size is None:
+            (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+            self._frame_size = int(page_size) + FRAME_HEADER
+        return self._frame_size
 
     def between_writes(self, conn: sqlite3.Connection) -> None:
         """Run by the writer's thread between two transactions: start the WAL over if this
