@@ -117,6 +117,8 @@ class AmqpConnection:
         self._opened: asyncio.Future[None] | None = None
         self._links: dict[_LinkKey, _OpenLink] = {}
         self._last: tuple[AmqpSettings, _OpenLink] | None = None
+        #: Unnamed links are named container-address-n: a link's name is unique on its connection.
+        self._names = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self.broken = False
@@ -212,7 +214,7 @@ class AmqpConnection:
         found = self._links.get(key)
         if found is None:
             name = (
-                settings.link_name or f"{stream.connection.container}-{settings.address}-{len(self._links)}"
+                settings.link_name or f"{stream.connection.container}-{settings.address}-{next(self._names)}"
             )
             link = stream.session.sender(name)
             link.target.address = settings.address
