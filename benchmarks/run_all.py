@@ -59,8 +59,8 @@ BENCHES = (
         "delivery",
         "HTTP push deliveries to a local sink",
         "bench_delivery.py",
-        ("--events", "20000"),
-        ("--events", "5000"),
+        ("--events", "20000", "--rounds", "3"),
+        ("--events", "5000", "--rounds", "1"),
     ),
     Bench(
         "latency",
