@@ -8,10 +8,12 @@ import asyncio
 
 import pytest
 from ceprotocols.amqp import binding as amqp_binding
+from ceprotocols.amqp import deliveries
 from ceprotocols.amqp.connection import AmqpConnection
 from ceprotocols.amqp.settings import SCHEMES, AmqpSettings, parse_settings
 from ceprotocols.endpoint import sink_endpoint
 from ceprotocols.errors import DeliveryError, DeliveryRejected, DeliveryTimeout, TargetUnreachable
+from proton import Connection, Transport
 
 from protocols.amqp_peer import Action, AmqpPeer
 from protocols.ce_samples import make_event
@@ -184,3 +186,25 @@ async def test_a_cancelled_send_leaves_the_others_their_outcomes() -> None:
             assert not connection.broken
         finally:
             await connection.close()
+
+
+def test_deliveries_through_protons_c_api_are_the_links_own() -> None:
+    """The deliveries made through proton's C API are the link's: each one ended by the
+    advance, held until the peer's credit comes, without an outcome until the peer settles it,
+    and no longer the link's unsettled once settled on our side."""
+    connection = Connection()
+    Transport().bind(connection)
+    link = connection.session().sender("s")
+    started = []
+    for n in range(3):
+        delivery = deliveries.start(link, str(n + 1))
+        link.stream(f"message {n}".encode())
+        deliveries.advance(link)
+        started.append(delivery)
+    assert link.queued == 3  # (no credit yet: proton holds them, in order)
+    assert link.unsettled == 3
+    assert [deliveries.settled(d) for d in started] == [False] * 3
+    assert [deliveries.remote_state(d) for d in started] == [0] * 3
+    assert link.current is None  # (every one advanced)
+    deliveries.settle(started[0])
+    assert link.unsettled == 2

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from proton import Delivery, Endpoint, Link, Message, ProtonException, Sender, symbol
 from proton import timestamp as amqp_timestamp
 
-from ceprotocols.amqp import wire
+from ceprotocols.amqp import deliveries, wire
 from ceprotocols.amqp.binding import AmqpMessage, Timestamp
 from ceprotocols.amqp.engine import ProtonStream, StreamClosed
 from ceprotocols.amqp.settings import SCHEMES, AmqpSettings
@@ -79,7 +79,7 @@ def outcome_error(state: int, where: str) -> DeliveryRejected:
 
 
 class _Unsettled(NamedTuple):  # (a tuple: one is made for every message)
-    delivery: Delivery
+    delivery: deliveries.Handle
     future: asyncio.Future[None]
     deadline: float
 
@@ -174,15 +174,15 @@ class AmqpConnection:
             stream.flush_soon()  # (the attach)
             await self._credit(opened, within)
         try:
-            delivery = link.delivery(str(next(opened.tags)))
+            delivery = deliveries.start(link, str(next(opened.tags)))
             link.stream(payload)
-            link.advance()
+            deliveries.advance(link)
         except ProtonException as exc:
             self.broken = True
             raise TargetUnreachable(f"AMQP {self.url}{settings.address}: {exc}") from exc
         stream.flush_soon()
         if opened.settles_at_once:
-            delivery.settle()
+            deliveries.settle(delivery)
             return
         loop = asyncio.get_running_loop()
         future = loop.create_future()
@@ -251,8 +251,8 @@ class AmqpConnection:
             # without asking the others. When the front is not settled, the others are looked
             # at: a delivery settled out of order is not kept waiting for those before it.
             if unsettled:
-                if unsettled[0].delivery.settled:
-                    while unsettled and unsettled[0].delivery.settled:
+                if deliveries.settled(unsettled[0].delivery):
+                    while unsettled and deliveries.settled(unsettled[0].delivery):
                         self._settled(link, unsettled.popleft())
                 else:
                     self._sweep(link, None)
@@ -265,8 +265,8 @@ class AmqpConnection:
 
     def _settled(self, link: _OpenLink, item: _Unsettled) -> None:
         delivery = item.delivery
-        state = delivery.remote_state
-        delivery.settle()
+        state = deliveries.remote_state(delivery)
+        deliveries.settle(delivery)
         if item.future.done():  # (the send was cancelled)
             return
         if state == Delivery.ACCEPTED:
@@ -349,10 +349,10 @@ class AmqpConnection:
         kept: deque[_Unsettled] = deque()
         earliest: float | None = None
         for item in link.unsettled:
-            if item.delivery.settled:
+            if deliveries.settled(item.delivery):
                 self._settled(link, item)
             elif now is not None and item.deadline <= now:
-                item.delivery.settle()  # (its outcome no longer counts)
+                deliveries.settle(item.delivery)  # (its outcome no longer counts)
                 if not item.future.done():
                     item.future.set_exception(
                         DeliveryTimeout(
