@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
-from proton import Condition, Endpoint, Event
+from proton import Condition, Endpoint, Event, SSLDomain
 from proton.handlers import MessagingHandler
 from proton.reactor import ApplicationEvent, Container, EventInjector
 from servers.base import free_port
@@ -24,7 +25,11 @@ class _Handler(MessagingHandler):
         self.peer = peer
 
     def on_start(self, event: Event) -> None:
-        event.container.listen(f"127.0.0.1:{self.peer.port}")
+        domain = None
+        if self.peer.tls is not None:  # (certificate, key)
+            domain = SSLDomain(SSLDomain.MODE_SERVER)
+            domain.set_credentials(str(self.peer.tls[0]), str(self.peer.tls[1]), None)
+        event.container.listen(f"127.0.0.1:{self.peer.port}", ssl_domain=domain)
         event.container.selectable(self.peer.injector)
         self.peer.ready.set()
 
@@ -73,7 +78,8 @@ class AmqpPeer:
     """``plan(n)`` is the action for the n-th message received (from 0); ``detach_with``, if
     given, is the condition every sending link is detached with right after its attach;
     ``idle_timeout``, if given, the seconds of silence after which the peer gives a connection up
-    (announced in its ``open`` frame: the other side must send a frame at least that often)."""
+    (announced in its ``open`` frame: the other side must send a frame at least that often);
+    ``tls``, if given, the certificate and key files of a TLS listener (``amqps``)."""
 
     def __init__(
         self,
@@ -81,7 +87,9 @@ class AmqpPeer:
         *,
         detach_with: str | None = None,
         idle_timeout: float | None = None,
+        tls: tuple[Path, Path] | None = None,
     ) -> None:
+        self.tls = tls
         self.plan = plan
         self.detach_with = detach_with
         self.idle_timeout = idle_timeout

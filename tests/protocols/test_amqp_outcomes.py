@@ -5,6 +5,8 @@ link, against proton's own container as the peer (``amqp_peer``)."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+from pathlib import Path
 
 import pytest
 from ceprotocols.amqp import binding as amqp_binding
@@ -208,3 +210,35 @@ def test_deliveries_through_protons_c_api_are_the_links_own() -> None:
     assert link.current is None  # (every one advanced)
     deliveries.settle(started[0])
     assert link.unsettled == 2
+
+
+@pytest.fixture
+def certificate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A self-signed certificate for ``localhost`` (and 127.0.0.1), trusted by TLS clients made
+    from now on through ``SSL_CERT_FILE`` (OpenSSL's default verify paths)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    return cert, key
+
+
+async def test_amqps_checks_the_peers_certificate_against_the_sinks_name(
+    certificate: tuple[Path, Path],
+) -> None:
+    """``amqps`` to the checked address keeps the sink's name for TLS: a certificate for that
+    name is accepted and messages are delivered; one for another name is refused (unreachable)."""
+    with AmqpPeer(lambda n: "accept", tls=certificate) as peer:
+        url = peer.url.replace("amqp://", "amqps://")
+        connection = await AmqpConnection(url, None, virtual_host="localhost").open(10.0)
+        try:
+            await connection.send(_settings(peer.url), amqp_binding.to_binary(make_event()), 10.0)
+        finally:
+            await connection.close()
+        with pytest.raises(TargetUnreachable):
+            await AmqpConnection(url, None, virtual_host="other.example").open(10.0)
+    assert peer.received == ["accept"]
