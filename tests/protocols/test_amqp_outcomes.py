@@ -146,14 +146,14 @@ async def test_a_detached_link_fails_its_sends_with_the_peers_condition(conditio
 
 
 async def test_a_quiet_connection_keeps_the_peers_idle_timeout() -> None:
-    """A peer that gives a connection up after 0.2 s of silence still has it after a second
+    """A peer that gives a connection up after 0.5 s of silence still has it after 2 s
     without sends: the connection writes the empty frames the peer's ``idle-time-out`` asks for."""
-    with AmqpPeer(lambda n: "accept", idle_timeout=0.2) as peer:
+    with AmqpPeer(lambda n: "accept", idle_timeout=0.5) as peer:
         connection = await AmqpConnection(peer.url, None).open(10.0)
         settings = _settings(peer.url)
         try:
             await connection.send(settings, amqp_binding.to_binary(make_event()), 10.0)
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(2.0)
             await connection.send(settings, amqp_binding.to_binary(make_event()), 10.0)
             assert not connection.broken
         finally:
