@@ -1,6 +1,6 @@
 """ceprotocols' exception hierarchy; every client library's exception is translated into these
 inside the adapter that called it, so callers never see paho, proton, confluent-kafka, nats or
-aiohttp exceptions::
+httptools exceptions::
 
     ProtocolError
     ├── BindingError (ValueError)   a message is not a valid CloudEvent for its binding

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from ceprotocols.amqp import binding as amqp_binding
 from ceprotocols.amqp.connection import AmqpConnection
+from ceprotocols.amqp.engine import ProtonStream
 from ceprotocols.amqp.settings import SCHEMES, parse_settings
 from ceprotocols.endpoint import sink_endpoint
 from ceprotocols.kafka.producer import KafkaProducer
@@ -130,27 +131,29 @@ async def test_kafka_record_key_from_the_key_attribute(tansu: TansuServer) -> No
         await consumer.close()
 
 
-def _count_groups(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The size of every group of sends the AMQP connection writes, from now on."""
-    groups: list[int] = []
-    send_group = AmqpConnection._send_group
+def _count_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size in bytes of every write of an AMQP connection's frames, from now on."""
+    writes: list[int] = []
+    flush = ProtonStream.flush
 
-    def counted(self: AmqpConnection, group: list[Any]) -> list[Exception | None]:
-        groups.append(len(group))
-        return send_group(self, group)
+    def counted(self: ProtonStream) -> None:
+        pending = self.transport.pending()
+        if pending > 0:
+            writes.append(pending)
+        flush(self)
 
-    monkeypatch.setattr(AmqpConnection, "_send_group", counted)
-    return groups
+    monkeypatch.setattr(ProtonStream, "flush", counted)
+    return writes
 
 
 @pytest.mark.amqp
-async def test_amqp_sends_arriving_over_several_turns_share_one_group(
+async def test_amqp_sends_of_one_turn_go_out_in_one_write(
     rabbitmq: RabbitMQServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Sends that reach the connection over a few turns of the event loop (as a window's
-    successors do after a group settles) are written and awaited as one group, not one round
-    trip each; every one still gets its own outcome."""
-    groups = _count_groups(monkeypatch)
+    """Sends made in one turn of the event loop (a window's) are written together, one write
+    for all of them instead of one round trip each; sends that arrive over a few turns (as a
+    window's successors do after its outcomes) take one write per turn, none waiting for
+    another's outcome; every one still gets its own outcome."""
     queue = f"/queue/{unique_name()}"
     settings = parse_settings({"address": queue}, sink_endpoint(rabbitmq.url, schemes=SCHEMES))
     connection = await AmqpConnection(rabbitmq.url, None).open(10.0)
@@ -162,9 +165,14 @@ async def test_amqp_sends_arriving_over_several_turns_share_one_group(
         await connection.send(settings, amqp_binding.to_binary(make_event()), 10.0)
 
     try:
+        await send(0)  # (the link attached)
+        writes = _count_writes(monkeypatch)
+        await asyncio.gather(*(send(0) for _ in range(16)))
+        assert len(writes) == 1
+        writes.clear()
         await asyncio.gather(*(send(n) for n in range(16)))
-        assert groups == [16]
-        assert len(await consumer.receive(16)) == 16
+        assert 1 <= len(writes) <= 4
+        assert len(await consumer.receive(33)) == 33
     finally:
         await consumer.close()
         await connection.close()
@@ -174,10 +182,10 @@ async def test_amqp_sends_arriving_over_several_turns_share_one_group(
 async def test_amqp_one_group_of_sends_to_two_links_reaches_each_queue(
     rabbitmq: RabbitMQServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A group whose sends alternate between two links (one settled when sent, one settled by the
-    peer) writes each message on its own link: a group looks up a link once for the sends that
-    follow one another with the same settings, and again when they change."""
-    groups = _count_groups(monkeypatch)
+    """Sends of one turn that alternate between two links (one settled when sent, one settled by
+    the peer) go out in one write, each message on its own link: the link is looked up once for
+    the sends that follow one another with the same settings, and again when they change."""
+    writes = _count_writes(monkeypatch)
     endpoint = sink_endpoint(rabbitmq.url, schemes=SCHEMES)
     queues = [f"/queue/{unique_name()}", f"/queue/{unique_name()}"]
     settings = [
@@ -188,6 +196,11 @@ async def test_amqp_one_group_of_sends_to_two_links_reaches_each_queue(
     consumers = [await AmqpConsumer().start(rabbitmq.url, queue) for queue in queues]
     events = [make_event() for _ in range(12)]
     try:
+        # Both links opened first: a send on a link settled when sent waits for its credit.
+        await connection.send(settings[0], amqp_binding.to_binary(make_event()), 10.0)
+        await connection.send(settings[1], amqp_binding.to_binary(make_event()), 10.0)
+        await asyncio.sleep(0)  # (a settled send returns before its write, due at the turn's end)
+        writes.clear()
         # 0, 0, 1, 1, 0, 1, ...: runs of one link and single sends between them.
         links = [0, 0, 1, 1, 0, 1, 0, 1, 1, 1, 0, 0]
         await asyncio.gather(
@@ -196,11 +209,12 @@ async def test_amqp_one_group_of_sends_to_two_links_reaches_each_queue(
                 for link, event in zip(links, events, strict=True)
             )
         )
-        assert groups == [12]
+        assert len(writes) == 1
         for which, consumer in enumerate(consumers):
             wanted = {e["id"] for link, e in zip(links, events, strict=True) if link == which}
-            received = await consumer.receive(len(wanted))
-            assert {r.event["id"] for r in received} == wanted
+            received = await consumer.receive(len(wanted) + 1)
+            assert {r.event["id"] for r in received} - wanted == {received[0].event["id"]}
+            assert wanted <= {r.event["id"] for r in received}
     finally:
         for consumer in consumers:
             await consumer.close()

@@ -66,7 +66,7 @@ def destination(case: ProtocolCase, sink: str, name: str = "refused", timeout: f
 
 
 def connections(sender: Sender) -> int:
-    """Connections the sender holds (HTTP pools inside aiohttp and has no such count)."""
+    """Connections the sender holds (HTTP pools inside its transport and has no such count)."""
     return int(getattr(sender, "connections", 0))
 
 

@@ -28,7 +28,17 @@ def test_registry_names_are_the_subscription_protocols() -> None:
             ["ceprotocols.nats.sender", "ceprotocols.nats.client", "ceprotocols.nats.flusher"],
             "nats",
         ),
-        ("AMQP", "proton", ["ceprotocols.amqp.sender", "ceprotocols.amqp.connection"], "amqp"),
+        (
+            "AMQP",
+            "proton",
+            [
+                "ceprotocols.amqp.sender",
+                "ceprotocols.amqp.connection",
+                "ceprotocols.amqp.engine",
+                "ceprotocols.amqp.deliveries",
+            ],
+            "amqp",
+        ),
     ],
 )
 def test_missing_client_library_names_the_extra(

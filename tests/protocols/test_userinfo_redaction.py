@@ -51,7 +51,7 @@ def test_a_sink_that_does_not_parse_is_named_without_its_userinfo(userinfo: str)
 
 @pytest.mark.parametrize("userinfo", USERINFOS)
 async def test_http_transport_errors_leave_the_userinfo_out(userinfo: str) -> None:
-    """A refused connection, and a URL aiohttp cannot use, through the real aiohttp client."""
+    """A refused connection, and a URL the transport cannot use, through the real transport."""
     transport = HttpTransport()
     try:
         for url, kind in (

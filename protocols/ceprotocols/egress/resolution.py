@@ -64,7 +64,7 @@ async def system_resolver(host: str, port: int, /) -> Sequence[IPAddress]:
 def destination_hosts(url_or_host: str) -> list[tuple[str, int]]:
     """Every ``(host, port)`` a sink URL (or a bare host) names, as the senders parse it.
 
-    ``http(s)`` URLs are read by yarl, as aiohttp reads them; the other schemes by the
+    ``http(s)`` URLs are read by yarl, as the HTTP transport reads them; the other schemes by the
     senders' own endpoint parser (which accepts ``host:port`` lists for Kafka and NATS).
 
     Raises:

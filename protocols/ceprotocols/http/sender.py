@@ -1,8 +1,7 @@
 """HTTP push delivery: the :class:`ceprotocols.sender.Sender` for ``protocol: HTTP``.
 
-Deliveries, token refreshes and validation handshakes go over one :class:`HttpTransport` (an
-aiohttp session whose keep-alive connections are pooled per origin and shared by every
-subscription). Protocol settings:
+Deliveries, token refreshes and validation handshakes go over one :class:`HttpTransport` (its
+kept-alive connections are pooled per origin and shared by every subscription). Protocol settings:
 ``method`` (default ``POST``), ``headers`` (copied into every request) and ``contentmode``
 (``binary``, the default, ``structured``, or ``batch``: :meth:`HttpSender.deliver_batch` sends
 several events as one ``application/cloudevents-batch+json`` array, and a single event goes
@@ -127,7 +126,7 @@ class HttpSender:
         # The common delivery (binary mode; no configured headers, trace context, signature or
         # credential): :meth:`_message`, :meth:`_exchange` and :meth:`_send` inlined, since
         # every resumption of the exchange (its answer read) passes through each frame between
-        # the lane's worker and aiohttp, and the message's parts taken as they are (the headers
+        # the lane's worker and the transport, and the message's parts taken as they are (the headers
         # are a dict made for this request).
         try:
             headers, body = binary_parts(event)
@@ -225,7 +224,7 @@ class HttpSender:
             headers["WebHook-Request-Origin"] = self._gate.origin
         if signing is not None:
             # Signed once admitted (a rate cap may have made us wait): the timestamp is the
-            # attempt's. The signature covers these bytes, which aiohttp sends unchanged;
+            # attempt's. The signature covers these bytes, which the transport sends unchanged;
             # same-named headers from the settings would contradict it.
             headers = {k: v for k, v in headers.items() if k.lower() not in SIGNATURE_HEADERS}
             headers.update(signing(message.body, int(time.time())))

@@ -1,39 +1,45 @@
-"""The HTTP client of push delivery: a thin adapter over :class:`aiohttp.ClientSession`.
+"""The HTTP client of push delivery: HTTP/1.1 over kept-alive connections, pooled by origin.
 
-One session per sender, with one :class:`aiohttp.TCPConnector` pool shared by every
-subscription: keep-alive connections per origin, ``limit``/``limit_per_host`` caps, TLS for
-``https``. aiohttp's C-accelerated parser reads responses (``Content-Length``, ``chunked`` or
-close-delimited bodies, interim ``1xx``) and its writer refuses header values that would
-inject a line break. What this module adds is the delivery policy:
+One transport per sender, with one :class:`~.pool.Pool` shared by every subscription: kept-alive
+connections per origin, ``limit``/``limit_per_host`` caps, TLS for ``https``. httptools (the
+llhttp parser, in C) reads answers (``Content-Length``, ``chunked`` or close-delimited bodies,
+interim ``1xx``: :mod:`.connection`), and requests are written by :mod:`.wire`, which refuses a
+header that would inject a line break. The client is built on the parser rather than on a
+general-purpose client library because an exchange is most of what a delivery costs: aiohttp's
+session spent about four times this client's CPU on the same exchange (docs/performance.md,
+"HTTP delivery"). What this module adds is the delivery policy:
 
-* redirects are never followed (HTTP 1.1 Web Hooks for Event Delivery, section 2.2);
+* redirects are never followed (HTTP 1.1 Web Hooks for Event Delivery, section 2.2): a
+  redirect is the answer;
 * one total timeout per exchange (pool wait, connect, request and the whole response);
 * the response body is read up to :data:`BODY_KEEP` bytes (a prefix for dead letters), the rest
   is read and dropped as it arrives so the connection can be reused without buffering it;
 * no cookies are kept (two subscriptions to the same host must not share state), no proxy is
-  taken from the environment, and the response is not decompressed (none is asked for);
-* every aiohttp exception becomes :class:`HttpTransportError` with a :class:`Failure` kind, so
-  callers never see aiohttp (nor the user information of the URL, which its message leaves
-  out); :func:`delivery_error` turns that into the ceprotocols error.
+  taken from the environment, and nothing asks for a compressed answer;
+* a request sent on a kept-alive connection that its peer closed before answering anything
+  (it closed the idle connection as the request went out) is sent once more, on a new
+  connection; any other failure is the caller's to retry;
+* every failure becomes :class:`HttpTransportError` with a :class:`Failure` kind, never with a
+  URL's user information in its message; :func:`delivery_error` turns that into the
+  ceprotocols error.
 
-Deliveries, webhook validation handshakes and token refreshes all use the same session, so a
-:class:`~ceprotocols.egress.ConnectGuard` given to the transport checks every one of them: names
-through :class:`~ceprotocols.http.resolver.CheckedResolver`, IP-literal hosts (which aiohttp
-never resolves) here, before the request. A refused address fails with
-:attr:`Failure.REFUSED`, before any connection is opened.
+Deliveries, webhook validation handshakes and token refreshes all use the same pool, so a
+:class:`~ceprotocols.egress.ConnectGuard` given to the transport checks every one of them:
+each new connection goes to the addresses the guard accepted for its host (names and IP
+literals alike), before anything is sent. A refused address fails with
+:attr:`Failure.REFUSED`, and no connection is opened.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-import aiohttp
-from yarl import URL
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from ceprotocols.egress import ConnectGuard
-from ceprotocols.egress.addresses import parse_address
 from ceprotocols.endpoint import redact_text
 from ceprotocols.errors import (
     DeliveryError,
@@ -42,17 +48,14 @@ from ceprotocols.errors import (
     DestinationRefused,
     TargetUnreachable,
 )
-from ceprotocols.http.resolver import CheckedResolver, RefusedAddress
+from ceprotocols.http.connection import Answer, ConnectionLost, HttpConnection, MalformedAnswer
+from ceprotocols.http.pool import Origin, Pool
+from ceprotocols.http.wire import RequestError, Target, request_head, target_of
 
 #: Response body bytes kept (the rest is read and dropped; dead letters keep a prefix only).
 BODY_KEEP = 64 * 1024
-#: Size of the reads that drain a body beyond the kept prefix.
-_DRAIN_CHUNK = 64 * 1024
-#: Headers aiohttp would add on its own and a delivery must not send. ``Content-Type``: an
-#: event without ``datacontenttype`` has none on purpose (a receiver would read a default
-#: ``application/octet-stream`` as the event's ``datacontenttype``). ``Accept-Encoding``: the
-#: body is kept raw, so no compressed answer is asked for.
-_SKIPPED_HEADERS = frozenset({"Content-Type", "Accept-Encoding"})
+#: Sink URLs whose target is kept parsed (a bound on the memory they take).
+_TARGETS_KEPT = 4096
 
 
 class Failure(enum.Enum):
@@ -70,8 +73,8 @@ class Failure(enum.Enum):
 
 
 class HttpTransportError(Exception):
-    """The exchange failed; ``failure`` says how. The message quotes the URL and aiohttp's
-    error, but never a URL's user information (it is stored and logged with the delivery)."""
+    """The exchange failed; ``failure`` says how. The message quotes the URL and the cause,
+    but never a URL's user information (it is stored and logged with the delivery)."""
 
     def __init__(self, message: str, failure: Failure) -> None:
         super().__init__(redact_text(message))
@@ -83,15 +86,28 @@ class HttpTransportError(Exception):
         return self.failure is Failure.TIMEOUT
 
 
-@dataclass(frozen=True, slots=True)
 class HttpResponse:
-    """Status, headers (case-insensitive names) and at most :data:`BODY_KEEP` bytes of body."""
+    """Status, headers (case-insensitive names; the first of repeated fields for ``[]`` and
+    ``get``) and at most :data:`BODY_KEEP` bytes of body; ``truncated`` when the body was
+    longer than the bytes kept (the rest was read and dropped)."""
 
-    status: int
-    headers: Mapping[str, str]
-    body: bytes
-    #: True when the body was longer than the bytes kept (the rest was read and dropped).
-    truncated: bool = False
+    __slots__ = ("_fields", "_headers", "body", "status", "truncated")
+
+    def __init__(
+        self, status: int, fields: list[tuple[str, str]], body: bytes, truncated: bool = False
+    ) -> None:
+        self.status = status
+        self._fields = fields
+        self._headers: CIMultiDictProxy[str] | None = None
+        self.body = body
+        self.truncated = truncated
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The answer's header fields (made when first asked for: most answers need none)."""
+        if self._headers is None:
+            self._headers = CIMultiDictProxy(CIMultiDict(self._fields))
+        return self._headers
 
     @property
     def text(self) -> str:
@@ -100,7 +116,7 @@ class HttpResponse:
 
 
 class HttpTransport:
-    """Sends requests over a pooled aiohttp session, created on first use (it needs the loop).
+    """Sends requests over pooled connections (see the module).
 
     Args:
         max_connections: connections open at once, all origins together (0: no cap).
@@ -110,42 +126,39 @@ class HttpTransport:
             connection from the others, so a caller that bounds its own requests may want none.
         guard: checks every host connected to against a network policy; ``None`` (or an
             unrestricted guard) checks nothing.
+        tls: the TLS context of ``https`` connections (None: the system's trust store and
+            the usual checks, :func:`ssl.create_default_context`).
     """
 
     def __init__(
-        self, *, max_connections: int = 1024, max_per_host: int = 256, guard: ConnectGuard | None = None
+        self,
+        *,
+        max_connections: int = 1024,
+        max_per_host: int = 256,
+        guard: ConnectGuard | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        self._limit = max_connections
-        self._limit_per_host = max_per_host
-        self._guard = guard if guard is not None and guard.restricted else None
-        self._session: aiohttp.ClientSession | None = None
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
-        # URLs whose host the guard has passed: the policy and a URL's literal host never change,
-        # so each sink URL is parsed and checked once rather than on every request.
-        self._passed: set[str] = set()
-
-    def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(
-            limit=self._limit,
-            limit_per_host=self._limit_per_host,
-            resolver=None if self._guard is None else CheckedResolver(self._guard),
+        self._pool = Pool(
+            limit=max_connections,
+            per_host=max_per_host,
+            guard=guard if guard is not None and guard.restricted else None,
+            tls=tls,
         )
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            auto_decompress=False,
-            skip_auto_headers=_SKIPPED_HEADERS,
-            trust_env=False,
-        )
-        return self._session
+        # Each sink URL is parsed once: its target and its pool's key.
+        self._targets: dict[str, tuple[Target, Origin]] = {}
 
-    def _timeout(self, deadline: float) -> aiohttp.ClientTimeout:
-        timeout = self._timeouts.get(deadline)
-        if timeout is None:
-            timeout = aiohttp.ClientTimeout(total=deadline)
-            if len(self._timeouts) < 64:  # a handful of distinct per-subscription timeouts
-                self._timeouts[deadline] = timeout
-        return timeout
+    def _target(self, url: str) -> tuple[Target, Origin]:
+        found = self._targets.get(url)
+        if found is None:
+            try:
+                target = target_of(url)
+            except RequestError as exc:
+                raise HttpTransportError(str(exc), Failure.INVALID) from None
+            found = (target, (target.tls, target.host, target.port))
+            if len(self._targets) >= _TARGETS_KEPT:
+                self._targets.clear()
+            self._targets[url] = found
+        return found
 
     async def request(
         self,
@@ -162,80 +175,57 @@ class HttpTransport:
 
         Raises :class:`HttpTransportError` when it cannot be sent, fails or times out.
         """
-        if self._guard is not None and url not in self._passed:
-            _check_literal(url, self._guard)
-            if len(self._passed) >= _PASSED_KEPT:
-                self._passed.clear()
-            self._passed.add(url)
-        session = self._session or self._open()
+        target, origin = self._target(url)
         try:
-            async with session.request(
-                method,
-                url,
-                headers=headers,
-                data=body,
-                allow_redirects=False,
-                timeout=self._timeout(deadline),
-            ) as response:
-                kept, truncated = await _read_prefix(response.content, keep)
-                return HttpResponse(response.status, response.headers, kept, truncated)
-        except TimeoutError as exc:  # aiohttp's timeout errors derive from it too
-            raise HttpTransportError(f"no answer from {url} within {deadline}s", Failure.TIMEOUT) from exc
-        except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
-            raise HttpTransportError(f"not a usable http(s) URL: {exc}", Failure.INVALID) from exc
-        except aiohttp.ClientConnectorError as exc:
-            if isinstance(exc.os_error, RefusedAddress):  # from CheckedResolver
-                raise HttpTransportError(f"refused: {exc.os_error.reason}", Failure.REFUSED) from None
-            raise HttpTransportError(f"cannot reach {url}: {_describe(exc)}", Failure.UNREACHABLE) from exc
-        except aiohttp.ClientError as exc:
-            raise HttpTransportError(f"cannot reach {url}: {_describe(exc)}", Failure.UNREACHABLE) from exc
-        except ValueError as exc:
-            # aiohttp refuses a header name or value with a control character (CR/LF injection).
-            raise HttpTransportError(f"request to {url} cannot be sent: {exc}", Failure.INVALID) from exc
-        except OSError as exc:
-            raise HttpTransportError(f"cannot reach {url}: {_describe(exc)}", Failure.UNREACHABLE) from exc
+            data = request_head(method, target, headers, len(body)) + body
+        except RequestError as exc:
+            raise HttpTransportError(f"request to {url} cannot be sent: {exc}", Failure.INVALID) from None
+        pool = self._pool
+        expires = asyncio.get_running_loop().time() + deadline
+        for _ in range(2):  # a second time only on a kept-alive connection closed unanswered
+            connection = pool.take(origin) or await self._connect(target, origin, url, deadline, expires)
+            reused = connection.served > 0
+            try:
+                answer: Answer = await connection.exchange(data, keep, expires)
+            except TimeoutError:
+                pool.discard(connection)
+                raise HttpTransportError(_late(url, deadline), Failure.TIMEOUT) from None
+            except ConnectionLost as exc:
+                pool.discard(connection)
+                if reused and not exc.answered:
+                    continue
+                raise HttpTransportError(f"cannot reach {url}: {exc}", Failure.UNREACHABLE) from None
+            except MalformedAnswer as exc:
+                pool.discard(connection)
+                raise HttpTransportError(f"cannot reach {url}: {exc}", Failure.UNREACHABLE) from None
+            except BaseException:
+                pool.discard(connection)  # cancelled: the answer would come to nobody
+                raise
+            pool.give_back(connection)
+            return HttpResponse(answer.status, answer.headers, answer.body, answer.truncated)
+        closed = f"cannot reach {url}: connection closed before any answer"
+        raise HttpTransportError(closed, Failure.UNREACHABLE)
+
+    async def _connect(
+        self, target: Target, origin: Origin, url: str, deadline: float, expires: float
+    ) -> HttpConnection:
+        """A connection for the exchange: the pool's wait and the connect count against its
+        deadline; failures translated."""
+        try:
+            async with asyncio.timeout_at(expires):
+                return await self._pool.connect(target, origin)
+        except TimeoutError:
+            raise HttpTransportError(_late(url, deadline), Failure.TIMEOUT) from None
+        except DestinationRefused as exc:
+            raise HttpTransportError(f"refused: {exc}", Failure.REFUSED) from None
+        except TargetUnreachable as exc:
+            raise HttpTransportError(f"cannot reach {url}: {exc}", Failure.UNREACHABLE) from None
+        except (OSError, ValueError) as exc:  # (ssl's certificate errors are both)
+            raise HttpTransportError(f"cannot reach {url}: {_describe(exc)}", Failure.UNREACHABLE) from None
 
     async def aclose(self) -> None:
-        """Close the session and every pooled connection."""
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
-
-
-#: URLs remembered as passed by the guard (a bound on the memory they take).
-_PASSED_KEPT = 4096
-
-
-def _check_literal(url: str, guard: ConnectGuard) -> None:
-    """Refuse an IP-literal host the policy refuses (aiohttp connects to those unresolved)."""
-    try:
-        host = URL(url).raw_host
-    except (ValueError, TypeError):
-        return  # not a URL: aiohttp refuses it itself, as INVALID
-    literal = None if host is None else parse_address(host)
-    if literal is not None:
-        reason = guard.policy.check_address(literal)
-        if reason is not None:
-            raise HttpTransportError(f"refused: host {reason}", Failure.REFUSED)
-
-
-async def _read_prefix(content: aiohttp.StreamReader, keep: int) -> tuple[bytes, bool]:
-    """Up to ``keep`` bytes of the body, and whether there was more (read and dropped)."""
-    first = await content.read(keep)
-    if not first:
-        return b"", False
-    parts = [first]
-    kept = len(first)
-    while kept < keep:
-        chunk = await content.read(keep - kept)
-        if not chunk:
-            return b"".join(parts), False
-        parts.append(chunk)
-        kept += len(chunk)
-    truncated = False
-    while await content.read(_DRAIN_CHUNK):
-        truncated = True
-    return b"".join(parts), truncated
+        """Close every pooled connection."""
+        self._pool.close()
 
 
 def delivery_error(exc: HttpTransportError, during: str | None = None) -> DeliveryError:
@@ -254,6 +244,10 @@ def delivery_error(exc: HttpTransportError, during: str | None = None) -> Delive
     if exc.failure is Failure.INVALID:
         return DeliveryRejected(message, retryable=False, status="invalid")
     return TargetUnreachable(message)
+
+
+def _late(url: str, deadline: float) -> str:
+    return f"no answer from {url} within {deadline}s"
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,15 +1,19 @@
-"""The delivery transport (an aiohttp adapter) against a raw socket server scripted byte by byte:
-RFC 9112 message body length (Content-Length, chunked coding, close) and persistence, plus the
-delivery policy the adapter adds (body prefix, no redirects, no cookies, one deadline, no
-header injection, errors translated)."""
+"""The delivery transport (HTTP/1.1 over pooled connections) against a raw socket server scripted
+byte by byte: RFC 9112 message body length (Content-Length, chunked coding, close) and
+persistence, the pool's caps and kept-alive connections, TLS, plus the delivery policy (body
+prefix, no redirects, no cookies, one deadline, no header injection, errors translated)."""
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+from ceprotocols.http import pool
 from ceprotocols.http.transport import BODY_KEEP, Failure, HttpTransport, HttpTransportError
+from support.tls import self_signed
 
 
 class RawServer:
@@ -38,6 +42,11 @@ class RawServer:
                 )
                 if reply == b"HANG":
                     await asyncio.sleep(10)
+                if reply == b"CLOSE":  # read, then closed unanswered
+                    break
+                if reply.startswith(b"SLOW "):  # answered 204 after the given seconds
+                    await asyncio.sleep(float(reply.split()[1]))
+                    reply = b"HTTP/1.1 204 No Content\r\n\r\n"
                 writer.write(reply)
                 await writer.drain()
                 if index in self.close_after:
@@ -176,3 +185,169 @@ async def test_timeout_malformed_refused_and_bad_urls(raw: tuple[RawServer, str]
             await transport.request("POST", bad, {}, b"", deadline=5)
         assert info.value.failure is Failure.INVALID
     await transport.aclose()
+
+
+async def test_a_request_on_a_kept_alive_connection_closed_unanswered_goes_again(
+    raw: tuple[RawServer, str],
+) -> None:
+    """The peer closes a kept-alive connection as the next request arrives, answering nothing:
+    the request goes once more, on a new connection (the sink saw it twice: at least once)."""
+    server, url = raw
+    server.replies = [b"HTTP/1.1 204 No Content\r\n\r\n", b"CLOSE"]
+    transport = HttpTransport()
+    assert (await transport.request("POST", url, {}, b"a", deadline=5)).status == 204
+    assert (await transport.request("POST", url, {}, b"b", deadline=5)).status == 204
+    await transport.aclose()
+    assert server.connections == 2
+    assert [r[-1:] for r in server.requests] == [b"a", b"b", b"b"]
+
+
+async def test_a_new_connection_closed_unanswered_fails_without_a_retry(raw: tuple[RawServer, str]) -> None:
+    server, url = raw
+    server.replies = [b"CLOSE"]
+    transport = HttpTransport()
+    with pytest.raises(HttpTransportError, match="closed before the answer") as info:
+        await transport.request("POST", url, {}, b"", deadline=5)
+    await transport.aclose()
+    assert info.value.failure is Failure.UNREACHABLE
+    assert len(server.requests) == 1
+
+
+async def test_the_per_host_cap_makes_a_request_wait_within_its_deadline(raw: tuple[RawServer, str]) -> None:
+    """One connection to the origin: a second request waits for it (and reuses it); a third
+    whose deadline ends while it waits fails with a timeout and sends nothing."""
+    server, url = raw
+    server.replies = [b"SLOW 0.3", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]
+    transport = HttpTransport(max_per_host=1)
+    first = asyncio.create_task(transport.request("POST", url, {}, b"", deadline=5))
+    second = asyncio.create_task(transport.request("POST", url, {}, b"", deadline=5))
+    third = asyncio.create_task(transport.request("POST", url, {}, b"", deadline=0.1))
+    with pytest.raises(HttpTransportError) as info:
+        await third
+    assert info.value.timeout
+    assert ((await first).status, (await second).status) == (204, 200)
+    await transport.aclose()
+    assert (server.connections, len(server.requests)) == (1, 2)
+
+
+async def test_a_connection_its_peer_closed_while_idle_frees_its_place(raw: tuple[RawServer, str]) -> None:
+    """With a cap of one connection, a connection the peer closed after its answer does not
+    keep the next request waiting: the pool forgets it as it closes."""
+    server, url = raw
+    server.close_after = {0}
+    transport = HttpTransport(max_per_host=1, max_connections=1)
+    assert (await transport.request("POST", url, {}, b"", deadline=5)).status == 204
+    assert (await transport.request("POST", url, {}, b"", deadline=5)).status == 204
+    await transport.aclose()
+    assert server.connections == 2
+
+
+async def test_an_idle_connection_past_the_keep_alive_time_is_not_reused(
+    raw: tuple[RawServer, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, url = raw
+    monkeypatch.setattr(pool, "KEEPALIVE", 0.0)  # every idle connection is past it
+    transport = HttpTransport()
+    for _ in range(2):
+        assert (await transport.request("POST", url, {}, b"", deadline=5)).status == 204
+    await transport.aclose()
+    assert server.connections == 2
+
+
+async def test_user_information_is_sent_as_basic_credentials(raw: tuple[RawServer, str]) -> None:
+    """A stored sink URL may still carry user information (docs/security.md): it is sent as
+    Basic credentials, unless the request has an Authorization header of its own."""
+    server, url = raw
+    with_user = url.replace("http://", "http://user:pa%20ss@")
+    transport = HttpTransport()
+    await transport.request("POST", with_user, {}, b"", deadline=5)
+    await transport.request("POST", with_user, {"Authorization": "Bearer t"}, b"", deadline=5)
+    await transport.aclose()
+    assert b"Authorization: Basic dXNlcjpwYSBzcw==\r\n" in server.requests[0]
+    assert b"Authorization: Bearer t\r\n" in server.requests[1]
+    assert b"Basic" not in server.requests[1]
+    assert server.requests[0].startswith(b"POST /in?x=1 HTTP/1.1\r\nHost: 127.0.0.1:")
+
+
+@pytest.mark.parametrize("name", ["Content-Length", "transfer-encoding"])
+async def test_the_framing_headers_are_the_transports(raw: tuple[RawServer, str], name: str) -> None:
+    server, url = raw
+    transport = HttpTransport()
+    with pytest.raises(HttpTransportError, match="written by the transport") as info:
+        await transport.request("POST", url, {name: "3"}, b"abcdef", deadline=5)
+    await transport.aclose()
+    assert info.value.failure is Failure.INVALID
+    assert server.requests == []
+
+
+@pytest.fixture
+async def tls_server(tmp_path: Path) -> AsyncIterator[tuple[RawServer, str, Path]]:
+    cert, key = self_signed(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    server = RawServer()
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=context)
+    port = listener.sockets[0].getsockname()[1]
+    async with listener:
+        yield server, f"https://127.0.0.1:{port}/in", cert
+
+
+async def test_https_verifies_the_peer_against_the_trust_store(
+    tls_server: tuple[RawServer, str, Path],
+) -> None:
+    """A certificate the trust store vouches for serves requests on one kept-alive connection;
+    with the system's trust store, which does not know it, nothing is sent."""
+    server, url, cert = tls_server
+    trusting = HttpTransport(tls=ssl.create_default_context(cafile=str(cert)))
+    for _ in range(2):
+        assert (await trusting.request("POST", url, {"ce-id": "1"}, b"x", deadline=5)).status == 204
+    await trusting.aclose()
+    assert (server.connections, len(server.requests)) == (1, 2)
+    default = HttpTransport()
+    with pytest.raises(HttpTransportError, match="certificate") as info:
+        await default.request("POST", url, {}, b"", deadline=5)
+    await default.aclose()
+    assert info.value.failure is Failure.UNREACHABLE
+    assert len(server.requests) == 2
+
+
+async def test_an_answer_nobody_asked_for_closes_the_connection(raw: tuple[RawServer, str]) -> None:
+    """A second answer in the same read as the first: the first is the request's (its headers
+    as they were), and the connection, whose framing can no longer be trusted, is not reused."""
+    server, url = raw
+    server.replies = [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: 1\r\n\r\nok"
+        b"HTTP/1.1 500 Extra\r\nX-B: 2\r\nContent-Length: 0\r\n\r\n"
+    ]
+    transport = HttpTransport()
+    first = await transport.request("POST", url, {}, b"", deadline=5)
+    assert (first.status, first.body) == (200, b"ok")
+    assert dict(first.headers) == {"content-length": "2", "x-a": "1"}
+    assert (await transport.request("POST", url, {}, b"", deadline=5)).status == 204
+    await transport.aclose()
+    assert server.connections == 2
+
+
+async def test_head_is_refused() -> None:
+    transport = HttpTransport()
+    with pytest.raises(HttpTransportError, match="HEAD") as info:
+        await transport.request("HEAD", "http://127.0.0.1:9/", {}, b"", deadline=5)
+    assert info.value.failure is Failure.INVALID
+
+
+async def test_a_shorter_deadline_after_a_longer_one_on_the_same_connection_holds(
+    raw: tuple[RawServer, str],
+) -> None:
+    """One timer serves a connection's exchanges: an exchange whose deadline comes before the
+    timer's still times out at its own deadline."""
+    server, url = raw
+    server.replies = [b"HTTP/1.1 204 No Content\r\n\r\n", b"HANG"]
+    transport = HttpTransport()
+    assert (await transport.request("POST", url, {}, b"", deadline=60)).status == 204
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(HttpTransportError) as info:
+        await transport.request("POST", url, {}, b"", deadline=0.2)
+    assert info.value.timeout
+    assert asyncio.get_running_loop().time() - started < 5  # not the first exchange's 60 s
+    await transport.aclose()
+    assert server.connections == 1
