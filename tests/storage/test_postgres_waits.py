@@ -67,7 +67,7 @@ async def test_a_hung_server_is_an_episode_and_ingest_is_bounded(
         pids = server.freeze()
         try:
             frozen = time.monotonic()
-            # two transactions in flight (the most at once), then calls that wait for one
+            # three calls waiting for a transaction (its task takes them when it starts)
             calls = [
                 asyncio.create_task(log.append([Incoming({"id": str(n)}, "/s", str(n), ("a",))]))
                 for n in range(1, 4)
@@ -87,3 +87,21 @@ async def test_a_hung_server_is_an_episode_and_ingest_is_bounded(
             server.thaw(pids)
         await async_wait_until(lambda: storage.health.ok, 10, "the episode ends once it answers")
         assert (await log.append([Incoming({"id": "z"}, "/s", "z", ("a",))]))[0] is not None
+
+
+async def test_a_caller_cancelled_while_its_ingest_waits_leaves_its_group_answered(postgres_url: str) -> None:
+    """The bounded wait awaits the call's own future: a cancelled caller cancels it, and the
+    group's transaction answers the other calls and frees its place for the next."""
+    async with opened(PostgresStorage(postgres_url)) as storage:
+        log = storage.deliveries
+        first = asyncio.ensure_future(log.append([Incoming({"id": "1"}, "/s", "1", ("a",))]))
+        second = asyncio.ensure_future(log.append([Incoming({"id": "2"}, "/s", "2", ("a",))]))
+        await asyncio.sleep(0)  # both made, waiting for the group's transaction
+        first.cancel()
+        assert (await asyncio.wait_for(second, 10))[0] is not None
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        for n in range(3, 6):  # the transactions' places are free again
+            assert (await asyncio.wait_for(log.append([Incoming({"id": str(n)}, "/s", str(n), ("a",))]), 10))[
+                0
+            ] is not None
