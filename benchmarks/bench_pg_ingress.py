@@ -126,6 +126,7 @@ def _versus(results: dict[str, list[Round]], base: str) -> None:
     print(f"   this tree against {base} on PostgreSQL (ratios this / base, per round):")
     for column, label in (
         (0, "single-event events/s"),
+        (2, "batch events/s"),
         (3, "broker CPU us/event"),
         (4, "server CPU us/event"),
     ):
