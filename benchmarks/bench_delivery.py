@@ -27,6 +27,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
@@ -59,23 +60,41 @@ def _event(n: int) -> dict[str, object]:
 
 
 async def plain_loop(url: str, events: int, concurrency: int) -> float:
-    """Deliveries/s of a bare client loop (binary mode headers, same body)."""
+    """Deliveries/s of a plain ``httpx.AsyncClient`` loop (binary mode headers, same body)."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    counter = iter(range(events))
     async with httpx.AsyncClient(limits=limits) as client:
 
-        async def worker() -> None:
-            for n in counter:
-                headers = {"ce-specversion": "1.0", "ce-id": f"p-{n}", "ce-source": "/bench"}
-                headers.update({"ce-type": "com.example.bench", "content-type": "application/json"})
-                r = await client.post(
-                    url, content=json.dumps({"n": n, "payload": "x" * 100}), headers=headers
-                )
-                r.raise_for_status()
+        async def send(headers: dict[str, str], body: bytes) -> int:
+            return (await client.post(url, content=body, headers=headers)).status_code
 
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return events / (time.perf_counter() - started)
+        return await _timed_loop(events, concurrency, send, None)
+
+
+async def _timed_loop(
+    events: int,
+    concurrency: int,
+    send: Callable[[dict[str, str], bytes], Awaitable[int]],
+    cpu: list[float] | None,
+) -> float:
+    """Deliveries/s of ``concurrency`` workers sending ``events`` requests with ``send`` (which
+    returns the answer's status), each with the binary-mode headers and body of a delivery; the
+    CPU seconds they took are appended to ``cpu``."""
+    spent = time.process_time()
+    counter = iter(range(events))
+
+    async def worker() -> None:
+        for n in counter:
+            headers = {"ce-specversion": "1.0", "ce-id": f"t-{n}", "ce-source": "/bench"}
+            headers.update({"ce-type": "com.example.bench", "content-type": "application/json"})
+            status = await send(headers, json.dumps({"n": n, "payload": "x" * 100}).encode())
+            assert 200 <= status < 300
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    rate = events / (time.perf_counter() - started)
+    if cpu is not None:
+        cpu.append(time.process_time() - spent)
+    return rate
 
 
 async def plain_aiohttp_loop(
@@ -95,52 +114,33 @@ async def plain_aiohttp_loop(
         trust_env=False,
     )
     timeout = aiohttp.ClientTimeout(total=10)
-    spent = time.process_time()
-    counter = iter(range(events))
 
-    async def worker() -> None:
-        for n in counter:
-            headers = {"ce-specversion": "1.0", "ce-id": f"a-{n}", "ce-source": "/bench"}
-            headers.update({"ce-type": "com.example.bench", "content-type": "application/json"})
-            body = json.dumps({"n": n, "payload": "x" * 100}).encode()
-            async with session.post(url, headers=headers, data=body, timeout=timeout) as r:
-                await r.read()
-                assert 200 <= r.status < 300
+    async def send(headers: dict[str, str], body: bytes) -> int:
+        async with session.post(url, headers=headers, data=body, timeout=timeout) as r:
+            await r.read()
+            return r.status
 
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    rate = events / (time.perf_counter() - started)
-    if cpu is not None:
-        cpu.append(time.process_time() - spent)
-    await session.close()
-    return rate
+    try:
+        return await _timed_loop(events, concurrency, send, cpu)
+    finally:
+        await session.close()
 
 
 async def plain_transport_loop(
     url: str, events: int, concurrency: int, cpu: list[float] | None = None
 ) -> float:
-    """Deliveries/s of a bare loop over the broker's own HTTP transport (aiohttp; the ceiling);
-    the CPU seconds it took are appended to ``cpu``."""
+    """Deliveries/s of a bare loop over the broker's own HTTP transport (the ceiling); the CPU
+    seconds it took are appended to ``cpu``."""
     _freeze()
     transport = HttpTransport()
-    spent = time.process_time()
-    counter = iter(range(events))
 
-    async def worker() -> None:
-        for n in counter:
-            headers = {"ce-specversion": "1.0", "ce-id": f"t-{n}", "ce-source": "/bench"}
-            headers.update({"ce-type": "com.example.bench", "content-type": "application/json"})
-            body = json.dumps({"n": n, "payload": "x" * 100}).encode()
-            r = await transport.request("POST", url, headers, body, deadline=10)
-            assert 200 <= r.status < 300
+    async def send(headers: dict[str, str], body: bytes) -> int:
+        return (await transport.request("POST", url, headers, body, deadline=10)).status
 
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    rate = events / (time.perf_counter() - started)
-    if cpu is not None:
-        cpu.append(time.process_time() - spent)
-    await transport.aclose()
-    return rate
+    try:
+        return await _timed_loop(events, concurrency, send, cpu)
+    finally:
+        await transport.aclose()
 
 
 async def broker_drain(

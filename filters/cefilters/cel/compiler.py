@@ -284,6 +284,18 @@ class _Compiler:
         runs = [(key.run, value.run) for key, value in pairs]
         position = position_of(tree)
         built = 16 * len(runs)
+        names = [key.value for key, _ in pairs if key.constant and type(key.value) is str]
+        if len(names) == len(pairs) and len(set(names)) == len(names):
+            # The usual literal, {"name": value, ...}: its keys are known strings and distinct,
+            # so nothing about them is checked again on every evaluation.
+            named = [(name, value.run) for name, (_, value) in zip(names, pairs, strict=True)]
+
+            def build_named(frame: Frame) -> object:
+                frame.build(built, position)
+                return {name: run(frame) for name, run in named}
+
+            node = Node(build_named, 1 + sum(p.cost for p in parts), depth_of(*parts), len(pairs))
+            return self._folded(node, *parts)
 
         def build(frame: Frame) -> object:
             frame.build(built, position)

@@ -73,10 +73,38 @@ class _Converter:
             self._size += 2
             below = depth + 1
             converted: object
+            # Members that are strings or plain scalars (most of them) are counted here, without
+            # a call each.
+            scalars = _SCALARS
+            convert = self.plain
             if isinstance(value, list):
-                converted = [self.plain(member, below) for member in value]
+                items: list[object] = []
+                for member in value:
+                    if type(member) is str:
+                        self._size += len(member) + 2
+                    elif (count := scalars.get(type(member))) is not None:
+                        self._size += count
+                    else:
+                        member = convert(member, below)
+                    items.append(member)
+                converted = items
             else:
-                converted = {self.plain(k, below): self.plain(v, below) for k, v in value.items()}
+                pairs: dict[object, object] = {}
+                for key, member in value.items():
+                    if type(key) is str:
+                        self._size += len(key) + 2
+                    else:
+                        key = convert(key, below)
+                    if type(member) is str:
+                        self._size += len(member) + 2
+                    elif (count := scalars.get(type(member))) is not None:
+                        self._size += count
+                    else:
+                        member = convert(member, below)
+                    pairs[key] = member
+                converted = pairs
+            if self._size > self._limit:
+                raise self._over()
             self._seen[id(value)] = (value, converted, self._size - before)
             return converted
         plain = to_output(value)
