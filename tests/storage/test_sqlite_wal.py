@@ -44,11 +44,14 @@ def sample(path: Path, seconds: float) -> list[int]:
 
 
 @contextmanager
-def busy(path: Path, checkpointer: Checkpointer, journal_limit: int | None = None) -> Iterator[None]:
+def busy(
+    path: Path, checkpointer: Checkpointer, journal_limit: int | None = None, updates: int = 50
+) -> Iterator[None]:
     """A writer rewriting rows without a pause (a retry storm rescheduling deliveries) and a
     reader reading in short transactions, as the broker's API reader does. Between two
     transactions the writer gives ``checkpointer`` its turn, as the broker's writer does; its
-    connection has the ``journal_size_limit`` given (the broker's is the checkpointer's bound)."""
+    connection has the ``journal_size_limit`` given (the broker's is the checkpointer's bound);
+    each of its transactions rewrites ``updates`` rows."""
     setup = connect(path)
     setup.execute("PRAGMA journal_mode=WAL")
     setup.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, next_at REAL, body TEXT)")
@@ -65,7 +68,7 @@ def busy(path: Path, checkpointer: Checkpointer, journal_limit: int | None = Non
         n = 0
         while not stop.is_set():
             conn.execute("BEGIN IMMEDIATE")
-            for _ in range(50):
+            for _ in range(updates):
                 n += 1
                 conn.execute("UPDATE rows SET next_at = ? WHERE id = ?", (n, n % 20_000))
             conn.execute("COMMIT")
@@ -119,13 +122,14 @@ def test_the_wal_is_started_over_within_its_bound_and_written_in_place(tmp_path:
     bound is in frames: its file stays near the bound, and is never cut back to nothing while
     the writer writes, so later transactions write over it in place instead of growing it."""
     path = tmp_path / "bounded.db"
-    # This writer grows the WAL by about 1 MiB every 10 ms, so a round every 50 ms would let
-    # it add twice the bound between two rounds: the rounds come every 10 ms, so that the bound
-    # rather than the round sets what the file can reach.
+    # The writer's transactions are small enough that a round every 50 ms comes before it adds
+    # the bound (2 MiB) again, so that the bound rather than the round sets what the file can
+    # reach. (With rounds every 10 ms, as the writer of the other test would need, a writer the
+    # machine's load held back for two rounds looked quiet to them, and its WAL was cut back.)
     limit = 2 * MIB
     with (
-        checkpoints(path, limit=limit, interval=0.01) as checkpointer,
-        busy(path, checkpointer, journal_limit=limit),
+        checkpoints(path, limit=limit, interval=0.05) as checkpointer,
+        busy(path, checkpointer, journal_limit=limit, updates=10),
     ):
         deadline = time.monotonic() + 10
         while wal_size(path) < MIB and time.monotonic() < deadline:  # the file's first fill
