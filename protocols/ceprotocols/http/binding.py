@@ -13,7 +13,6 @@ exactly as received.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,7 +22,7 @@ from cloudevents.core.bindings.http import HTTPMessage
 
 from ceprotocols import jsontext
 from ceprotocols.errors import BindingError
-from ceprotocols.eventform import PAYLOAD_MEMBERS, canonical_string, payload_of, with_payload
+from ceprotocols.eventform import PAYLOAD_MEMBERS, canonical_string, json_payload, payload_of, with_payload
 from ceprotocols.headers import percent_decode
 
 __all__ = [
@@ -109,7 +108,7 @@ def binary_parts(event: Mapping[str, Any]) -> tuple[dict[str, str], bytes]:
 def to_structured(event: Mapping[str, Any]) -> HTTPMessage:
     """The event in structured content mode (JSON event format)."""
     try:
-        body = json.dumps(dict(event), separators=(",", ":"), ensure_ascii=False).encode()
+        body = json_payload(event if type(event) is dict else dict(event))
     except (TypeError, ValueError) as exc:
         raise BindingError(f"event is not serialisable as JSON: {exc}") from exc
     return HTTPMessage(headers={"content-type": STRUCTURED_CONTENT_TYPE}, body=body)
@@ -118,7 +117,7 @@ def to_structured(event: Mapping[str, Any]) -> HTTPMessage:
 def to_batch(events: Sequence[Mapping[str, Any]]) -> HTTPMessage:
     """Events in batched content mode (a JSON array)."""
     try:
-        body = json.dumps([dict(e) for e in events], separators=(",", ":"), ensure_ascii=False).encode()
+        body = json_payload([e if type(e) is dict else dict(e) for e in events])
     except (TypeError, ValueError) as exc:
         raise BindingError(f"events are not serialisable as JSON: {exc}") from exc
     return HTTPMessage(headers={"content-type": BATCH_CONTENT_TYPE}, body=body)
