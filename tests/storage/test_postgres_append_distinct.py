@@ -16,15 +16,12 @@ import pytest
 from psycopg import sql
 
 from cebroker.storage import Incoming
-from cebroker.storage import migrations as runner
 from cebroker.storage.postgres import PostgresStorage
-from cebroker.storage.postgres.migrations import STEPS, _Target
 from cebroker.storage.queue import Pending
 from storage.support import opened
 
 pytestmark = pytest.mark.postgres
 
-VERSION = "SELECT version FROM schema_versions WHERE component = 'deliveries'"
 #: The arguments both functions take, in their order, up to the deliveries' subscriptions.
 COMMON = "%s, 0, %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], NULL, %s::int[], %s::text[]"
 APPEND = f"SELECT * FROM cebroker_append({COMMON}, NULL, false, 0, 1)"
@@ -168,28 +165,3 @@ async def test_the_calls_of_one_round_of_the_event_loop_are_one_transaction(post
         pending, _ = await log.due("a", 20)
         assert ids(pending) == sorted(str(n) for n in range(10))
     await _counted(postgres_url, {"cebroker_append_distinct": 1})
-
-
-async def test_upgrading_from_step_8_keeps_the_keys_and_the_log(postgres_url: str) -> None:
-    steps = {**STEPS, "deliveries": STEPS["deliveries"][:8]}
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        runner.migrate(_Target(conn), steps, "test")
-        assert conn.execute(VERSION).fetchone() == (8,)
-        rows = conn.execute(  # written by step 8's append
-            "SELECT * FROM cebroker_append(extract(epoch FROM now()), 0, ARRAY[NULL]::bigint[],"
-            " ARRAY['']::text[], ARRAY['/s'], ARRAY['old'], ARRAY['{\"id\": \"old\"}'], NULL,"
-            " ARRAY[1], ARRAY['a'], NULL, false, 0, 1)"
-        ).fetchall()
-        assert [(r[0], r[3]) for r in rows[1:]] == [(1, "a")]
-    async with opened(PostgresStorage(postgres_url)) as storage:
-        again, new = await storage.deliveries.append(
-            [Incoming({"id": "old"}, "/s", "old", ("a",)), Incoming({"id": "new"}, "/s", "new", ("a",))]
-        )
-        assert again is None  # the key step 8 wrote still holds within the window
-        assert new is not None
-        assert [sub for _, sub in new.deliveries] == ["a"]
-        pending, _ = await storage.deliveries.due("a", 10)
-        assert ids(pending) == ["new", "old"]
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        assert conn.execute(VERSION).fetchone() == (9,)
-        assert conn.execute("SELECT sum(pending) FROM pipeline_backlog").fetchone() == (2,)
