@@ -195,49 +195,35 @@ class PostgresIngest(LogBase):
         # The arrays travel in binary (%b): psycopg writes a text-format array in Python,
         # escaping every quote of every event body with a regular expression; that cost more
         # than the rest of an event's ingest together (about 110 µs for 8 events).
+        # The arguments both statements start with: the call's time and horizon, the events,
+        # their trace contexts (no array at all when nothing is traced) and the deliveries.
+        common = (
+            now,
+            now - self.dedup_window,
+            versions,
+            tenants,
+            sources,
+            ids,
+            bodies,
+            traces if traced else None,
+            d_items,
+            d_subs,
+        )
+        kept = self.retention > 0  # every event kept for the retention, matched or not
         if not grouped and len(keys) == len(sources):
             # No ordering group, no key twice: the statement with fewer parts (step 9).
             rows = await self._db.call(
                 "SELECT * FROM cebroker_append_distinct(%s, %s, %b::bigint[], %b::text[], %b::text[],"
                 " %b::text[], %b::text[], %b::text[], %b::int[], %b::text[], %s, %s)",
-                (
-                    now,
-                    now - self.dedup_window,
-                    versions,
-                    tenants,
-                    sources,
-                    ids,
-                    bodies,
-                    traces if traced else None,  # no array at all when nothing is traced
-                    d_items,
-                    d_subs,
-                    self.retention > 0,  # every event kept for the retention, matched or not
-                    BOUNDARY,
-                ),
+                (*common, kept, BOUNDARY),
             )
         else:
+            # The ordering groups are None when no delivery has one: the function then takes
+            # no group locks (a call and a statement of the server's for each append otherwise).
             rows = await self._db.call(
                 "SELECT * FROM cebroker_append(%s, %s, %b::bigint[], %b::text[], %b::text[], %b::text[],"
                 " %b::text[], %b::text[], %b::int[], %b::text[], %b::text[], %s, %s, %s)",
-                (
-                    now,
-                    now - self.dedup_window,
-                    versions,
-                    tenants,
-                    sources,
-                    ids,
-                    bodies,
-                    traces if traced else None,
-                    d_items,
-                    d_subs,
-                    # None when no delivery has an ordering group: the function then takes no
-                    # group locks (a call and a statement of the server's for each append
-                    # otherwise).
-                    d_groups if grouped else None,
-                    self.retention > 0,
-                    HELD_AT,
-                    BOUNDARY,
-                ),
+                (*common, d_groups if grouped else None, kept, HELD_AT, BOUNDARY),
             )
         latest = int(rows[0][4])
         written: dict[int, tuple[int, list[tuple[int, str]]]] = {}
