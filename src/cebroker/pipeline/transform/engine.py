@@ -74,7 +74,9 @@ class _Converter:
             below = depth + 1
             converted: object
             # Members that are strings or plain scalars (most of them) are counted here, without
-            # a call each.
+            # a call each: the same few lines for a list's members and a map's values, written
+            # out twice on purpose (one helper for both, called once per container, made a
+            # typical transformation 1.1 µs slower, 6.3 against 7.4).
             scalars = _SCALARS
             convert = self.plain
             if isinstance(value, list):
