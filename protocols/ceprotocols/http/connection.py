@@ -59,8 +59,10 @@ class HttpConnection(asyncio.Protocol):
     def __init__(self, origin: tuple[bool, str, int], lost: Callable[[HttpConnection], None]) -> None:
         self.origin = origin
         self._lost = lost
-        #: Whether the pool still counts it (see :mod:`.pool`).
-        self.counted = True
+        #: Whether the pool counts it: from the moment its connect returned to the pool (a
+        #: connect cancelled as it completed leaves a connection the pool never counted, whose
+        #: close must not free a place twice) until it closes (see :mod:`.pool`).
+        self.counted = False
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
         self._future: asyncio.Future[Answer] | None = None

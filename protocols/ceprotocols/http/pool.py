@@ -132,6 +132,9 @@ class Pool:
             except OSError as exc:
                 failure = exc
                 continue
+            if connection.closed:  # (closed before its connect returned: its place is freed below)
+                raise ConnectionResetError("the connection closed as it opened")
+            connection.counted = True  # its place is freed once, when it closes
             return connection
         assert failure is not None
         raise failure

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from ceprotocols.http import pool
+from ceprotocols.http.connection import HttpConnection
 from ceprotocols.http.transport import BODY_KEEP, Failure, HttpTransport, HttpTransportError
 from support.tls import self_signed
 
@@ -349,5 +350,22 @@ async def test_a_shorter_deadline_after_a_longer_one_on_the_same_connection_hold
         await transport.request("POST", url, {}, b"", deadline=0.2)
     assert info.value.timeout
     assert asyncio.get_running_loop().time() - started < 5  # not the first exchange's 60 s
+    await transport.aclose()
+    assert server.connections == 1
+
+
+async def test_a_connection_the_pool_never_counted_frees_no_place(raw: tuple[RawServer, str]) -> None:
+    """A connect cancelled as it completed leaves a connection the pool never counted: when it
+    closes, the cap keeps its count (two requests at once with a cap of one still share one
+    connection, one after the other)."""
+    server, url = raw
+    server.replies = [b"SLOW 0.1", b"HTTP/1.1 204 No Content\r\n\r\n"]
+    transport = HttpTransport(max_connections=1, max_per_host=0)  # the cap of all origins
+    pool = transport._pool
+    stray = HttpConnection((False, "127.0.0.1", 1), pool._lost)  # (another origin)
+    stray.connection_lost(None)  # as a cancelled connect's transport closes
+    first = asyncio.create_task(transport.request("POST", url, {}, b"", deadline=5))
+    second = asyncio.create_task(transport.request("POST", url, {}, b"", deadline=5))
+    assert ((await first).status, (await second).status) == (204, 204)
     await transport.aclose()
     assert server.connections == 1
