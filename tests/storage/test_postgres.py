@@ -469,6 +469,9 @@ async def test_a_claim_refused_before_it_was_sent_keeps_the_instance_id(postgres
         await storage.deliveries.append([Incoming({"id": str(n)}, "/s", str(n), ("s",)) for n in range(2)])
         held, _ = await storage.deliveries.due("s", 1)
         assert storage.claims.holds(held[0])
+        # The append's announcement goes now: sent later, its write could commit between the
+        # failure below and the claim, and a write that commits ends the failure.
+        await storage.deliveries.announce_now()
         storage.health.failed(StorageUnavailable("database unreachable", "test"))
         try:
             with pytest.raises(StorageUnavailable) as refused:
