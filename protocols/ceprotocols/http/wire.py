@@ -31,7 +31,7 @@ _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _FRAMING = frozenset({"content-length", "transfer-encoding"})
 #: What in the caller's header names (lower case, run together) asks for a closer look: those
 #: names, and those whose own field a caller's replaces.
-_SPECIAL = ("content-length", "transfer-encoding", "host", "user-agent")
+_SPECIAL = re.compile("content-length|transfer-encoding|host|user-agent")
 #: The ``User-Agent`` field, unless the caller gives one.
 _AGENT = "User-Agent: ceprotocols\r\n"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -101,15 +101,19 @@ def request_head(method: str, target: Target, headers: Mapping[str, str], length
         if _CONTROL.search(names) is not None:
             raise RequestError("a header name holds a control character (RFC 9110 5.5)")
         raise RequestError(f"a header name or the method {method!r} is not a token (RFC 9110 5.6.2)")
-    lowered = names.lower()
+    # The transport's own fields, each unless the caller gives it (a caller's name is looked
+    # at one by one only when the names run together mention one of them).
     host = agent = True
-    if any(word in lowered for word in _SPECIAL) or target.authorization is not None:
+    authorization = target.authorization
+    if authorization is not None or _SPECIAL.search(names.lower()) is not None:
         for name in headers:
             low = name.lower()
             if low in _FRAMING:
                 raise RequestError(f"{name} is written by the transport, not given by the caller")
             host = host and low != "host"
             agent = agent and low != "user-agent"
+            if low == "authorization":
+                authorization = None
     lines = [method, " ", target.path, " HTTP/1.1\r\n"]
     for name, value in headers.items():
         lines += (name, ": ", value, "\r\n")
@@ -120,8 +124,8 @@ def request_head(method: str, target: Target, headers: Mapping[str, str], length
     if agent:
         lines.append(_AGENT)
         count += 1
-    if target.authorization is not None and "authorization" not in (n.lower() for n in headers):
-        lines += ("Authorization: ", target.authorization, "\r\n")
+    if authorization is not None:
+        lines += ("Authorization: ", authorization, "\r\n")
         count += 1
     lines += ("Content-Length: ", str(length), "\r\n\r\n")
     text = "".join(lines)
