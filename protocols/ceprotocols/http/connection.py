@@ -79,6 +79,8 @@ class HttpConnection(asyncio.Protocol):
         self.idle_since = 0.0
         self._keep_alive = False
         self._unsolicited = False
+        #: Whether any of the current exchange's answers arrived (an interim one counts).
+        self._received = False
         self._reset(0)
 
     def _reset(self, keep: int) -> None:
@@ -88,7 +90,6 @@ class HttpConnection(asyncio.Protocol):
         self._parts: list[bytes] = []
         self._kept = 0
         self._truncated = False
-        self._received = False
         #: Whether the answer's body runs to the close (neither a length nor the chunked coding).
         self._to_close = True
         self._in_body = False
@@ -109,6 +110,7 @@ class HttpConnection(asyncio.Protocol):
         future: asyncio.Future[Answer] = loop.create_future()
         self._future = future
         self._keep_alive = False
+        self._received = False
         self._reset(keep)
         # A timer started and cancelled for every exchange cost more than the rest of the
         # exchange's bookkeeping: one timer serves the connection's exchanges one after another,

@@ -369,3 +369,20 @@ async def test_a_connection_the_pool_never_counted_frees_no_place(raw: tuple[Raw
     assert ((await first).status, (await second).status) == (204, 204)
     await transport.aclose()
     assert server.connections == 1
+
+
+async def test_a_connection_closed_after_an_interim_answer_is_not_sent_again(
+    raw: tuple[RawServer, str],
+) -> None:
+    """A 100 Continue shows the peer read the request: a kept-alive connection closed after it
+    is a failure of that request, not a stale connection to send it again on."""
+    server, url = raw
+    server.replies = [b"HTTP/1.1 204 No Content\r\n\r\n", b"HTTP/1.1 100 Continue\r\n\r\n"]
+    server.close_after = {1}
+    transport = HttpTransport()
+    assert (await transport.request("POST", url, {}, b"", deadline=5)).status == 204
+    with pytest.raises(HttpTransportError, match="closed before the answer") as info:
+        await transport.request("POST", url, {}, b"", deadline=5)
+    await transport.aclose()
+    assert info.value.failure is Failure.UNREACHABLE
+    assert len(server.requests) == 2
