@@ -58,7 +58,7 @@ def cpu_quota(pids: list[int], cores: float) -> Iterator[None]:
         yield
     finally:
         for group in groups:
-            for pid in (group / "cgroup.procs").read_text().split():
+            for member in (group / "cgroup.procs").read_text().split():
                 with suppress(ProcessLookupError):  # gone meanwhile
-                    (root / "cgroup.procs").write_text(pid)
+                    (root / "cgroup.procs").write_text(member)
             group.rmdir()
