@@ -226,9 +226,16 @@ class Settler:
         )
         at = first.next_at if isinstance(first, Retry) else None
         outcome = Failed(policy, error, circuit_open=circuit_open, at=at)
+        retried: list[tuple[int, float]] = []
         recorded = await asyncio.gather(
-            *(self._failed(lane, item, outcome) for item in items), return_exceptions=True
+            *(self._failed(lane, item, outcome, retried) for item in items), return_exceptions=True
         )
+        # The retries are freed and announced once all of them are written: one written before
+        # the others, and already due (a short backoff), would be claimed alone, and the batch
+        # retried in parts.
+        for row_id, next_at in retried:
+            self._release(lane, row_id)
+            self._schedule(lane.id, next_at)
         lost = [
             item for item, result in zip(items, recorded, strict=True) if isinstance(result, BaseException)
         ]
@@ -236,9 +243,13 @@ class Settler:
             log.debug("a batch: recording %d failed deliveries failed; they are loaded again", len(lost))
             self.reload(lane, lost, held_only=True)
 
-    async def _failed(self, lane: Lane, item: Item, failed: Failed) -> str:
+    async def _failed(
+        self, lane: Lane, item: Item, failed: Failed, retried: list[tuple[int, float]] | None = None
+    ) -> str:
         """Count the failure toward the sink's circuit (unless counted), then reschedule the
-        delivery or make it a dead letter, as :func:`~.retry.decide` says."""
+        delivery or make it a dead letter, as :func:`~.retry.decide` says. With ``retried``, a
+        rescheduled delivery's place is not freed nor its retry announced: its id and retry time
+        are added to it, for the caller to do so."""
         if lane.id not in self._subscriptions:  # deleted during the attempt: nothing to keep
             self._completions.dropped(lane, item)
             return "dropped"
@@ -261,8 +272,11 @@ class Settler:
             self._metrics.retries.labels(label).inc()
             next_at = outcome.next_at if failed.at is None else failed.at
             await self._log.reschedule(row, outcome.attempts, next_at, outcome.error)
-            self._release(lane, row.id)
-            self._schedule(lane.id, next_at)
+            if retried is not None:
+                retried.append((row.id, next_at))
+            else:
+                self._release(lane, row.id)
+                self._schedule(lane.id, next_at)
             return "retry"
         return await self._dead_letter(lane, item, failed.policy, outcome)
 
