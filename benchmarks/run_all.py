@@ -104,6 +104,22 @@ BENCHES = (
         "pg",
     ),
     Bench(
+        "pg-delivery-quota",
+        "deliveries with 1, 2 and 4 instances on one PostgreSQL, each held to a quarter of a core",
+        "bench_pg_delivery.py",
+        ("--rounds", "3", "--events", "40000", "--instance-cpu", "0.25"),
+        ("--events", "5000", "--instance-cpu", "0.25"),
+        "pg",
+    ),
+    Bench(
+        "pg-claims",
+        "the server's cost of claims and completions, four instances taking turns",
+        "bench_pg_claims.py",
+        ("--rounds", "3"),
+        ("--rounds", "1", "--deliveries", "8000"),
+        "pg",
+    ),
+    Bench(
         "pg-latency",
         "end-to-end and added latency, 1,000 events/s, 100 subscriptions, two instances on PostgreSQL",
         "bench_pg_latency.py",
