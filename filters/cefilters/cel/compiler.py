@@ -22,6 +22,7 @@ from .literals import literal
 from .macros import MACROS, SCAN_UNIT, Frame, MacroParts
 from .nodes import Node, built, constant, depth_of, index, located, logical, position_of
 from .operators import ARITHMETIC, RELATIONS, negate, not_
+from .shapes import Path, Record, Shape
 from .values import TYPES, from_input, type_name
 
 __all__ = ["ASSUMED_SIZE", "Frame", "Node", "compile_tree"]
@@ -223,7 +224,7 @@ class _Compiler:
                 error.position = position
                 raise
 
-        return Node(variable, 1, 1)
+        return Node(variable, 1, 1, shape=None if hidden else Path(name, ()))
 
     def rule_member_dot(self, tree: lark.Tree[lark.Token], depth: int) -> Node:
         target_tree, field = tree.children
@@ -242,7 +243,9 @@ class _Compiler:
                 f"no such field {name!r} on a value of type {type_name(value)}", position
             )
 
-        return Node(select, 1 + target.cost, depth_of(target))
+        shape = target.shape
+        extended = Path(shape.root, (*shape.names, name)) if isinstance(shape, Path) else None
+        return Node(select, 1 + target.cost, depth_of(target), shape=extended)
 
     def rule_member_index(self, tree: lark.Tree[lark.Token], depth: int) -> Node:
         target = self.sub(tree.children[0], depth)
@@ -253,7 +256,15 @@ class _Compiler:
         def at(frame: Frame) -> object:
             return index(run_target(frame), run_key(frame), position)
 
-        return self._folded(Node(at, 1 + target.cost + key.cost, depth_of(target, key)), target, key)
+        shape, name = target.shape, key.value
+        extended = (
+            Path(shape.root, (*shape.names, name))
+            if isinstance(shape, Path) and key.constant and isinstance(name, str) and type(name) is str
+            else None
+        )
+        return self._folded(
+            Node(at, 1 + target.cost + key.cost, depth_of(target, key), shape=extended), target, key
+        )
 
     def arguments(self, tree: lark.Tree[lark.Token] | lark.Token | None) -> list[lark.Tree[lark.Token]]:
         if tree is None:
@@ -289,12 +300,15 @@ class _Compiler:
             # The usual literal, {"name": value, ...}: its keys are known strings and distinct,
             # so nothing about them is checked again on every evaluation.
             named = [(name, value.run) for name, (_, value) in zip(names, pairs, strict=True)]
+            named_shapes = [(str(name), value.shape) for name, (_, value) in zip(names, pairs, strict=True)]
 
             def build_named(frame: Frame) -> object:
                 frame.build(built, position)
                 return {name: run(frame) for name, run in named}
 
-            node = Node(build_named, 1 + sum(p.cost for p in parts), depth_of(*parts), len(pairs))
+            cost = 1 + sum(p.cost for p in parts)
+            record = _record(named_shapes)
+            node = Node(build_named, cost, depth_of(*parts), len(pairs), shape=record)
             return self._folded(node, *parts)
 
         def build(frame: Frame) -> object:
@@ -484,6 +498,16 @@ class _Compiler:
         if tree.data == "ident":
             return str(tree.children[0])
         raise self.fail(tree, "a macro's first argument is a variable name")
+
+
+def _record(members: list[tuple[str, Shape | None]]) -> Record | None:
+    """The shape of a map literal with these keys and values (None: a value has none)."""
+    known: list[tuple[str, Shape]] = []
+    for name, shape in members:
+        if shape is None:
+            return None
+        known.append((name, shape))
+    return Record(tuple(known))
 
 
 def compile_tree(tree: lark.Tree[lark.Token], budget: Budget, hidden: frozenset[str]) -> Node:

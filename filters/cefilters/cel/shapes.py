@@ -1,0 +1,64 @@
+"""What an expression builds, when it only assembles members of its variables: its shape.
+
+Many expressions that reshape a value (a transformation that picks fields and renames them) are
+map literals with constant keys whose values are constants, member selections of a variable
+(``event.data.order``) or further such map literals. For those the compiler records a
+:class:`Shape` next to the closure it compiles (:attr:`cefilters.cel.CelProgram.shape`), so that
+a caller that evaluates the expression once per input can assemble the same value without the
+evaluator, and fall back to :meth:`~cefilters.cel.CelProgram.evaluate_raw` whenever a step does
+not go the ordinary way (a member missing, a value that is not a map).
+
+What each shape evaluates to, exactly as the evaluator does it when nothing fails:
+
+* :class:`Constant`: ``value`` (a folded constant: the same object on every evaluation);
+* :class:`Path`: the variable ``root`` as bound (a map), then ``names`` looked up one after the
+  other, each in the map the previous one gave (a missing key or a value that is not a map is
+  an evaluation error);
+* :class:`Record`: a new ``dict`` of ``members`` in their order, each value its shape's value;
+  every evaluation counts ``16 * len(members)`` bytes built toward the budget (``built``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Constant", "Path", "Record", "Shape", "built_of", "depth_of_shape"]
+
+
+@dataclass(frozen=True, slots=True)
+class Constant:
+    """A value known when the expression was compiled."""
+
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class Path:
+    """``root.names[0].names[1]...`` (or ``root["name"]``): members of a variable, by name."""
+
+    root: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A map literal with distinct constant string keys, in the literal's order."""
+
+    members: tuple[tuple[str, Shape], ...]
+
+
+Shape = Constant | Path | Record
+
+
+def built_of(shape: Shape) -> int:
+    """The bytes one evaluation of ``shape`` counts as built (its map literals' entries)."""
+    if isinstance(shape, Record):
+        return 16 * len(shape.members) + sum(built_of(member) for _, member in shape.members)
+    return 0
+
+
+def depth_of_shape(shape: Shape) -> int:
+    """How many records are nested in ``shape`` (0 for a constant or a path)."""
+    if isinstance(shape, Record):
+        return 1 + max((depth_of_shape(member) for _, member in shape.members), default=0)
+    return 0

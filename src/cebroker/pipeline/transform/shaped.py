@@ -1,0 +1,244 @@
+"""The fast path of a transformation that only assembles: picks members of the event, renames
+them and adds constants (the typical one), without the evaluator.
+
+The engine records such an expression's :class:`~.engine.Shape` when it compiles it: a map
+literal with constant keys whose values are constants, member selections of ``event``
+(``event.data.order``) or further such map literals. :func:`plan_of` turns it into a
+:class:`Plan` once per subscription revision, with everything that does not depend on the event
+worked out then: the JSON size of the keys and constants, whether each output member is an
+attribute and with what rule its value is checked, whether the output can carry
+``$delivery``. :meth:`Plan.outgoing` then builds the outgoing event in one pass over the
+stored event, counting the JSON size of what it reads as the general path's conversion does.
+
+It returns ``None`` whenever anything does not go the ordinary way: a member missing, a value
+that is not a map, a size over the budget, binary data, an output that would not be a valid
+event, a ``$delivery`` that is refused. The caller then runs the general path
+(:func:`~.apply.transform`), which gives the failure and its reason; the expression has no clock
+and no randomness, so running it again gives what the fast path would have. What the fast path
+returns is exactly what the general path returns (a property test holds the two together).
+
+What it does not do again for each event: check the output's attribute names and constant
+values (they are the same for every event, checked here once), count the keys' and constants'
+size, convert values that are plain already. What it still checks for each event: every value
+it read from the event, by the rule of the attribute it becomes (``origin: event.source`` makes
+an extension, which takes a string, an integer or a boolean), and the size of what it read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ceprotocols.eventform import is_json_type
+from ceprotocols.sender import Destination
+
+from cebroker.pipeline.transform.engine import (
+    SCALARS,
+    CelEvaluationError,
+    CelProgram,
+    Converter,
+    Path,
+    Record,
+    built_of,
+    depth_of_shape,
+)
+from cebroker.pipeline.transform.extras import NO_EXTRAS, Extras, ExtrasError, destination_with, parse_extras
+from cebroker.pipeline.wellformed import event_problems, name_accepted, value_accepted
+
+__all__ = ["Plan", "plan_of"]
+
+#: The variable a transformation's expression sees.
+ROOT: Final = "event"
+#: The output's reserved member for what the binding sends besides the event (apply.py's).
+DELIVERY: Final = "$delivery"
+#: Attributes the broker owns (apply.py's): taken from the stored event, or must equal it.
+OWNED: Final = ("specversion", "id", "replayid")
+#: Attributes every event has (``specversion`` and ``id`` come from the stored event).
+REQUIRED: Final = ("source", "type")
+
+#: The value every output member that the event gives has before it is set (replaced in place,
+#: so the output keeps the expression's order of members).
+_LATER: Final = None
+
+
+class _Record:
+    """A map literal of the output, planned: a dict of its members with the constants set (to
+    be copied for each event, which keeps the literal's order), and the members whose value
+    depends on the event: ``(name, path, nested record, copied constant, attribute)``, where
+    ``path`` is the event's member to read (``None`` for a nested record or a constant list or
+    map, which the conversion copies on every evaluation, as the general path does)."""
+
+    __slots__ = ("dynamic", "template")
+
+    def __init__(self, template: dict[str, Any], dynamic: tuple[_Dynamic, ...]) -> None:
+        self.template = template
+        self.dynamic = dynamic
+
+
+_Dynamic = tuple[str, "tuple[str, ...] | None", "_Record | None", object, bool]
+
+
+class _Unsure(Exception):
+    """Something did not go the ordinary way: the general path decides."""
+
+
+class Plan:
+    """A shaped transformation, ready to run on each event (see the module docstring)."""
+
+    __slots__ = ("_budget", "_constant_type", "_delivery", "_fixed", "_limit", "_record")
+
+    def __init__(self, program: CelProgram, record: _Record, fixed: int) -> None:
+        """``record``: the output, planned; ``fixed``: the JSON size of its keys, braces and
+        scalar constants (what the conversion counts whatever the event)."""
+        self._budget = program.budget
+        self._limit = program.budget.max_output_bytes
+        self._record = record
+        self._fixed = fixed
+        self._delivery = DELIVERY in record.template
+        content_type = record.template.get("datacontenttype")
+        #: Whether a constant ``datacontenttype`` is a JSON type (None: not a constant).
+        self._constant_type = is_json_type(content_type) if isinstance(content_type, str) else None
+
+    def outgoing(
+        self, event: Mapping[str, Any], destination: Destination, batch: bool
+    ) -> tuple[dict[str, Any], Destination, Extras] | None:
+        """The outgoing event, its destination and its ``$delivery`` for ``event`` as stored,
+        exactly as the general path makes them; ``None`` when the general path must decide
+        (see the module docstring)."""
+        if type(event) is not dict or "data_base64" in event:
+            return None  # binary data: the expression sees bytes (apply._view)
+        converters: list[Converter] = []
+        try:
+            out, size = self._assemble(self._record, event, 0, converters)
+        except (_Unsure, CelEvaluationError, RecursionError):  # BudgetExceeded is one
+            return None
+        if converters:
+            size += converters[0].size
+        if self._fixed + size > self._limit:
+            return None
+        extras = NO_EXTRAS
+        if self._delivery:
+            try:
+                extras = parse_extras(out.pop(DELIVERY), destination.protocol, batch=batch)
+            except ExtrasError:
+                return None
+        for name in OWNED:
+            if name not in event:
+                continue
+            stored = event[name]
+            if name not in out:
+                if not value_accepted(name, stored):
+                    return None
+                out[name] = stored
+            elif out[name] != stored:
+                return None
+        if "specversion" not in out or "id" not in out:
+            return None
+        data = out.get("data")
+        if data is not None and not isinstance(data, str):
+            if isinstance(data, bytes):
+                return None
+            json_type = self._constant_type
+            if json_type is None:
+                json_type = is_json_type(out.get("datacontenttype"))
+            if not json_type:
+                return None
+        if extras is NO_EXTRAS:
+            return out, destination, extras
+        if extras.key is not None:
+            key_attribute = str(destination.settings.get("partitionkeyextractor") or "partitionkey")
+            out[key_attribute] = extras.key
+            if event_problems(out, ""):
+                return None
+        return out, destination_with(destination, extras), extras
+
+    def _assemble(
+        self, record: _Record, event: dict[str, Any], depth: int, converters: list[Converter]
+    ) -> tuple[dict[str, Any], int]:
+        """One record's dict, and the JSON size of what it read from the event."""
+        out = record.template.copy()
+        size = 0
+        value: Any
+        for name, path, nested, copied, attribute in record.dynamic:
+            if path is not None:
+                value = event
+                for step in path:
+                    if type(value) is not dict or step not in value:
+                        raise _Unsure
+                    value = value[step]
+                if type(value) is str:
+                    size += len(value) + 2
+                elif (count := SCALARS.get(type(value))) is not None:
+                    size += count
+                else:
+                    value = self._converter(converters).plain(value, depth + 1)
+            elif nested is not None:
+                value, read = self._assemble(nested, event, depth + 1, converters)
+                size += read
+            else:
+                value = self._converter(converters).plain(copied, depth + 1)
+            if attribute and not value_accepted(name, value):
+                raise _Unsure
+            out[name] = value
+        return out, size
+
+    def _converter(self, converters: list[Converter]) -> Converter:
+        """The evaluation's one converter (one, so that a list or map met twice is counted
+        twice and converted once, as the general path does it), made when first needed."""
+        if not converters:
+            converters.append(Converter(self._budget))
+        return converters[0]
+
+
+def plan_of(program: CelProgram) -> Plan | None:
+    """The fast path of ``program`` when its shape has one (None: the general path only)."""
+    shape = program.shape
+    if not isinstance(shape, Record):
+        return None
+    budget = program.budget
+    if built_of(shape) > budget.max_output_bytes or depth_of_shape(shape) > budget.max_depth:
+        return None  # every evaluation fails the same way: the general path says how
+    names = [name for name, _ in shape.members]
+    if any(name not in names for name in REQUIRED):
+        return None  # never a valid event
+    fixed = [0]
+    try:
+        record = _planned(shape, fixed, top=True)
+    except _Unsure:
+        return None
+    return Plan(program, record, fixed[0])
+
+
+def _planned(record: Record, fixed: list[int], *, top: bool) -> _Record:
+    """The record planned; ``fixed`` counts the JSON size that does not depend on the event
+    (the braces, the keys and the scalar constants), as the conversion counts it."""
+    fixed[0] += 2
+    template: dict[str, Any] = {}
+    dynamic: list[_Dynamic] = []
+    for name, shape in record.members:
+        fixed[0] += len(name) + 2
+        attribute = top and name not in ("data", DELIVERY)
+        if top and name == "data_base64" or attribute and not name_accepted(name):
+            raise _Unsure  # binary data given as text, or a name no attribute may have
+        template[name] = _LATER
+        if isinstance(shape, Path):
+            if shape.root != ROOT:
+                raise _Unsure  # an undeclared name, or a type's: the general path
+            dynamic.append((name, shape.names, None, None, attribute))
+        elif isinstance(shape, Record):
+            if attribute:
+                raise _Unsure  # a map is no attribute value
+            dynamic.append((name, None, _planned(shape, fixed, top=False), None, False))
+        else:
+            value = shape.value
+            if type(value) is str:
+                fixed[0] += len(value) + 2
+            elif (count := SCALARS.get(type(value))) is not None:
+                fixed[0] += count
+            else:  # a list or map (or a value the conversion turns into text): each time
+                dynamic.append((name, None, None, value, attribute))
+                continue
+            if attribute and not value_accepted(name, value):
+                raise _Unsure  # the same invalid value for every event
+            template[name] = value
+    return _Record(template, tuple(dynamic))
