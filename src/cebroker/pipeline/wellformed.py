@@ -84,6 +84,12 @@ def name_accepted(name: object) -> bool:
     return type(name) is str and name not in _PAYLOAD and ATTRIBUTE_NAME.fullmatch(name) is not None
 
 
+def any_text_accepted(name: str) -> bool:
+    """Whether every string is a value :func:`value_accepted` accepts for the attribute ``name``
+    (all but ``specversion``, ``time`` and the required ones)."""
+    return name not in _REQUIRED and name != "specversion" and name != "time"
+
+
 def value_accepted(name: str, value: object) -> bool:
     """True only for a value the full check accepts for the attribute ``name`` (an accepted
     name, :func:`name_accepted`) in an event it accepts: what :func:`_looks_valid` asks of each

@@ -43,7 +43,7 @@ from cebroker.pipeline.transform.engine import (
     depth_of_shape,
 )
 from cebroker.pipeline.transform.extras import NO_EXTRAS, Extras, ExtrasError, destination_with, parse_extras
-from cebroker.pipeline.wellformed import event_problems, name_accepted, value_accepted
+from cebroker.pipeline.wellformed import any_text_accepted, event_problems, name_accepted, value_accepted
 
 __all__ = ["Plan", "plan_of"]
 
@@ -59,14 +59,23 @@ REQUIRED: Final = ("source", "type")
 #: The value every output member that the event gives has before it is set (replaced in place,
 #: so the output keeps the expression's order of members).
 _LATER: Final = None
+#: What the event's member read is when the event has no such member.
+_MISSING: Final = object()
+
+
+# What a member's value is: the event's member at a path (the first name, the rest), a nested
+# record, or a constant list or map, which the conversion copies on every evaluation (as the
+# general path does it).
+_PATH, _RECORD, _COPIED = range(3)
+# How a member's value is checked: not at all (not an attribute), as an attribute that takes any
+# string (a string needs no call), or by the attribute's rule (wellformed.value_accepted).
+_FREE, _ANY_TEXT, _RULED = range(3)
 
 
 class _Record:
     """A map literal of the output, planned: a dict of its members with the constants set (to
     be copied for each event, which keeps the literal's order), and the members whose value
-    depends on the event: ``(name, path, nested record, copied constant, attribute)``, where
-    ``path`` is the event's member to read (``None`` for a nested record or a constant list or
-    map, which the conversion copies on every evaluation, as the general path does)."""
+    depends on the event: ``(name, what it is, its arguments, how it is checked)``."""
 
     __slots__ = ("dynamic", "template")
 
@@ -75,7 +84,7 @@ class _Record:
         self.dynamic = dynamic
 
 
-_Dynamic = tuple[str, "tuple[str, ...] | None", "_Record | None", object, bool]
+_Dynamic = tuple[str, int, Any, Any, int]
 
 
 class _Unsure(Exception):
@@ -85,7 +94,7 @@ class _Unsure(Exception):
 class Plan:
     """A shaped transformation, ready to run on each event (see the module docstring)."""
 
-    __slots__ = ("_budget", "_constant_type", "_delivery", "_fixed", "_limit", "_record")
+    __slots__ = ("_budget", "_constant_type", "_delivery", "_fixed", "_limit", "_owned", "_record")
 
     def __init__(self, program: CelProgram, record: _Record, fixed: int) -> None:
         """``record``: the output, planned; ``fixed``: the JSON size of its keys, braces and
@@ -95,6 +104,8 @@ class Plan:
         self._record = record
         self._fixed = fixed
         self._delivery = DELIVERY in record.template
+        #: Whether the expression sets an attribute the broker owns.
+        self._owned = any(name in record.template for name in OWNED)
         content_type = record.template.get("datacontenttype")
         #: Whether a constant ``datacontenttype`` is a JSON type (None: not a constant).
         self._constant_type = is_json_type(content_type) if isinstance(content_type, str) else None
@@ -122,17 +133,31 @@ class Plan:
                 extras = parse_extras(out.pop(DELIVERY), destination.protocol, batch=batch)
             except ExtrasError:
                 return None
-        for name in OWNED:
-            if name not in event:
-                continue
-            stored = event[name]
-            if name not in out:
-                if not value_accepted(name, stored):
+        # The attributes the broker owns: the stored event's (added after the expression's
+        # members, in this order), or the expression's when it has them and they are the same.
+        specversion, id_ = event.get("specversion"), event.get("id")
+        if self._owned:
+            for name in OWNED:
+                if name not in event:
+                    continue
+                stored = event[name]
+                if name not in out:
+                    if not value_accepted(name, stored):
+                        return None
+                    out[name] = stored
+                elif out[name] != stored:
                     return None
-                out[name] = stored
-            elif out[name] != stored:
+            if "specversion" not in out or "id" not in out:
                 return None
-        if "specversion" not in out or "id" not in out:
+        elif type(id_) is str and id_ and specversion == "1.0" and type(specversion) is str:
+            out["specversion"] = specversion
+            out["id"] = id_
+            if "replayid" in event:
+                stored = event["replayid"]
+                if not value_accepted("replayid", stored):
+                    return None
+                out["replayid"] = stored
+        else:
             return None
         data = out.get("data")
         if data is not None and not isinstance(data, str):
@@ -159,25 +184,30 @@ class Plan:
         out = record.template.copy()
         size = 0
         value: Any
-        for name, path, nested, copied, attribute in record.dynamic:
-            if path is not None:
-                value = event
-                for step in path:
+        for name, kind, first, rest, rule in record.dynamic:
+            if kind == _PATH:
+                value = event if first is None else event.get(first, _MISSING)
+                for step in rest:
                     if type(value) is not dict or step not in value:
                         raise _Unsure
                     value = value[step]
                 if type(value) is str:
                     size += len(value) + 2
+                    if rule == _ANY_TEXT:
+                        out[name] = value
+                        continue
                 elif (count := SCALARS.get(type(value))) is not None:
                     size += count
+                elif value is _MISSING:
+                    raise _Unsure  # the event has no such member
                 else:
                     value = self._converter(converters).plain(value, depth + 1)
-            elif nested is not None:
-                value, read = self._assemble(nested, event, depth + 1, converters)
+            elif kind == _RECORD:
+                value, read = self._assemble(first, event, depth + 1, converters)
                 size += read
             else:
-                value = self._converter(converters).plain(copied, depth + 1)
-            if attribute and not value_accepted(name, value):
+                value = self._converter(converters).plain(first, depth + 1)
+            if rule and not value_accepted(name, value):
                 raise _Unsure
             out[name] = value
         return out, size
@@ -220,15 +250,17 @@ def _planned(record: Record, fixed: list[int], *, top: bool) -> _Record:
         attribute = top and name not in ("data", DELIVERY)
         if top and name == "data_base64" or attribute and not name_accepted(name):
             raise _Unsure  # binary data given as text, or a name no attribute may have
+        rule = (_ANY_TEXT if any_text_accepted(name) else _RULED) if attribute else _FREE
         template[name] = _LATER
         if isinstance(shape, Path):
             if shape.root != ROOT:
                 raise _Unsure  # an undeclared name, or a type's: the general path
-            dynamic.append((name, shape.names, None, None, attribute))
+            first = shape.names[0] if shape.names else None
+            dynamic.append((name, _PATH, first, shape.names[1:], rule))
         elif isinstance(shape, Record):
             if attribute:
                 raise _Unsure  # a map is no attribute value
-            dynamic.append((name, None, _planned(shape, fixed, top=False), None, False))
+            dynamic.append((name, _RECORD, _planned(shape, fixed, top=False), (), _FREE))
         else:
             value = shape.value
             if type(value) is str:
@@ -236,7 +268,7 @@ def _planned(record: Record, fixed: list[int], *, top: bool) -> _Record:
             elif (count := SCALARS.get(type(value))) is not None:
                 fixed[0] += count
             else:  # a list or map (or a value the conversion turns into text): each time
-                dynamic.append((name, None, None, value, attribute))
+                dynamic.append((name, _COPIED, value, (), rule))
                 continue
             if attribute and not value_accepted(name, value):
                 raise _Unsure  # the same invalid value for every event
