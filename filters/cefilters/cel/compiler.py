@@ -20,7 +20,7 @@ from .budget import Budget, CelCostError, CelEvaluationError, CelSyntaxError, Po
 from .functions import FUNCTIONS, METHODS, pattern_factor, regex
 from .literals import literal
 from .macros import MACROS, SCAN_UNIT, Frame, MacroParts
-from .nodes import Node, built, constant, depth_of, index, located, logical, position_of
+from .nodes import Node, Run, built, constant, depth_of, index, located, logical, position_of
 from .operators import ARITHMETIC, RELATIONS, negate, not_
 from .shapes import Path, Record, Shape
 from .values import TYPES, from_input, type_name
@@ -244,8 +244,10 @@ class _Compiler:
             )
 
         shape = target.shape
-        extended = Path(shape.root, (*shape.names, name)) if isinstance(shape, Path) else None
-        return Node(select, 1 + target.cost, depth_of(target), shape=extended)
+        if isinstance(shape, Path):
+            path = Path(shape.root, (*shape.names, name))
+            return Node(_read(path, select), 1 + target.cost, depth_of(target), shape=path)
+        return Node(select, 1 + target.cost, depth_of(target))
 
     def rule_member_index(self, tree: lark.Tree[lark.Token], depth: int) -> Node:
         target = self.sub(tree.children[0], depth)
@@ -257,14 +259,10 @@ class _Compiler:
             return index(run_target(frame), run_key(frame), position)
 
         shape, name = target.shape, key.value
-        extended = (
-            Path(shape.root, (*shape.names, name))
-            if isinstance(shape, Path) and key.constant and isinstance(name, str) and type(name) is str
-            else None
-        )
-        return self._folded(
-            Node(at, 1 + target.cost + key.cost, depth_of(target, key), shape=extended), target, key
-        )
+        if isinstance(shape, Path) and key.constant and isinstance(name, str) and type(name) is str:
+            path = Path(shape.root, (*shape.names, name))
+            return Node(_read(path, at), 1 + target.cost + key.cost, depth_of(target, key), shape=path)
+        return self._folded(Node(at, 1 + target.cost + key.cost, depth_of(target, key)), target, key)
 
     def arguments(self, tree: lark.Tree[lark.Token] | lark.Token | None) -> list[lark.Tree[lark.Token]]:
         if tree is None:
@@ -498,6 +496,38 @@ class _Compiler:
         if tree.data == "ident":
             return str(tree.children[0])
         raise self.fail(tree, "a macro's first argument is a variable name")
+
+
+def _read(path: Path, selections: Run) -> Run:
+    """``path`` read in one step when the variable and every member on the way are maps that
+    have the next name (what ``selections``, the selections one by one, give then); anything
+    else runs ``selections``, which say what is wrong. A member read costs one closure call,
+    not one per name plus the variable's."""
+    root, names = path.root, path.names
+    if len(names) == 1:
+        (only,) = names
+
+        def read_one(frame: Frame) -> object:
+            value = frame.variables.get(root)
+            if type(value) is dict:
+                found = value.get(only, _MISSING)
+                if found is not _MISSING:
+                    return found
+            return selections(frame)
+
+        return read_one
+
+    def read(frame: Frame) -> object:
+        value = frame.variables.get(root)
+        for name in names:
+            if type(value) is not dict:
+                return selections(frame)
+            value = value.get(name, _MISSING)
+        if value is _MISSING:
+            return selections(frame)
+        return value
+
+    return read
 
 
 def _record(members: list[tuple[str, Shape | None]]) -> Record | None:
