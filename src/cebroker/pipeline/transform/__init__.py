@@ -17,6 +17,7 @@ from cebroker.pipeline.transform.apply import (
     Outgoing,
     OutputCheck,
     output_check,
+    prepare,
     transform,
 )
 from cebroker.pipeline.transform.programs import Transforms, compile_of
@@ -32,6 +33,7 @@ __all__ = [
     "Transforms",
     "compile_of",
     "output_check",
+    "prepare",
     "transform",
     "transform_problems",
 ]

@@ -1,13 +1,19 @@
 """Running a transformation on one delivery: the one function the dispatch path and every
 preview (explain, a replay's dry run) call, so a preview is what the sink receives.
 
-:func:`transform` evaluates the subscription's expression on the stored event and returns one of
+:func:`prepare` evaluates the subscription's expression on the stored event (an expression that
+only assembles takes its fast path, :mod:`.shaped`, which gives the same) and returns what
+:func:`transform` returns as a record, one of
 
 * :class:`Outgoing`: the event to send and the destination to send it to (the subscription's,
   with the output's ``$delivery`` applied, :mod:`.extras`);
 * :class:`Dropped`: the expression evaluated to ``null``, nothing is sent;
 * :class:`Failed`: the evaluation failed or its output is not an event the broker can send;
-  the reason and, when known, the position in the expression.
+  the reason and, when known, the position in the expression;
+
+except that :func:`prepare` gives an outgoing event with nothing to warn about as the plain
+tuple ``(event, destination, extras)``: the dispatcher sends it as it is, and building the
+record cost a fifth of a typical transformation (0.4 of 2.2 µs).
 
 What the expression sees (``event``): the event in the JSON format with ``data`` as the payload's
 value (``data_base64`` becomes ``data`` as bytes). What it returns is the outgoing event in the
@@ -41,6 +47,7 @@ __all__ = [
     "OutputCheck",
     "Outgoing",
     "output_check",
+    "prepare",
     "transform",
 ]
 
@@ -99,6 +106,10 @@ class Failed:
 Outcome = Outgoing | Dropped | Failed
 
 
+#: An outgoing event with nothing to warn about, as :func:`prepare` gives it.
+Parts = tuple[dict[str, Any], Destination, Extras]
+
+
 def transform(
     transformation: Transformation,
     event: Mapping[str, Any],
@@ -110,13 +121,27 @@ def transform(
     """Transform one delivery of ``event`` (as stored) to ``destination``; never raises for a
     bad expression or output (those are :class:`Failed`). ``batch``: the delivery goes out in a
     batch (no per-event ``$delivery``); ``check``: the registry's check of the output."""
+    made = prepare(transformation, event, destination, batch=batch, check=check)
+    return Outgoing(*made) if isinstance(made, tuple) else made
+
+
+def prepare(
+    transformation: Transformation,
+    event: Mapping[str, Any],
+    destination: Destination,
+    *,
+    batch: bool = False,
+    check: OutputCheck | None = None,
+) -> Parts | Outcome:
+    """:func:`transform`'s outcome, an outgoing event with nothing to warn about as its parts
+    (see the module docstring)."""
     plan = transformation.plan
     if plan is not None:
         # The fast path of an expression that only assembles (.shaped): the same outgoing
         # event when it gives one; anything out of the ordinary is the general path's to say.
         made = plan.outgoing(event, destination, batch)
         if made is not None:
-            return _checked(Outgoing(*made), check)
+            return made if check is None else _checked(Outgoing(*made), check)
     try:
         result = evaluate(transformation.program, {"event": _view(event)})
     except CelEvaluationError as error:
