@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from cefilters.cel import CelEvaluationError, Constant, Path, Record, compile_cel
+from cefilters.cel import CelEvaluationError, Computed, Constant, Frame, Path, Record, compile_cel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,17 +27,31 @@ def test_a_map_literal_of_members_and_constants_has_its_shape() -> None:
     "text",
     [
         "event.type + 'x'",  # computed
-        '{"t": event.type + "x"}',  # a member computed
-        '{"t": has(event.type)}',
         "[event][0].type",  # not a variable's member
         "[1].map(x, {'v': x})",  # a macro's variable
         "{event.type: 1}",  # a key that is not a constant
         "event[event.type]",
+        "event.type == 'x' ? {'a': 1} : {'a': 2}",
     ],
 )
 def test_what_computes_has_no_shape(text: str) -> None:
-    program = compile_cel(text)
-    assert program.shape is None or not isinstance(program.shape, Record | Path)
+    assert compile_cel(text).shape is None
+
+
+def test_a_computed_member_is_run_by_its_closure() -> None:
+    program = compile_cel('{"t": event.type + "x", "h": has(event.subject), "n": {"o": size(event.data)}}')
+    assert isinstance(program.shape, Record)
+    (t, computed), (h, present), (n, nested) = program.shape.members
+    assert (t, h, n) == ("t", "h", "n")
+    assert isinstance(computed, Computed)
+    assert isinstance(present, Computed)
+    assert isinstance(nested, Record)
+    size = nested.members[0][1]
+    assert isinstance(size, Computed)
+    frame = Frame({"event": {"type": "a", "data": {"x": 1, "y": 2}}}, program.budget)
+    assert computed.run(frame) == "ax"
+    assert present.run(frame) is False
+    assert size.run(frame) == 2
 
 
 def test_a_folded_literal_is_a_constant() -> None:

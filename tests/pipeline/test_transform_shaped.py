@@ -1,11 +1,11 @@
-"""The fast path of a transformation that only assembles (``transform.shaped``): whatever the
-expression and the event, it gives exactly what the general path (the evaluator, the conversion
-and the output's checks) gives: the same event with its members in the same order, the same
-destination and ``$delivery``, or it leaves the event to the general path, which gives the
-failure. Property tests over generated expressions (map literals of constants, member
-selections and nested literals) and events (valid ones and near misses), with budgets small
-enough to be exceeded; and the value rule the fast path checks attributes by, held to the full
-event check."""
+"""The fast path of a transformation whose expression is a map literal (``transform.shaped``):
+whatever the expression and the event, it gives exactly what the general path (the evaluator,
+the conversion and the output's checks) gives: the same event with its members in the same
+order, the same destination and ``$delivery``, or it leaves the event to the general path,
+which gives the failure. Property tests over generated expressions (map literals of constants,
+member reads, computed members and nested literals) and events (valid ones and near misses),
+with budgets small enough to be exceeded; and the value rule the fast path checks attributes
+by, held to the full event check."""
 
 from __future__ import annotations
 
@@ -127,12 +127,35 @@ PATHS = st.sampled_from(
 #: What most outputs hold: attributes that take strings, given strings.
 USUAL_KEYS = st.sampled_from(["subject", "origin", "topic", "region", "dataschema", "data"])
 USUAL_VALUES = st.sampled_from(
-    ['"/partner"', '"x-a"', "event.source", "event.subject", "event.data.currency"]
+    ['"/partner"', '"x-a"', "event.source", "event.subject", "event.data.currency", 'event.type + "-x"']
+)
+
+
+#: Computed members (evaluated by their closures on the fast path), some failing on some events.
+COMPUTED = st.sampled_from(
+    [
+        'event.type + "-x"',
+        "event.source + event.source + event.source",
+        "size(event.data)",
+        'has(event.subject) ? event.subject : "none"',
+        "event.data.order * 2",
+        "int(event.data.amount)",
+        "string(event.data.order)",
+        "[event.type, event.source]",
+        "event.data.lines.map(l, l.sku)",
+        "event.data.lines.map(l, event.source + event.source)",
+        "event.data.missing + 1",
+        "timestamp(event.time)",
+        "event.type.size() > 3",
+        "1u + event.data.order",
+        "{event.type: 1}",
+        "b'x' + b'y'",
+    ]
 )
 
 
 def _record(depth: int) -> st.SearchStrategy[str]:
-    value: st.SearchStrategy[str] = CONSTANTS | PATHS
+    value: st.SearchStrategy[str] = CONSTANTS | PATHS | COMPUTED
     if depth < 2:
         value = value | st.deferred(lambda: _record(depth + 1))
     usual = st.dictionaries(USUAL_KEYS, st.one_of(USUAL_VALUES, USUAL_VALUES, value), max_size=4)

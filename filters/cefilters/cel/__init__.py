@@ -39,7 +39,7 @@ from .budget import (
 )
 from .compiler import ASSUMED_SIZE, Node, compile_tree
 from .macros import Frame
-from .shapes import Constant, Path, Record, Shape, built_of, depth_of_shape
+from .shapes import Computed, Constant, Path, Record, Shape, built_of, depth_of_shape
 from .values import to_output
 
 __all__ = [
@@ -52,7 +52,9 @@ __all__ = [
     "CelEvaluationError",
     "CelProgram",
     "CelSyntaxError",
+    "Computed",
     "Constant",
+    "Frame",
     "Path",
     "Position",
     "Record",
@@ -75,9 +77,10 @@ class CelProgram:
         text: the source expression.
         budget: what one evaluation may spend.
         cost: the static cost estimate, in steps (at most ``budget.max_steps``).
-        shape: what the expression builds when it only assembles constants and members of its
-            variables in map literals (:mod:`cefilters.cel.shapes`), else ``None``: what an
-            evaluation gives when no step of it fails, for callers that assemble it themselves.
+        shape: what the expression builds when it is a map literal with constant keys, a
+            member read of a variable or a constant (:mod:`cefilters.cel.shapes`), else
+            ``None``: what an evaluation gives when no step of it fails, for callers that
+            assemble it themselves.
     """
 
     __slots__ = ("_run", "budget", "cost", "shape", "text")

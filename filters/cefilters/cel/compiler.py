@@ -22,7 +22,7 @@ from .literals import literal
 from .macros import MACROS, SCAN_UNIT, Frame, MacroParts
 from .nodes import Node, Run, built, constant, depth_of, index, located, logical, position_of
 from .operators import ARITHMETIC, RELATIONS, negate, not_
-from .shapes import Path, Record, Shape
+from .shapes import Computed, Path, Record
 from .values import TYPES, from_input, type_name
 
 __all__ = ["ASSUMED_SIZE", "Frame", "Node", "compile_tree"]
@@ -298,14 +298,17 @@ class _Compiler:
             # The usual literal, {"name": value, ...}: its keys are known strings and distinct,
             # so nothing about them is checked again on every evaluation.
             named = [(name, value.run) for name, (_, value) in zip(names, pairs, strict=True)]
-            named_shapes = [(str(name), value.shape) for name, (_, value) in zip(names, pairs, strict=True)]
+            named_shapes = [
+                (str(name), value.shape or Computed(value.run))
+                for name, (_, value) in zip(names, pairs, strict=True)
+            ]
 
             def build_named(frame: Frame) -> object:
                 frame.build(built, position)
                 return {name: run(frame) for name, run in named}
 
             cost = 1 + sum(p.cost for p in parts)
-            record = _record(named_shapes)
+            record = Record(tuple(named_shapes))
             node = Node(build_named, cost, depth_of(*parts), len(pairs), shape=record)
             return self._folded(node, *parts)
 
@@ -528,16 +531,6 @@ def _read(path: Path, selections: Run) -> Run:
         return value
 
     return read
-
-
-def _record(members: list[tuple[str, Shape | None]]) -> Record | None:
-    """The shape of a map literal with these keys and values (None: a value has none)."""
-    known: list[tuple[str, Shape]] = []
-    for name, shape in members:
-        if shape is None:
-            return None
-        known.append((name, shape))
-    return Record(tuple(known))
 
 
 def compile_tree(tree: lark.Tree[lark.Token], budget: Budget, hidden: frozenset[str]) -> Node:

@@ -15,14 +15,21 @@ What each shape evaluates to, exactly as the evaluator does it when nothing fail
   other, each in the map the previous one gave (a missing key or a value that is not a map is
   an evaluation error);
 * :class:`Record`: a new ``dict`` of ``members`` in their order, each value its shape's value;
-  every evaluation counts ``16 * len(members)`` bytes built toward the budget (``built``).
+  every evaluation counts ``16 * len(members)`` bytes built toward the budget (``built``);
+* :class:`Computed` (only as a record's member): any other operation, ``run(frame)``, with a
+  :class:`~cefilters.cel.macros.Frame` of the variables and the budget, which counts the steps
+  and the bytes it builds as the evaluator's frame does (one frame for the whole record, with
+  the records' ``built`` counted in it first).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Constant", "Path", "Record", "Shape", "built_of", "depth_of_shape"]
+from .macros import Frame
+
+__all__ = ["Computed", "Constant", "Path", "Record", "Shape", "built_of", "depth_of_shape"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +48,20 @@ class Path:
 
 
 @dataclass(frozen=True, slots=True)
+class Computed:
+    """A record's member that is neither a constant, a member read nor a record."""
+
+    run: Callable[[Frame], object]
+
+
+@dataclass(frozen=True, slots=True)
 class Record:
     """A map literal with distinct constant string keys, in the literal's order."""
 
     members: tuple[tuple[str, Shape], ...]
 
 
-Shape = Constant | Path | Record
+Shape = Constant | Path | Record | Computed
 
 
 def built_of(shape: Shape) -> int:

@@ -1,27 +1,33 @@
-"""The fast path of a transformation that only assembles: picks members of the event, renames
-them and adds constants (the typical one), without the evaluator.
+"""The fast path of a transformation whose expression is a map literal with constant keys (the
+outgoing event written out, as the typical one picks members of the event, renames them and
+adds constants).
 
-The engine records such an expression's :class:`~.engine.Shape` when it compiles it: a map
-literal with constant keys whose values are constants, member selections of ``event``
-(``event.data.order``) or further such map literals. :func:`plan_of` turns it into a
-:class:`Plan` once per subscription revision, with everything that does not depend on the event
-worked out then: the JSON size of the keys and constants, whether each output member is an
-attribute and with what rule its value is checked, whether the output can carry
-``$delivery``. :meth:`Plan.outgoing` then builds the outgoing event in one pass over the
-stored event, counting the JSON size of what it reads as the general path's conversion does.
+The engine records such an expression's :class:`~.engine.Shape` when it compiles it: for each
+member, a constant, a member read of ``event`` (``event.data.order``), a nested such map
+literal, or any other operation (computed by its compiled closure). :func:`plan_of` turns it
+into a :class:`Plan` once per subscription revision, with everything that does not depend on
+the event worked out then: the JSON size of the keys and constants, whether each output member
+is an attribute and with what rule its value is checked, whether the output can carry
+``$delivery``. :meth:`Plan.outgoing` then builds the outgoing event in one pass: members read
+from the stored event without the evaluator, computed ones in one evaluation frame (which counts
+their steps and what they build, with the literals' own bytes counted first, as the evaluator
+counts them), the JSON size of what it reads or computes counted as the general path's
+conversion counts it.
 
 It returns ``None`` whenever anything does not go the ordinary way: a member missing, a value
-that is not a map, a size over the budget, binary data, an output that would not be a valid
-event, a ``$delivery`` that is refused. The caller then runs the general path
-(:func:`~.apply.transform`), which gives the failure and its reason; the expression has no clock
-and no randomness, so running it again gives what the fast path would have. What the fast path
-returns is exactly what the general path returns (a property test holds the two together).
+that is not a map, a computed member that fails, a size over the budget, binary data, an output
+that would not be a valid event, a ``$delivery`` that is refused. The caller then runs the
+general path (:func:`~.apply.prepare`), which gives the failure and its reason; the expression
+has no clock and no randomness, so running it again gives what the fast path would have. What
+the fast path returns is exactly what the general path returns (a property test holds the two
+together).
 
 What it does not do again for each event: check the output's attribute names and constant
 values (they are the same for every event, checked here once), count the keys' and constants'
-size, convert values that are plain already. What it still checks for each event: every value
-it read from the event, by the rule of the attribute it becomes (``origin: event.source`` makes
-an extension, which takes a string, an integer or a boolean), and the size of what it read.
+size, convert values that are plain already, copy the result into the outgoing event. What it
+still checks for each event: every value it read or computed, by the rule of the attribute it
+becomes (``origin: event.source`` makes an extension, which takes a string, an integer or a
+boolean), and the size of what it read or computed.
 """
 
 from __future__ import annotations
@@ -34,9 +40,10 @@ from ceprotocols.sender import Destination
 
 from cebroker.pipeline.transform.engine import (
     SCALARS,
-    CelEvaluationError,
     CelProgram,
+    Computed,
     Converter,
+    Frame,
     Path,
     Record,
     built_of,
@@ -64,9 +71,9 @@ _MISSING: Final = object()
 
 
 # What a member's value is: the event's member at a path (the first name, the rest), a nested
-# record, or a constant list or map, which the conversion copies on every evaluation (as the
-# general path does it).
-_PATH, _RECORD, _COPIED = range(3)
+# record, a constant list or map, which the conversion copies on every evaluation (as the
+# general path does it), or computed by its closure.
+_PATH, _RECORD, _COPIED, _COMPUTED = range(4)
 # How a member's value is checked: not at all (not an attribute), as an attribute that takes any
 # string (a string needs no call), or by the attribute's rule (wellformed.value_accepted).
 _FREE, _ANY_TEXT, _RULED = range(3)
@@ -94,12 +101,25 @@ class _Unsure(Exception):
 class Plan:
     """A shaped transformation, ready to run on each event (see the module docstring)."""
 
-    __slots__ = ("_budget", "_constant_type", "_delivery", "_fixed", "_limit", "_owned", "_record")
+    __slots__ = (
+        "_budget",
+        "_built",
+        "_computes",
+        "_constant_type",
+        "_delivery",
+        "_fixed",
+        "_limit",
+        "_owned",
+        "_record",
+    )
 
-    def __init__(self, program: CelProgram, record: _Record, fixed: int) -> None:
+    def __init__(self, program: CelProgram, record: _Record, fixed: int, computes: bool) -> None:
         """``record``: the output, planned; ``fixed``: the JSON size of its keys, braces and
-        scalar constants (what the conversion counts whatever the event)."""
+        scalar constants (what the conversion counts whatever the event); ``computes``:
+        whether a member is computed (each evaluation then has a frame)."""
         self._budget = program.budget
+        self._built = built_of(program.shape) if program.shape is not None else 0
+        self._computes = computes
         self._limit = program.budget.max_output_bytes
         self._record = record
         self._fixed = fixed
@@ -119,10 +139,14 @@ class Plan:
         if type(event) is not dict or "data_base64" in event:
             return None  # binary data: the expression sees bytes (apply._view)
         converters: list[Converter] = []
+        frame = None
+        if self._computes:
+            frame = Frame({ROOT: event}, self._budget)
+            frame.build(self._built, None)  # the literals' own, as the evaluator counts them
         try:
-            out, size = self._assemble(self._record, event, 0, converters)
-        except (_Unsure, CelEvaluationError, RecursionError):  # BudgetExceeded is one
-            return None
+            out, size = self._assemble(self._record, event, 0, converters, frame)
+        except Exception:  # whatever it is (a member missing, a computed one failing): the
+            return None  # general path reports it
         if converters:
             size += converters[0].size
         if self._fixed + size > self._limit:
@@ -178,7 +202,12 @@ class Plan:
         return out, destination_with(destination, extras), extras
 
     def _assemble(
-        self, record: _Record, event: dict[str, Any], depth: int, converters: list[Converter]
+        self,
+        record: _Record,
+        event: dict[str, Any],
+        depth: int,
+        converters: list[Converter],
+        frame: Frame | None,
     ) -> tuple[dict[str, Any], int]:
         """One record's dict, and the JSON size of what it read from the event."""
         out = record.template.copy()
@@ -203,8 +232,16 @@ class Plan:
                 else:
                     value = self._converter(converters).plain(value, depth + 1)
             elif kind == _RECORD:
-                value, read = self._assemble(first, event, depth + 1, converters)
+                value, read = self._assemble(first, event, depth + 1, converters, frame)
                 size += read
+            elif kind == _COMPUTED:
+                value = first(frame)
+                if type(value) is str:
+                    size += len(value) + 2
+                elif (count := SCALARS.get(type(value))) is not None:
+                    size += count
+                else:
+                    value = self._converter(converters).plain(value, depth + 1)
             else:
                 value = self._converter(converters).plain(first, depth + 1)
             if rule and not value_accepted(name, value):
@@ -236,7 +273,14 @@ def plan_of(program: CelProgram) -> Plan | None:
         record = _planned(shape, fixed, top=True)
     except _Unsure:
         return None
-    return Plan(program, record, fixed[0])
+    return Plan(program, record, fixed[0], _computes(shape))
+
+
+def _computes(record: Record) -> bool:
+    return any(
+        isinstance(member, Computed) or isinstance(member, Record) and _computes(member)
+        for _, member in record.members
+    )
 
 
 def _planned(record: Record, fixed: list[int], *, top: bool) -> _Record:
@@ -261,6 +305,8 @@ def _planned(record: Record, fixed: list[int], *, top: bool) -> _Record:
             if attribute:
                 raise _Unsure  # a map is no attribute value
             dynamic.append((name, _RECORD, _planned(shape, fixed, top=False), (), _FREE))
+        elif isinstance(shape, Computed):
+            dynamic.append((name, _COMPUTED, shape.run, (), rule))
         else:
             value = shape.value
             if type(value) is str:
