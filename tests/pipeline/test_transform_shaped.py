@@ -17,7 +17,7 @@ from ceprotocols.sender import Destination
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cebroker.pipeline.transform import Failed, Outgoing, prepare, transform
+from cebroker.pipeline.transform import Failed, Outgoing, apply, prepare, shaped, transform
 from cebroker.pipeline.transform.engine import Budget, compile_cel
 from cebroker.pipeline.transform.shaped import plan_of
 from cebroker.pipeline.transform.spec import BUDGET, Transformation, parse_transform
@@ -373,3 +373,8 @@ def test_names_no_attribute_may_have() -> None:
     assert not any(
         name_accepted(name) for name in ("data", "data_base64", "Bad", "", "x" * 21, "$delivery", 1)
     )
+
+
+def test_the_fast_path_knows_the_general_paths_reserved_names() -> None:
+    assert shaped.OWNED == apply.OWNED
+    assert shaped.DELIVERY == apply.DELIVERY_MEMBER
