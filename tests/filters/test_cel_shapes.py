@@ -1,4 +1,4 @@
-"""What the compiler records of an expression that only assembles (``CelProgram.shape``), and the
+"""What the compiler records of an expression that writes its result out (``CelProgram.shape``), and the
 member reads it compiles in one step (``event.data.order``): the same value or the same error as
 the selections one by one, whatever the variables hold (a property test)."""
 

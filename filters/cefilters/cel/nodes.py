@@ -20,7 +20,7 @@ Run = Callable[[Frame], object]
 @dataclass(frozen=True, slots=True)
 class Node:
     """One compiled operation; see the module docstring. ``shape``: what it builds, when it
-    only assembles constants and members of its variables (:mod:`.shapes`)."""
+    writes it out: a map literal with constant keys, a member read, a constant (:mod:`.shapes`)."""
 
     run: Run
     cost: int

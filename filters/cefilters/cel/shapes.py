@@ -1,12 +1,14 @@
-"""What an expression builds, when it only assembles members of its variables: its shape.
+"""What an expression builds, when it writes its result out: its shape.
 
 Many expressions that reshape a value (a transformation that picks fields and renames them) are
-map literals with constant keys whose values are constants, member selections of a variable
-(``event.data.order``) or further such map literals. For those the compiler records a
-:class:`Shape` next to the closure it compiles (:attr:`cefilters.cel.CelProgram.shape`), so that
-a caller that evaluates the expression once per input can assemble the same value without the
-evaluator, and fall back to :meth:`~cefilters.cel.CelProgram.evaluate_raw` whenever a step does
-not go the ordinary way (a member missing, a value that is not a map).
+map literals with constant keys whose values are constants, member reads of a variable
+(``event.data.order``), further such map literals or other operations. For those (and for a
+member read or a constant alone) the compiler records a :class:`Shape` next to the closure it
+compiles (:attr:`cefilters.cel.CelProgram.shape`), so that a caller that evaluates the
+expression once per input can assemble the same value with only the computed members left to
+the evaluator, and fall back to :meth:`~cefilters.cel.CelProgram.evaluate_raw` whenever a step
+does not go the ordinary way (a member missing, a value that is not a map, a computed member
+failing).
 
 What each shape evaluates to, exactly as the evaluator does it when nothing fails:
 

@@ -5,7 +5,9 @@ delivery after the match, or drops it (docs/transformations.md).
   that names the engine);
 * :mod:`.spec`: ``{"cel": ...}`` checked and compiled, with the evaluation budget;
 * :mod:`.extras`: the output's ``$delivery`` (headers, path, key, topic, subject) per protocol;
-* :mod:`.apply`: :func:`transform`, the one function deliveries and previews call;
+* :mod:`.apply`: :func:`prepare` (deliveries) and :func:`transform` (previews, through
+  ``prepare``): the one function both call;
+* :mod:`.shaped`: the fast path of an expression whose top level is a map literal;
 * :mod:`.programs`: the compiled transformation of each subscription revision;
 * :mod:`.preview`: an outcome as the explain and dry-run answers show it.
 """

@@ -1,8 +1,8 @@
 """Running a transformation on one delivery: the one function the dispatch path and every
 preview (explain, a replay's dry run) call, so a preview is what the sink receives.
 
-:func:`prepare` evaluates the subscription's expression on the stored event (an expression that
-only assembles takes its fast path, :mod:`.shaped`, which gives the same) and returns what
+:func:`prepare` evaluates the subscription's expression on the stored event (one whose top level
+is a map literal takes the fast path, :mod:`.shaped`, which gives the same) and returns what
 :func:`transform` returns as a record, one of
 
 * :class:`Outgoing`: the event to send and the destination to send it to (the subscription's,
@@ -137,8 +137,8 @@ def prepare(
     (see the module docstring)."""
     plan = transformation.plan
     if plan is not None:
-        # The fast path of an expression that only assembles (.shaped): the same outgoing
-        # event when it gives one; anything out of the ordinary is the general path's to say.
+        # The fast path of a map literal (.shaped): the same outgoing event when it gives one;
+        # anything out of the ordinary is the general path's to say.
         made = plan.outgoing(event, destination, batch)
         if made is not None:
             return made if check is None else _checked(Outgoing(*made), check)

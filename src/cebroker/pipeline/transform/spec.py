@@ -44,8 +44,8 @@ class TransformSpecError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Transformation:
-    """A compiled transformation: the expression's text, its program and, when the expression
-    only assembles members of the event and constants, its fast path (:mod:`.shaped`)."""
+    """A compiled transformation: the expression's text, its program and, when the expression's
+    top level is a map literal with constant keys, its fast path (:mod:`.shaped`)."""
 
     text: str
     program: CelProgram
