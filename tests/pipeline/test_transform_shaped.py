@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ceprotocols.sender import Destination
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cebroker.pipeline.transform import Failed, Outgoing, apply, prepare, shaped, transform
+from cebroker.contracts import ValidationMode, Violation
+from cebroker.pipeline.transform import Failed, Outgoing, apply, output_check, prepare, shaped, transform
 from cebroker.pipeline.transform.engine import Budget, compile_cel
 from cebroker.pipeline.transform.shaped import plan_of
 from cebroker.pipeline.transform.spec import BUDGET, Transformation, parse_transform
@@ -284,6 +286,33 @@ def test_the_fast_path_gives_what_the_general_path_gives(
         if made is not None:  # whatever it gives is what the general path sends
             assert isinstance(fast, Outgoing)
             assert list(made[0].items()) == list(fast.event.items())
+
+
+class OrdersWithoutTopic:
+    """A registry's check: an order that has no ``topic`` differs from its definition."""
+
+    def validate(self, event: Mapping[str, Any]) -> list[Violation]:
+        if event.get("type") == "com.example.order" and "topic" not in event:
+            return [Violation("/topic", "is required")]
+        return []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from([TYPICAL, '{"type": event.type, "source": "/s", "n": event.data.order}']),
+    events(),
+    st.sampled_from([ValidationMode.WARN, ValidationMode.ENFORCE]),
+)
+def test_the_registrys_check_is_the_same_on_both_paths(
+    text: str, event: dict[str, Any], mode: ValidationMode
+) -> None:
+    shaped = parse_transform({"cel": text})
+    assert shaped.plan is not None
+    check = output_check(OrdersWithoutTopic(), mode)
+    general = dataclasses.replace(shaped, plan=None)
+    _same(transform(shaped, event, HTTP, check=check), transform(general, event, HTTP, check=check))
+    parts = prepare(shaped, event, HTTP, check=check)
+    assert not isinstance(parts, tuple)  # with a check, always the record (it may carry warnings)
 
 
 @settings(max_examples=300, deadline=None)
