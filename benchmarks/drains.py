@@ -95,6 +95,8 @@ class InProcess:
         self.retention = retention
         self.storage: Storage = create_storage(db, StorageOptions(retention=retention))
         self.component: PipelineComponent | None = None
+        #: The process's CPU time per event of the last :meth:`delivery_rate` (every thread).
+        self.last_cpu = 0.0
 
     async def open(self, *subscriptions: Subscription) -> None:
         await self.storage.open()
@@ -140,10 +142,11 @@ class InProcess:
         batch = [Incoming(e, str(e["source"]), str(e["id"]), (subscription,)) for e in events]
         await asyncio.to_thread(httpx.get, sink_url + "/reset")
         await self.append(batch)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await self.start()
         await self.drained()
         rate = len(events) / (time.perf_counter() - started)
+        self.last_cpu = (time.process_time() - cpu) / len(events)
         await self.stop()
         stats = await asyncio.to_thread(sink_stats, sink_url)
         if stats["count"] < len(events):

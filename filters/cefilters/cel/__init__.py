@@ -5,6 +5,8 @@ Public API::
     Budget(max_steps=10_000, max_output_bytes=1 MiB, max_depth=64)   # frozen dataclass
     compile_cel(text, *, budget=None) -> CelProgram                 # raises FilterError subclasses
     CelProgram.evaluate(variables) -> object                        # plain Python/JSON values
+    CelProgram.shape -> Shape | None                               # what it builds, when it only
+                                                                   # assembles its variables' members
     CelEvaluationError(reason, position)                            # a run-time error
     BudgetExceeded(CelEvaluationError)                              # over the run-time budget
 
@@ -37,6 +39,7 @@ from .budget import (
 )
 from .compiler import ASSUMED_SIZE, Node, compile_tree
 from .macros import Frame
+from .shapes import Computed, Constant, Path, Record, Shape, built_of, depth_of_shape
 from .values import to_output
 
 __all__ = [
@@ -49,9 +52,17 @@ __all__ = [
     "CelEvaluationError",
     "CelProgram",
     "CelSyntaxError",
+    "Computed",
+    "Constant",
+    "Frame",
+    "Path",
     "Position",
+    "Record",
+    "Shape",
+    "built_of",
     "compile_cel",
     "compile_program",
+    "depth_of_shape",
 ]
 
 MAX_LENGTH: Final = 4096
@@ -66,14 +77,19 @@ class CelProgram:
         text: the source expression.
         budget: what one evaluation may spend.
         cost: the static cost estimate, in steps (at most ``budget.max_steps``).
+        shape: what the expression builds when it is a map literal with constant keys, a
+            member read of a variable or a constant (:mod:`cefilters.cel.shapes`), else
+            ``None``: what an evaluation gives when no step of it fails, for callers that
+            assemble it themselves.
     """
 
-    __slots__ = ("_run", "budget", "cost", "text")
+    __slots__ = ("_run", "budget", "cost", "shape", "text")
 
     def __init__(self, text: str, budget: Budget, node: Node) -> None:
         self.text = text
         self.budget = budget
         self.cost = node.cost
+        self.shape = node.shape
         self._run = node.run
 
     def evaluate(self, variables: Mapping[str, object]) -> object:

@@ -20,8 +20,9 @@ from .budget import Budget, CelCostError, CelEvaluationError, CelSyntaxError, Po
 from .functions import FUNCTIONS, METHODS, pattern_factor, regex
 from .literals import literal
 from .macros import MACROS, SCAN_UNIT, Frame, MacroParts
-from .nodes import Node, built, constant, depth_of, index, located, logical, position_of
+from .nodes import Node, Run, built, constant, depth_of, index, located, logical, position_of
 from .operators import ARITHMETIC, RELATIONS, negate, not_
+from .shapes import Computed, Path, Record
 from .values import TYPES, from_input, type_name
 
 __all__ = ["ASSUMED_SIZE", "Frame", "Node", "compile_tree"]
@@ -223,7 +224,7 @@ class _Compiler:
                 error.position = position
                 raise
 
-        return Node(variable, 1, 1)
+        return Node(variable, 1, 1, shape=None if hidden else Path(name, ()))
 
     def rule_member_dot(self, tree: lark.Tree[lark.Token], depth: int) -> Node:
         target_tree, field = tree.children
@@ -242,6 +243,10 @@ class _Compiler:
                 f"no such field {name!r} on a value of type {type_name(value)}", position
             )
 
+        shape = target.shape
+        if isinstance(shape, Path):
+            path = Path(shape.root, (*shape.names, name))
+            return Node(_read(path, select), 1 + target.cost, depth_of(target), shape=path)
         return Node(select, 1 + target.cost, depth_of(target))
 
     def rule_member_index(self, tree: lark.Tree[lark.Token], depth: int) -> Node:
@@ -253,6 +258,10 @@ class _Compiler:
         def at(frame: Frame) -> object:
             return index(run_target(frame), run_key(frame), position)
 
+        shape, name = target.shape, key.value
+        if isinstance(shape, Path) and key.constant and isinstance(name, str) and type(name) is str:
+            path = Path(shape.root, (*shape.names, name))
+            return Node(_read(path, at), 1 + target.cost + key.cost, depth_of(target, key), shape=path)
         return self._folded(Node(at, 1 + target.cost + key.cost, depth_of(target, key)), target, key)
 
     def arguments(self, tree: lark.Tree[lark.Token] | lark.Token | None) -> list[lark.Tree[lark.Token]]:
@@ -289,12 +298,18 @@ class _Compiler:
             # The usual literal, {"name": value, ...}: its keys are known strings and distinct,
             # so nothing about them is checked again on every evaluation.
             named = [(name, value.run) for name, (_, value) in zip(names, pairs, strict=True)]
+            named_shapes = [
+                (str(name), value.shape or Computed(value.run))
+                for name, (_, value) in zip(names, pairs, strict=True)
+            ]
 
             def build_named(frame: Frame) -> object:
                 frame.build(built, position)
                 return {name: run(frame) for name, run in named}
 
-            node = Node(build_named, 1 + sum(p.cost for p in parts), depth_of(*parts), len(pairs))
+            cost = 1 + sum(p.cost for p in parts)
+            record = Record(tuple(named_shapes))
+            node = Node(build_named, cost, depth_of(*parts), len(pairs), shape=record)
             return self._folded(node, *parts)
 
         def build(frame: Frame) -> object:
@@ -484,6 +499,38 @@ class _Compiler:
         if tree.data == "ident":
             return str(tree.children[0])
         raise self.fail(tree, "a macro's first argument is a variable name")
+
+
+def _read(path: Path, selections: Run) -> Run:
+    """``path`` read in one step when the variable and every member on the way are maps that
+    have the next name (what ``selections``, the selections one by one, give then); anything
+    else runs ``selections``, which say what is wrong. A member read costs one closure call,
+    not one per name plus the variable's."""
+    root, names = path.root, path.names
+    if len(names) == 1:
+        (only,) = names
+
+        def read_one(frame: Frame) -> object:
+            value = frame.variables.get(root)
+            if type(value) is dict:
+                found = value.get(only, _MISSING)
+                if found is not _MISSING:
+                    return found
+            return selections(frame)
+
+        return read_one
+
+    def read(frame: Frame) -> object:
+        value = frame.variables.get(root)
+        for name in names:
+            if type(value) is not dict:
+                return selections(frame)
+            value = value.get(name, _MISSING)
+        if value is _MISSING:
+            return selections(frame)
+        return value
+
+    return read
 
 
 def compile_tree(tree: lark.Tree[lark.Token], budget: Budget, hidden: frozenset[str]) -> Node:

@@ -9,6 +9,7 @@ import lark
 
 from .budget import BudgetExceeded, CelEvaluationError, Position
 from .macros import Frame
+from .shapes import Constant, Shape
 from .values import type_name
 
 __all__ = ["Node", "Run", "built", "constant", "depth_of", "index", "located", "logical", "position_of"]
@@ -18,7 +19,8 @@ Run = Callable[[Frame], object]
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """One compiled operation; see the module docstring."""
+    """One compiled operation; see the module docstring. ``shape``: what it builds, when it
+    writes it out: a map literal with constant keys, a member read, a constant (:mod:`.shapes`)."""
 
     run: Run
     cost: int
@@ -26,6 +28,7 @@ class Node:
     size: int | None = None
     constant: bool = False
     value: object = None
+    shape: Shape | None = None
 
 
 def position_of(tree: lark.Tree[lark.Token] | lark.Token) -> Position | None:
@@ -40,7 +43,7 @@ def constant(value: object, size: int | None = None) -> Node:
     def run(frame: Frame) -> object:
         return value
 
-    return Node(run, 0, 1, size, constant=True, value=value)
+    return Node(run, 0, 1, size, constant=True, value=value, shape=Constant(value))
 
 
 def located(run: Run, position: Position | None) -> Run:

@@ -79,6 +79,34 @@ def _looks_valid(event: Any) -> bool:
     return "data_base64" not in event
 
 
+def name_accepted(name: object) -> bool:
+    """Whether ``name`` may name an attribute (the payload members are not attributes)."""
+    return type(name) is str and name not in _PAYLOAD and ATTRIBUTE_NAME.fullmatch(name) is not None
+
+
+def any_text_accepted(name: str) -> bool:
+    """Whether every string is a value :func:`value_accepted` accepts for the attribute ``name``
+    (all but ``specversion``, ``time`` and the required ones)."""
+    return name not in _REQUIRED and name != "specversion" and name != "time"
+
+
+def value_accepted(name: str, value: object) -> bool:
+    """True only for a value the full check accepts for the attribute ``name`` (an accepted
+    name, :func:`name_accepted`) in an event it accepts: what :func:`_looks_valid` asks of each
+    attribute, plus ``specversion`` 1.0 and the required ones not empty. An event whose
+    attributes are all accepted, that has the required ones and no ``data_base64``, has no
+    problems (a property test holds this to the full check)."""
+    if type(value) is str:
+        if name == "specversion":
+            return value == "1.0"
+        if name == "time":
+            return is_timestamp(value)
+        return bool(value) or name not in _REQUIRED
+    if name in _STRING_ATTRIBUTES or name == "specversion" or name == "time":
+        return False
+    return type(value) is bool or (type(value) is int and _INT_MIN <= value <= _INT_MAX)
+
+
 def event_problems(event: Any, prefix: str = "") -> list[FieldProblem]:
     """Every problem of one event; ``prefix`` is ``/<index>`` inside a batch, else empty."""
     if _looks_valid(event):

@@ -1,11 +1,11 @@
 """A subscription's transformation applied to a delivery on its way to the sender.
 
-Evaluated once per attempt on the stored event (:func:`cebroker.pipeline.transform.transform`,
-the function every preview calls too). A dropped delivery is settled as done, counted with the
-outcome ``dropped``; a failed transformation makes the delivery a dead letter at once with the
-reason and position: no retry (the same event fails the same way), nothing counted toward the
-sink's circuit, and the subscription goes on. Dead letters, the archive and replays keep the
-stored event.
+Evaluated once per attempt on the stored event (:func:`cebroker.pipeline.transform.prepare`,
+the function every preview calls too, through ``transform``). A dropped delivery is settled as
+done, counted with the outcome ``dropped``; a failed transformation makes the delivery a dead
+letter at once with the reason and position: no retry (the same event fails the same way),
+nothing counted toward the sink's circuit, and the subscription goes on. Dead letters, the
+archive and replays keep the stored event.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from cebroker.pipeline.dispatch.outcomes import SKIPPED, DeadLetter, Skipped
 from cebroker.pipeline.dispatch.retry import GiveUp
 from cebroker.pipeline.metrics import PipelineMetrics
 from cebroker.pipeline.policy import DeliveryPolicy
-from cebroker.pipeline.transform import Dropped, Failed, OutputCheck, Transforms, transform
+from cebroker.pipeline.transform import Dropped, Failed, OutputCheck, Transforms, prepare
 from cebroker.subscription import Subscription
 
 log = logging.getLogger("cebroker.pipeline")
@@ -53,8 +53,10 @@ class Transformer:
         outcome = (
             compiled
             if isinstance(compiled, Failed)
-            else transform(compiled, item.event, destination, batch=batch, check=self._check)
+            else prepare(compiled, item.event, destination, batch=batch, check=self._check)
         )
+        if isinstance(outcome, tuple):  # an outgoing event with nothing to warn about
+            return outcome[0], outcome[1]
         if isinstance(outcome, Dropped):
             return SKIPPED
         if isinstance(outcome, Failed):

@@ -5,7 +5,9 @@ delivery after the match, or drops it (docs/transformations.md).
   that names the engine);
 * :mod:`.spec`: ``{"cel": ...}`` checked and compiled, with the evaluation budget;
 * :mod:`.extras`: the output's ``$delivery`` (headers, path, key, topic, subject) per protocol;
-* :mod:`.apply`: :func:`transform`, the one function deliveries and previews call;
+* :mod:`.apply`: :func:`prepare` (deliveries) and :func:`transform` (previews, through
+  ``prepare``): the one function both call;
+* :mod:`.shaped`: the fast path of an expression whose top level is a map literal;
 * :mod:`.programs`: the compiled transformation of each subscription revision;
 * :mod:`.preview`: an outcome as the explain and dry-run answers show it.
 """
@@ -17,6 +19,7 @@ from cebroker.pipeline.transform.apply import (
     Outgoing,
     OutputCheck,
     output_check,
+    prepare,
     transform,
 )
 from cebroker.pipeline.transform.programs import Transforms, compile_of
@@ -32,6 +35,7 @@ __all__ = [
     "Transforms",
     "compile_of",
     "output_check",
+    "prepare",
     "transform",
     "transform_problems",
 ]

@@ -17,33 +17,71 @@ whole thing first.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
-from cefilters.cel import Budget, BudgetExceeded, CelEvaluationError, CelProgram, compile_cel
+from cefilters.cel import (
+    Budget,
+    BudgetExceeded,
+    CelEvaluationError,
+    CelProgram,
+    Computed,
+    Constant,
+    Frame,
+    Path,
+    Record,
+    Shape,
+    built_of,
+    compile_cel,
+    depth_of_shape,
+)
 from cefilters.cel.values import to_output
 
-__all__ = ["Budget", "BudgetExceeded", "CelEvaluationError", "CelProgram", "compile_cel", "evaluate"]
+__all__ = [
+    "SCALARS",
+    "Budget",
+    "BudgetExceeded",
+    "CelEvaluationError",
+    "CelProgram",
+    "Computed",
+    "Constant",
+    "Converter",
+    "Frame",
+    "Path",
+    "Record",
+    "Shape",
+    "built_of",
+    "compile_cel",
+    "depth_of_shape",
+    "evaluate",
+]
 
 
 def evaluate(program: CelProgram, variables: Mapping[str, object]) -> object:
     """The program's value for ``variables`` as plain values, its JSON size within the budget."""
     value = program.evaluate_raw(variables)
-    return _Converter(program.budget).plain(value, 0)
+    return Converter(program.budget).plain(value, 0)
 
 
 #: Scalars that are plain already, and the JSON bytes each is counted as (strings: their length).
-_SCALARS = {bool: 5, int: 8, float: 16, type(None): 4}
+SCALARS: Final = {bool: 5, int: 8, float: 16, type(None): 4}
 
 
-class _Converter:
+class Converter:
     """Converts one result, counting its JSON size (roughly: 2 bytes per container and string
     quotes, 8 per number, the text of every string); raises once it is over the budget. A list
-    or map met again (a shared reference) is counted again in full but converted once."""
+    or map met again (a shared reference) is counted again in full but converted once.
+    ``size``: what it counted so far."""
 
     def __init__(self, budget: Budget) -> None:
         self._limit = budget.max_output_bytes
         self._depth = budget.max_depth
         self._size = 0
         self._seen: dict[int, tuple[object, object, int]] = {}
+
+    @property
+    def size(self) -> int:
+        """The JSON bytes counted so far."""
+        return self._size
 
     def _over(self) -> BudgetExceeded:
         return BudgetExceeded(f"the result is larger than {self._limit} bytes as JSON")
@@ -54,7 +92,7 @@ class _Converter:
             if self._size > self._limit:
                 raise self._over()
             return value
-        scalar = _SCALARS.get(type(value))
+        scalar = SCALARS.get(type(value))
         if scalar is not None:
             self._size += scalar
             if self._size > self._limit:
@@ -77,7 +115,7 @@ class _Converter:
             # a call each: the same few lines for a list's members and a map's values, written
             # out twice on purpose (one helper for both, called once per container, made a
             # typical transformation 1.1 µs slower, 6.3 against 7.4).
-            scalars = _SCALARS
+            scalars = SCALARS
             convert = self.plain
             if isinstance(value, list):
                 items: list[object] = []

@@ -14,6 +14,7 @@ from typing import Any, Final
 from cefilters.errors import FilterError
 
 from cebroker.pipeline.transform.engine import Budget, CelProgram, compile_cel
+from cebroker.pipeline.transform.shaped import Plan, plan_of
 
 __all__ = [
     "BUDGET",
@@ -43,10 +44,12 @@ class TransformSpecError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Transformation:
-    """A compiled transformation: the expression's text and its program."""
+    """A compiled transformation: the expression's text, its program and, when the expression's
+    top level is a map literal with constant keys, its fast path (:mod:`.shaped`)."""
 
     text: str
     program: CelProgram
+    plan: Plan | None = None
 
 
 def parse_transform(value: Any) -> Transformation:
@@ -63,7 +66,7 @@ def parse_transform(value: Any) -> Transformation:
         program = compile_cel(text, budget=BUDGET)
     except FilterError as error:
         raise TransformSpecError(f"cel: {error.message}") from None
-    return Transformation(text, program)
+    return Transformation(text, program, plan_of(program))
 
 
 def transform_problems(value: Any) -> list[str]:
