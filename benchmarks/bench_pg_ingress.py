@@ -16,8 +16,10 @@ temporary git worktree, imported with the same interpreter and libraries), runs 
 database of the same PostgreSQL server and is loaded in turn with the two others; its figures
 and the ratios this ÷ base are printed too (the server's CPU is that of every backend while
 one broker is loaded: the idle brokers' few statements count in it).
+``--batch 0`` leaves the batches out (single events only: shorter runs, and a log that grows by
+the single events alone).
 Usage: ``python benchmarks/bench_pg_ingress.py [--rounds 3] [--seconds 3] [--concurrency 32] [--wrk]
-[--base <commit>]``.
+[--batch 1000] [--base <commit>]``.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ def _round(server: Child, name: str, args: argparse.Namespace, database: list[in
         rate, p99 = one.requests / one.seconds, percentile(one.latencies, 0.99) * 1e3
         cpu = (server.cpu_seconds() - spent) / (rate * args.seconds) * 1e6
     cpu_db = (cpu_seconds(database) - spent_db) / (rate * args.seconds) * 1e6
+    if not args.batch:
+        return rate, p99, 0.0, cpu, cpu_db
     many = asyncio.run(
         load(server.port, _batch(server.port, args.batch, f"b{name}"), concurrency=4, seconds=args.seconds)
     )
@@ -68,7 +72,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="per round, workload and server")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=1000, help="events per batch; 0: no batches")
     parser.add_argument("--wrk", action="store_true", help="single events from wrk")
     parser.add_argument("--base", help="an earlier commit, served on PostgreSQL too")
     args = parser.parse_args()
@@ -98,9 +102,9 @@ def main() -> None:
     print(
         f"1. ingress into one instance, PostgreSQL vs SQLite ({args.rounds} rounds of {args.seconds:g} s;"
         f" single events from {args.concurrency} connections{' (wrk)' if args.wrk else ''},"
-        f" batches of {args.batch} from 4)"
+        f"{f', batches of {args.batch} from 4' if args.batch else ''})"
     )
-    for column, label in ((0, "single-event"), (2, "batch")):
+    for column, label in ((0, "single-event"), (2, "batch"))[: 2 if args.batch else 1]:
         lite = [r[column] for r in results["sqlite"]]
         pg = [r[column] for r in results["postgres"]]
         ratios = [p / s for p, s in zip(pg, lite, strict=True)]
@@ -130,6 +134,8 @@ def _versus(results: dict[str, list[Round]], base: str) -> None:
         (3, "broker CPU us/event"),
         (4, "server CPU us/event"),
     ):
+        if column == 2 and not results["base"][0][2]:
+            continue  # no batches
         this = [r[column] for r in results["postgres"]]
         old = [r[column] for r in results["base"]]
         ratios = [t / o for t, o in zip(this, old, strict=True)]

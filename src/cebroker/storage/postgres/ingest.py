@@ -1,7 +1,12 @@
 """Ingest on PostgreSQL (``append``): events, their de-duplication keys and their delivery rows
 in one transaction, with **group commit**: the calls that arrive while a transaction is being
-written wait together and go into the next one (at most :data:`MAX_GROUPS` transactions at
-once). A group is one statement, its rows sent as arrays: one transaction, one round trip:
+written wait together and go into the next one, which the task of the transaction that ends
+starts at once. A second transaction beside the one being written starts only once that one is
+long (written for :data:`SECOND_AFTER`, or holding :data:`SECOND_AT` events): larger groups cost
+the server and this process less per event, and an append held by another writer's locks, or
+a batch, still does not hold the others up; at most :data:`MAX_GROUPS` transactions at once.
+The group's task answers each call's ``durable`` callback as soon as the group committed, before
+it wakes the callers. A group is one statement, its rows sent as arrays: one transaction, one round trip:
 ``cebroker_append_distinct`` when no two of its events have the same key and no delivery has an
 ordering group (deliveries schema step 9: fewer parts for the server), else ``cebroker_append``.
 Inside the transaction it reads the subscription version (a call matched against an older one
