@@ -74,10 +74,11 @@ class Ingest(Protocol):
         backend's de-duplication window (an earlier item of the same call counts too).
 
         ``durable``, when given, is called once with that same list as soon as the call's
-        events are committed, on the event loop, before ``append`` returns, and never when it
-        raises: a log whose commits are written by a task of its own calls it from there, so
-        that a caller who only answers its client is not woken one turn of the event loop later
-        (where each turn runs a burst of other work). It must not raise.
+        events are committed, on the event loop, before ``append`` returns, and never for a call
+        that fails (its error is raised): a log whose commits are written by a task of its own
+        calls it from there, so that a caller who only answers its client does so one turn of
+        the event loop sooner than its own wake-up (under load each turn runs a burst of other
+        work). It must not raise.
 
         ``version`` is the subscription store's ``version`` the items were matched at. A log
         shared by several instances checks it inside the append's transaction and raises
