@@ -13,19 +13,28 @@ figure, from the commit on: CPU seconds per 1,000 deliveries of the broker insta
 PostgreSQL, of the sink and of this process (which only polls the sink), PostgreSQL
 transactions per delivery, and (``--statements``) the statements that took the server's time
 and how often a backend waited on a lock (sampled every 50 ms).
+
+With ``--instance-cpu CORES`` each instance is held to that share of one core (a cgroup CPU
+quota, as a container's CPU limit: ``cpu_quota.py``; root), the database and the sink not: on
+two cores, instances that each take most of a core cannot add up, while instances held to a
+quarter of a core each (the CPU the Kubernetes manifest requests per instance) show what they
+cost one another.
 Usage: ``python benchmarks/bench_pg_delivery.py [--events 20000] [--instances 1 2 4]
-[--subscriptions 8] [--concurrency 32] [--rounds 1] [--statements]``.
+[--subscriptions 8] [--concurrency 32] [--rounds 1] [--statements] [--instance-cpu CORES]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import httpx
+from cpu_quota import cpu_quota
 from harness import Child, broker, sink, sink_stats
 from pg import (
     BenchPostgres,
@@ -51,6 +60,8 @@ class Run:
     instances: int
     rate: float
     cpu: dict[str, float]
+    #: cores each part kept busy over the drain (CPU seconds per second)
+    cores: dict[str, float]
     commits_per_delivery: float
     statements: list[tuple[int, float, str]]
 
@@ -102,11 +113,14 @@ def drain(server: BenchPostgres, target: Child, count: int, args: argparse.Names
     url = server.create_database()
     ids = asyncio.run(_setup(url, target.url, args.subscriptions, args.concurrency))
     instances = [broker(url, webhook_validation="off", instance_lease="10s") for _ in range(count)]
+    quota = ExitStack()
     try:
         httpx.get(target.url + "/reset")
         if args.statements:
             reset_statements(url)
         broker_pids = [i.proc.pid for i in instances]
+        if args.instance_cpu:
+            quota.enter_context(cpu_quota(broker_pids, args.instance_cpu))
         committed = asyncio.run(_append(url, ids, args.events))
         # from the commit on: what delivering costs (the append's own cost is left out)
         before = {
@@ -138,10 +152,12 @@ def drain(server: BenchPostgres, target: Child, count: int, args: argparse.Names
     finally:
         for instance in instances:
             instance.stop()
+        quota.close()
     seconds = figures["last"] - min(committed, figures["first"])
     per = 1000 / args.events
     cpu = {k: (after[k] - before[k]) * per for k in before}
-    return Run(count, args.events / seconds, cpu, xacts / args.events, statements)
+    cores = {k: (after[k] - before[k]) / seconds for k in before}
+    return Run(count, args.events / seconds, cpu, cores, xacts / args.events, statements)
 
 
 def main() -> None:
@@ -152,6 +168,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--statements", action="store_true", help="print the busiest statements")
+    parser.add_argument(
+        "--instance-cpu", type=float, default=None, help="hold each instance to this share of a core"
+    )
     args = parser.parse_args()
     print(f"load before: {uptime()}")
     runs: dict[int, list[Run]] = {n: [] for n in args.instances}
@@ -167,6 +186,7 @@ def main() -> None:
     print(
         f"2. deliveries on PostgreSQL, {args.events} events over {args.subscriptions} subscription(s)"
         f" of concurrency {args.concurrency}, {args.rounds} round(s)"
+        + (f", each instance held to {args.instance_cpu:g} of a core" if args.instance_cpu else "")
     )
     base = statistics.median(r.rate for r in runs[args.instances[0]])
     for count, done in runs.items():
@@ -178,6 +198,8 @@ def main() -> None:
             f"   (rounds {', '.join(f'{r.rate:.0f}' for r in done)})"
         )
         print(f"      CPU s per 1,000: {cpu};  {run.commits_per_delivery:.2f} transactions per delivery")
+        busy = "  ".join(f"{k} {v:.2f}" for k, v in run.cores.items())
+        print(f"      cores busy: {sum(run.cores.values()):.2f} of {os.cpu_count()} ({busy})")
         for calls, total, query in run.statements:
             print(f"      {calls:8d} calls {total:9.0f} ms  {query}")
 

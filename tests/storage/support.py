@@ -12,10 +12,13 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psycopg
 import pytest
 
 from cebroker.storage import Storage, StorageOptions
+from cebroker.storage import migrations as runner
 from cebroker.storage.postgres import PostgresStorage
+from cebroker.storage.postgres.migrations import STEPS, _Target
 from cebroker.storage.sqlite import SqliteStorage
 
 S = TypeVar("S", bound=Storage)
@@ -50,3 +53,16 @@ async def opened(storage: S) -> AsyncIterator[S]:
         yield storage
     finally:
         await storage.close()
+
+
+#: The deliveries component's schema version, on PostgreSQL.
+DELIVERIES_VERSION = "SELECT version FROM schema_versions WHERE component = 'deliveries'"
+
+
+def at_deliveries_step(url: str, step: int) -> None:
+    """The PostgreSQL database of ``url`` with the deliveries schema as the release of ``step``
+    left it (the other components current): the start of an upgrade test."""
+    steps = {**STEPS, "deliveries": STEPS["deliveries"][:step]}
+    with psycopg.connect(url, autocommit=True) as conn:
+        runner.migrate(_Target(conn), steps, "test")
+        assert conn.execute(DELIVERIES_VERSION).fetchone() == (step,)

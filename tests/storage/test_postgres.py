@@ -137,10 +137,11 @@ async def test_a_dead_instances_claims_are_taken_over_after_the_lease(postgres_u
 
 
 def _held(url: str) -> dict[str, tuple[int, int]]:
-    """Per subscription: the claims count kept in pipeline_claims, and the claimed rows."""
+    """Per subscription: the claims count kept by the schema (``pipeline_claims_held``: what
+    was claimed less what was freed), and the claimed rows."""
     with psycopg.connect(url, autocommit=True) as conn:
         kept: dict[str, int] = {
-            str(s): int(n) for s, n in conn.execute("SELECT subscription, held FROM pipeline_claims")
+            str(s): int(n) for s, n in conn.execute("SELECT subscription, held FROM pipeline_claims_held")
         }
         rows: dict[str, int] = {
             str(s): int(n)

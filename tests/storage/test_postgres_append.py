@@ -10,11 +10,10 @@ import psycopg
 import pytest
 
 from cebroker.storage import Incoming
-from cebroker.storage import migrations as runner
 from cebroker.storage.postgres import PostgresStorage
-from cebroker.storage.postgres.migrations import STEPS, _Target
+from cebroker.storage.postgres.migrations import latest
 from cebroker.storage.queue import Pending
-from storage.support import opened
+from storage.support import DELIVERIES_VERSION, at_deliveries_step, opened
 
 pytestmark = pytest.mark.postgres
 
@@ -23,22 +22,11 @@ def ids(rows: list[Pending]) -> list[str]:
     return sorted(str(json.loads(r.body or "{}")["id"]) for r in rows)
 
 
-VERSION = "SELECT version FROM schema_versions WHERE component = 'deliveries'"
-
-
-def _at_step(url: str, step: int) -> None:
-    """The deliveries schema as the release of ``step`` left it (the other components current)."""
-    steps = {**STEPS, "deliveries": STEPS["deliveries"][:step]}
-    with psycopg.connect(url, autocommit=True) as conn:
-        runner.migrate(_Target(conn), steps, "test")
-        assert conn.execute(VERSION).fetchone() == (step,)
-
-
 @pytest.mark.parametrize("step", [7, 8])
 async def test_upgrading_from_an_earlier_step_keeps_the_keys_and_the_log(
     postgres_url: str, step: int
 ) -> None:
-    _at_step(postgres_url, step)
+    at_deliveries_step(postgres_url, step)
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # written by that step's append
         rows = conn.execute(
             "SELECT * FROM cebroker_append(extract(epoch FROM now()), 0, ARRAY[NULL]::bigint[],"
@@ -56,7 +44,7 @@ async def test_upgrading_from_an_earlier_step_keeps_the_keys_and_the_log(
         pending, _ = await storage.deliveries.due("a", 10)
         assert ids(pending) == ["new", "old"]
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        assert conn.execute(VERSION).fetchone() == (9,)
+        assert conn.execute(DELIVERIES_VERSION).fetchone() == (latest()["deliveries"],)
         assert conn.execute("SELECT sum(pending) FROM pipeline_backlog").fetchone() == (2,)
 
 

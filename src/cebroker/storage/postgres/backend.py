@@ -20,6 +20,7 @@ from cebroker.storage.postgres.registry import PostgresRegistryStore
 from cebroker.storage.postgres.replies import PostgresReplyChannel
 from cebroker.storage.postgres.subscriptions import PostgresSubscriptionStore
 from cebroker.storage.postgres.url import display_name
+from cebroker.storage.postgres.vacuum import Vacuum
 
 
 class PostgresStorage:
@@ -35,6 +36,7 @@ class PostgresStorage:
             url, {"connect_timeout": CONNECT_TIMEOUT, "application_name": "cebroker", **KEEPALIVES}
         )
         self._membership = Membership(self._db, chosen.lease)
+        self._vacuum = Vacuum(self._db)
         self.subscriptions = PostgresSubscriptionStore(self._db, self._listener)
         self.deliveries = PostgresDeliveryLog(
             self._db,
@@ -65,7 +67,8 @@ class PostgresStorage:
         self._db.prepare()
 
     async def open(self) -> None:
-        """Open the pools, listen, register this instance."""
+        """Open the pools, listen, register this instance, look after the delivery table's
+        dead rows."""
         if self._open:
             return
         await self._db.open()
@@ -73,6 +76,7 @@ class PostgresStorage:
             self._listener.start()
             await self.subscriptions.load()
             await self._membership.start()
+            self._vacuum.start()
         except BaseException:
             await self._listener.stop()
             await self._db.close()
@@ -85,6 +89,7 @@ class PostgresStorage:
         if not self._open:
             return
         self._open = False
+        await self._vacuum.stop()
         await self.deliveries.announce_now()
         with contextlib.suppress(StorageUnavailable):
             await self._membership.stop()

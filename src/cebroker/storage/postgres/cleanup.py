@@ -29,6 +29,9 @@ class PostgresCleanup(LogBase):
                     "DELETE FROM pipeline_buckets WHERE key = %s", (f"subscription {subscription}",)
                 )
                 await conn.execute("DELETE FROM pipeline_claims WHERE subscription = %s", (subscription,))
+                await conn.execute(
+                    "DELETE FROM pipeline_claims_freed WHERE subscription = %s", (subscription,)
+                )
                 if gone:
                     await conn.execute(GC_EVENTS, (gone,))
                     await conn.execute(COUNT, (-len(gone),))

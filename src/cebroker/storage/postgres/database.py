@@ -149,6 +149,20 @@ class Database:
     async def _connect_watchdog(self) -> AsyncConn:
         return await psycopg.AsyncConnection.connect(self.url, autocommit=True, **self._kwargs)
 
+    @contextlib.asynccontextmanager
+    async def maintenance(self) -> AsyncIterator[AsyncConn]:
+        """A connection of its own (autocommit, the pools' bounds), for maintenance whose
+        failure says nothing of the broker's service (a vacuum): its errors are translated,
+        not reported to the health."""
+        self._fail_fast()
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, **self._kwargs
+            ) as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
     def _open_sync(self) -> None:
         if self._sync_pool is not None:
             self._sync_pool.open(wait=False)
