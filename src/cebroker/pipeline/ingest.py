@@ -239,13 +239,21 @@ class EventIngestor:
         that a caller answers its client without waiting for that.
         """
         traces: list[str | None] | None = None
-        if self._tracing.enabled:
-            written, traces = await self._traced_append(clean, tenant or "", transport, protocol, carried)
-        else:
-            written = await self._append(clean, tenant or "")
-        duplicated = [w is None for w in written]
+        committed: Callable[[list[Appended | None]], None] | None = None
         if durable is not None:
-            durable(duplicated)
+            answer = durable
+
+            def committed(written: list[Appended | None]) -> None:
+                # Called by the log as soon as the events are committed (see Ingest.append).
+                answer([w is None for w in written])
+
+        if self._tracing.enabled:
+            written, traces = await self._traced_append(
+                clean, tenant or "", transport, protocol, carried, committed
+            )
+        else:
+            written = await self._append(clean, tenant or "", durable=committed)
+        duplicated = [w is None for w in written]
         duplicates = sum(duplicated)
         matches = 0
         replies: list[dict[str, Any]] = []
@@ -284,6 +292,7 @@ class EventIngestor:
         transport: TraceContext | None,
         protocol: str | None,
         carried: Sequence[TraceContext | None],
+        durable: Callable[[list[Appended | None]], None] | None,
     ) -> tuple[list[Appended | None], list[str | None]]:
         """:meth:`_append` with a publish span per event and a match span over them; each
         event's trace context goes into the log with it."""
@@ -291,7 +300,7 @@ class EventIngestor:
         traces: list[str | None] = [stored_context(span) for span in spans]
         match = self._tracing.match(spans)
         try:
-            written = await self._append(clean, tenant, traces)
+            written = await self._append(clean, tenant, traces, durable=durable)
         except BaseException as exc:
             Tracing.published(spans, None, exc)
             match.end()
@@ -304,21 +313,30 @@ class EventIngestor:
         return written, traces
 
     async def _append(
-        self, clean: list[dict[str, Any]], tenant: str, traces: list[str | None] | None = None
+        self,
+        clean: list[dict[str, Any]],
+        tenant: str,
+        traces: list[str | None] | None = None,
+        *,
+        durable: Callable[[list[Appended | None]], None] | None = None,
     ) -> list[Appended | None]:
         """Match and commit; when a shared log finds the index behind a subscription change made
         by another instance, catch up and match again, so no event is matched against a stale
-        index."""
+        index. ``durable``: as :meth:`~cebroker.storage.ingest.Ingest.append`'s."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._matching.add(done)
         try:
-            return await self._match_and_append(clean, tenant, traces)
+            return await self._match_and_append(clean, tenant, traces, durable)
         finally:
             self._matching.discard(done)
             done.set_result(None)
 
     async def _match_and_append(
-        self, clean: list[dict[str, Any]], tenant: str, traces: list[str | None] | None
+        self,
+        clean: list[dict[str, Any]],
+        tenant: str,
+        traces: list[str | None] | None,
+        durable: Callable[[list[Appended | None]], None] | None,
     ) -> list[Appended | None]:
         for attempt in range(CATCH_UP_ROUNDS):
             # Read before matching. Matching a large batch pauses for the event loop between
@@ -339,7 +357,7 @@ class EventIngestor:
                         )
                     )
             try:
-                written = await self._log.append(items, version=version)
+                written = await self._log.append(items, version=version, durable=durable)
             except TypeError as exc:  # only from ingest(): HTTP input is parsed JSON already
                 problem = FieldProblem("", f"an event is not JSON-serialisable: {exc}")
                 raise ValidationError([problem]) from exc

@@ -6,7 +6,7 @@ subscription, all in one transaction: an acknowledged event always has its deliv
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -62,10 +62,23 @@ class Ingest(Protocol):
     affected).
     """
 
-    async def append(self, items: Sequence[Incoming], *, version: int | None = None) -> list[Appended | None]:
+    async def append(
+        self,
+        items: Sequence[Incoming],
+        *,
+        version: int | None = None,
+        durable: Callable[[list[Appended | None]], None] | None = None,
+    ) -> list[Appended | None]:
         """Commit events and their deliveries, all or nothing; per event what was written, or
         None for a duplicate: an event whose ``(tenant, source, id)`` was appended within the
         backend's de-duplication window (an earlier item of the same call counts too).
+
+        ``durable``, when given, is called once with that same list as soon as the call's
+        events are committed, on the event loop, before ``append`` returns, and never for a call
+        that fails (its error is raised): a log whose commits are written by a task of its own
+        calls it from there, so that a caller who only answers its client does so one turn of
+        the event loop sooner than its own wake-up (under load each turn runs a burst of other
+        work). It must not raise.
 
         ``version`` is the subscription store's ``version`` the items were matched at. A log
         shared by several instances checks it inside the append's transaction and raises

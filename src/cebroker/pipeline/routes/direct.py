@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,21 +95,32 @@ class DirectEvents:
         if clean is None or len(clean) != 1:
             return False
         if not self._taken:
-            asyncio.get_running_loop().call_soon(self._commit_taken)
+            # The commit's task is made now and takes the requests when it first runs, in the
+            # event loop's next turn: every request taken in the rest of this turn joins it. (A
+            # callback scheduled for the next turn that then made the task cost each request one
+            # more turn of the loop before its commit was sent: under load each turn runs a
+            # burst of other requests' work.)
+            self._spawn(self._commit_taken())
         self._taken.append(_Taken(clean[0], principal.tenant, reply, started))
         return True
 
-    def _commit_taken(self) -> None:
-        """Commit the events taken in this turn of the event loop together, one call per
-        publishing tenant (de-duplication is per tenant)."""
+    def _spawn(self, commit: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(commit)
+        self._commits.add(task)
+        task.add_done_callback(self._commits.discard)
+
+    async def _commit_taken(self) -> None:
+        """Commit the events taken in the turn of the event loop before together, one call per
+        publishing tenant (de-duplication is per tenant): the first tenant's in this task, the
+        others' in tasks of their own."""
         taken, self._taken = self._taken, []
         tenants: dict[str | None, list[_Taken]] = {}
         for request in taken:
             tenants.setdefault(request.tenant, []).append(request)
-        for tenant, requests in tenants.items():
-            commit = asyncio.ensure_future(self._commit(tenant, requests))
-            self._commits.add(commit)
-            commit.add_done_callback(self._commits.discard)
+        first, *others = tenants.items()
+        for tenant, requests in others:
+            self._spawn(self._commit(tenant, requests))
+        await self._commit(*first)
 
     async def _commit(self, tenant: str | None, requests: list[_Taken]) -> None:
         answered = False

@@ -68,6 +68,8 @@ class PostgresDeliveryLog(
         self._groups = 0
         #: Whether a group's task waits to start (it takes the calls waiting then).
         self._forming = False
+        self._long_at = {}
+        self._second = None
         self._claims = []
         self._claiming = False
         self._limited = {}

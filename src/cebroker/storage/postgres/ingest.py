@@ -1,7 +1,12 @@
 """Ingest on PostgreSQL (``append``): events, their de-duplication keys and their delivery rows
 in one transaction, with **group commit**: the calls that arrive while a transaction is being
-written wait together and go into the next one (at most :data:`MAX_GROUPS` transactions at
-once). A group is one statement, its rows sent as arrays: one transaction, one round trip:
+written wait together and go into the next one, which the task of the transaction that ends
+starts at once. A second transaction beside the one being written starts only once that one is
+long (written for :data:`SECOND_AFTER`, or holding :data:`SECOND_AT` events): larger groups cost
+the server and this process less per event, and an append held by another writer's locks, or
+a batch, still does not hold the others up; at most :data:`MAX_GROUPS` transactions at once.
+The group's task answers each call's ``durable`` callback as soon as the group committed, before
+it wakes the callers. A group is one statement, its rows sent as arrays: one transaction, one round trip:
 ``cebroker_append_distinct`` when no two of its events have the same key and no delivery has an
 ordering group (deliveries schema step 9: fewer parts for the server), else ``cebroker_append``.
 Inside the transaction it reads the subscription version (a call matched against an older one
@@ -22,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +42,12 @@ log = logging.getLogger("cebroker.storage")
 
 #: Transactions of ingest being written at once (each one a group of concurrent calls).
 MAX_GROUPS = 2
+#: Seconds an ingest transaction is written alone before calls waiting for the next one get a
+#: second transaction beside it (see :meth:`PostgresIngest._start_group`).
+SECOND_AFTER = 0.005
+#: Events in a transaction that give the calls waiting a second transaction at once (a batch's
+#: transaction is long; single events should not wait behind it).
+SECOND_AT = 32
 #: Events that may wait for an ingest transaction; more are refused (503) rather than queued
 #: without a bound behind commits the server does not finish.
 MAX_QUEUED = 20_000
@@ -64,6 +75,8 @@ class _Call:
     bodies: list[str]
     version: int | None
     future: asyncio.Future[list[Appended | None]]
+    #: Called with the result by the group's task, as soon as the group committed.
+    durable: Callable[[list[Appended | None]], None] | None = None
     result: list[Appended | None] = field(default_factory=list)
     error: BaseException | None = None
 
@@ -84,11 +97,22 @@ class PostgresIngest(LogBase):
     _queued: int
     _groups: int
     _forming: bool
+    #: Per ingest transaction being written: the event loop's time from which it counts as long.
+    _long_at: dict[object, float]
+    _second: asyncio.TimerHandle | None
     _announced: set[str]
     _announcer: asyncio.Task[None] | None
 
-    async def append(self, items: Sequence[Incoming], *, version: int | None = None) -> list[Appended | None]:
+    async def append(
+        self,
+        items: Sequence[Incoming],
+        *,
+        version: int | None = None,
+        durable: Callable[[list[Appended | None]], None] | None = None,
+    ) -> list[Appended | None]:
         """Commit events and their deliveries with group commit; see the module docstring.
+        ``durable`` is called by the group's task as soon as the group committed, before the
+        caller wakes up (a turn of the event loop later).
 
         Waits are bounded: while the server is away or hung the call fails at once (503); at
         most :data:`MAX_QUEUED` events wait for a transaction (more: 503 ``database busy``; a larger
@@ -104,7 +128,7 @@ class PostgresIngest(LogBase):
                 "database busy", f"{self._queued} events wait for the database", retry_after=1.0
             )
         bodies = [_body(item.event) for item in items]  # a bad event fails this call alone
-        call = _Call(items, bodies, version, asyncio.get_running_loop().create_future())
+        call = _Call(items, bodies, version, asyncio.get_running_loop().create_future(), durable)
         self._waiting.append(call)
         self._queued += len(items)
         self._start_group()
@@ -127,36 +151,82 @@ class PostgresIngest(LogBase):
         # the calls that arrive in the rest of this round (the other connections' requests the
         # loop is reading) join it instead of waiting for a transaction of their own. One task
         # at a time waits to start; it counts as a transaction.
-        if self._waiting and self._groups < MAX_GROUPS and not self._forming:
-            self._groups += 1
-            self._forming = True
-            asyncio.create_task(self._commit())
+        #
+        # A second transaction beside one being written only once that one is long (written
+        # for SECOND_AFTER, or holding SECOND_AT events or more): until then the calls wait and
+        # go into the next group together, which costs the server and this process less per
+        # event than two smaller groups (each transaction costs the server about as much as a
+        # dozen events, and its statement and answer this process about as much again), and
+        # answers them sooner than two transactions whose flushes wait for each other.
+        if not self._waiting or self._forming or self._groups >= MAX_GROUPS:
+            return
+        loop = asyncio.get_running_loop()
+        if self._long_at:
+            long_at = min(self._long_at.values())
+            if long_at > loop.time():
+                if self._second is None:
+                    self._second = loop.call_at(long_at, self._second_due)
+                return
+        if self._second is not None:
+            self._second.cancel()
+            self._second = None
+        self._groups += 1
+        self._forming = True
+        asyncio.create_task(self._commit())
+
+    def _second_due(self) -> None:
+        self._second = None
+        self._start_group()
 
     async def _commit(self) -> None:
         self._forming = False
-        calls = list(self._waiting)
-        self._waiting.clear()
-        self._queued = 0
+        token = object()
+        loop = asyncio.get_running_loop()
         try:
-            if calls:  # none: their callers were answered meanwhile (``_unqueue``)
-                await self._write(calls)
+            while True:
+                calls = list(self._waiting)
+                self._waiting.clear()
+                self._queued = 0
+                if self._second is not None:  # nothing waits for it now
+                    self._second.cancel()
+                    self._second = None
+                if calls:  # none: their callers were answered meanwhile (``_unqueue``)
+                    events = sum(len(call.items) for call in calls)
+                    self._long_at[token] = loop.time() + (0.0 if events >= SECOND_AT else SECOND_AFTER)
+                    await self._group(calls)
+                # The calls that waited while this transaction was written go into the next one
+                # at once, from this task: a task of their own would start a turn of the event
+                # loop later, and they have waited already.
+                if not self._waiting or self._forming:
+                    return
+        finally:
+            self._long_at.pop(token, None)
+            self._groups -= 1
+            self._start_group()
+
+    async def _group(self, calls: list[_Call]) -> None:
+        """Write ``calls`` in one transaction and answer each caller."""
+        try:
+            await self._write(calls)
         except BaseException as exc:  # the transaction did not commit: nobody's events are in
             for call in calls:
                 if not call.future.done():
                     call.future.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
-        else:
-            for call in calls:
-                if call.future.done():
-                    continue  # the caller was cancelled meanwhile
-                if call.error is not None:
-                    call.future.set_exception(call.error)
-                else:
-                    call.future.set_result(call.result)
-        finally:
-            self._groups -= 1
-            self._start_group()
+            return
+        for call in calls:
+            if call.future.done():
+                continue  # the caller was cancelled meanwhile
+            if call.error is not None:
+                call.future.set_exception(call.error)
+                continue
+            if call.durable is not None:
+                try:
+                    call.durable(call.result)
+                except Exception:  # the caller's; the other calls of the group go on
+                    log.exception("an append's durable callback failed")
+            call.future.set_result(call.result)
 
     async def _write(self, calls: list[_Call]) -> None:
         """One transaction, one statement, one round trip (``cebroker_append``) for the group."""

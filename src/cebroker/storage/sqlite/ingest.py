@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,10 +64,17 @@ class SqliteIngest(LogBase):
 
     # -- ingest ------------------------------------------------------------------------------
 
-    async def append(self, items: Sequence[Incoming], *, version: int | None = None) -> list[Appended | None]:
+    async def append(
+        self,
+        items: Sequence[Incoming],
+        *,
+        version: int | None = None,
+        durable: Callable[[list[Appended | None]], None] | None = None,
+    ) -> list[Appended | None]:
         """Commit events and their deliveries (durable); per event what was written, or None for
         a duplicate of an event seen within the de-duplication window. ``version`` is not
-        checked: the one process's index follows its store synchronously.
+        checked: the one process's index follows its store synchronously; ``durable`` is called
+        when the commit's result reaches the event loop.
 
         Concurrent calls are merged: the first of their jobs the writer runs writes the events
         of every call waiting at that moment, and the others find their result ready (each
@@ -90,7 +97,10 @@ class SqliteIngest(LogBase):
 
         # Guarded: the job writes only through _append_waiting, which rolls its own savepoint
         # back on failure, so the writer's per-job savepoint would be two wasted statements.
-        return await self._db.write(job, bounded=True, guarded=True)
+        result = await self._db.write(job, bounded=True, guarded=True)
+        if durable is not None:
+            durable(result)
+        return result
 
     def _append_waiting(self, conn: sqlite3.Connection) -> None:
         """Write every waiting call at once; if that fails, each on its own, so one caller's
