@@ -1,6 +1,6 @@
 """PostgreSQL benchmark 6: the database server's cost of claiming and completing deliveries
 when several instances share the subscriptions, with the claim as it is (deliveries schema step
-10: the subscriptions of a call without a rate limit claimed in three statements) against the
+11: the subscriptions of a call without a rate limit claimed in three statements) against the
 claim of step 7 (``cebroker_claim`` called once per subscription), in the same run; ratios
 new/old.
 
@@ -128,7 +128,7 @@ def main() -> None:
     print(f"load after:  {uptime()}")
     print(
         f"6. claims and completions on PostgreSQL, {args.owners} owner(s) taking turns, up to {args.per}"
-        f" deliveries of each of {args.subscriptions} subscriptions a claim; step 10's claim (new)"
+        f" deliveries of each of {args.subscriptions} subscriptions a claim; step 11's claim (new)"
         f" against step 7's (old), {args.rounds} round(s)"
     )
     for column, label in ((0, "server CPU us per delivery"), (1, "wall us per delivery")):

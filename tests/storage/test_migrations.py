@@ -32,10 +32,10 @@ def test_each_backend_ships_every_component_numbered_without_gaps() -> None:
             assert all(s.component == component and s.text.strip() for s in steps)
     # PostgreSQL's steps 6 to 9 only replace or add server functions (the append's plans for
     # small groups; claims only for a registered instance; the append without groups' parts and
-    # the announcements' probe; the append of distinct keys); step 10 counts freed claims apart
-    # and claims subscriptions together
+    # the announcements' probe; the append of distinct keys); step 10 counts freed claims apart;
+    # step 11 claims subscriptions together
     assert sqlite.latest()["deliveries"] == 5
-    assert postgres.latest()["deliveries"] == 10
+    assert postgres.latest()["deliveries"] == 11
 
 
 def test_sqlite_statements_end_where_sqlite_says_not_at_every_semicolon() -> None:

@@ -4,8 +4,11 @@
 The calls of ``due`` made at one moment (the loader asks for every due subscription at once) go
 into one ``cebroker_claim_many``, which for each subscription, in subscription order, locks its
 ``pipeline_claims`` row, so that claims of one subscription take turns over every instance;
-reads from it the count of its claimed deliveries (kept by triggers) against the concurrency;
-takes tokens of the rate limit; and claims due, unclaimed rows with ``FOR UPDATE SKIP LOCKED``.
+reads the count of its claimed deliveries (kept by triggers: what was claimed, on that row,
+less what was freed, counted apart so that frees never wait for claims; deliveries schema step
+10) against the concurrency; takes tokens of the rate limit; and claims due, unclaimed rows
+with ``FOR UPDATE SKIP LOCKED``. The subscriptions without a rate limit are claimed together,
+in three statements whatever their number (step 11).
 A claim belongs to the instance's current id (see :mod:`.instances`): a retry or dead letter is
 written only by the claim's owner, while a confirmed delivery is removed whoever claims it now.
 """

@@ -3,8 +3,8 @@ server functions of the hot paths: append, claims, completion, ordering groups, 
 by the shared runner (:mod:`cebroker.storage.migrations`).
 
 The components are those of the SQLite backend, and so are their versions, except that
-PostgreSQL's ``deliveries`` has five more steps (6 to 9, which only replace or add server
-functions, and 10, which counts freed claims apart from the claims row).
+PostgreSQL's ``deliveries`` has six more steps (6 to 9 and 11, which only replace or add
+server functions, and 10, which counts freed claims apart from the claims row).
 Each step runs in a transaction that first takes a transaction-level advisory lock, so
 several instances starting at once on a fresh database apply each step exactly once: the
 others wait, then find nothing left to do. A step's file is sent whole, as one statement string.
