@@ -13,13 +13,14 @@ handler, which reads what may have been missed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
 from psycopg import sql
+
+from cebroker.storage.postgres.background import Background
 
 log = logging.getLogger("cebroker.storage")
 
@@ -41,7 +42,7 @@ class Listener:
         self._kwargs = kwargs
         self._handlers: dict[str, list[Handler]] = {SUBSCRIPTIONS: [], DUE: [], REGISTRY: [], REPLIES: []}
         self._on_connect: list[Callable[[], None]] = []
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Background("cebroker-postgres-listener", self._run)
         self.connected = asyncio.Event()
 
     def on(self, channel: str, handler: Handler) -> None:
@@ -54,16 +55,11 @@ class Listener:
 
     def start(self) -> None:
         """Connect and listen in the background."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="cebroker-postgres-listener")
+        self._loop.start()
 
     async def stop(self) -> None:
         """Stop listening and close the connection."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._loop.stop()
 
     async def _run(self) -> None:
         delay = RETRY_FIRST

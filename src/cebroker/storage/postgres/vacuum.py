@@ -19,11 +19,11 @@ server away) is left to autovacuum for :data:`AFTER_FAILURE` seconds.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 
 from cebroker.storage.errors import StorageUnavailable
+from cebroker.storage.postgres.background import Background
 from cebroker.storage.postgres.database import Database
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class Vacuum:
     def __init__(self, db: Database, thresholds: Thresholds = Thresholds()) -> None:
         self._db = db
         self.thresholds = thresholds
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Background("cebroker-postgres-vacuum", self._run)
 
     async def vacuum_if_due(self) -> bool:
         """Look at the table's dead rows once and vacuum it if they are due; whether it did."""
@@ -76,16 +76,11 @@ class Vacuum:
 
     def start(self) -> None:
         """Start looking, in the background."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="cebroker-postgres-vacuum")
+        self._loop.start()
 
     async def stop(self) -> None:
         """Stop looking (a vacuum under way is cancelled with the task)."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._loop.stop()
 
     async def _run(self) -> None:
         while True:
