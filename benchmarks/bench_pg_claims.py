@@ -23,18 +23,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import time
 
 import psycopg
-from pg import postgres, uptime
+from pg import cpu_seconds, postgres, uptime
 
 from cebroker.storage import Incoming, create_storage
 from cebroker.storage.postgres.migrations import STEPS
 from cebroker.storage.postgres.vacuum import STATS, VACUUM, Thresholds
-
-_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _step_7_claim_many() -> str:
@@ -46,12 +43,6 @@ def _step_7_claim_many() -> str:
 
 #: The claim the "old" database gets back.
 OLD = _step_7_claim_many()
-
-
-def _backend_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 async def _fill(url: str, subscriptions: list[str], count: int) -> None:
@@ -89,7 +80,7 @@ def _drain(url: str, subscriptions: list[str], args: argparse.Namespace) -> tupl
         )
         params = ([args.per] * len(subscriptions), [args.per * args.owners] * len(subscriptions))
         goal, done, turns = int(args.deliveries * 0.8), 0, 0
-        cpu, started = _backend_cpu(backend), time.perf_counter()
+        cpu, started = cpu_seconds([backend]), time.perf_counter()
         while done < goal:
             for owner in owners:
                 if held[owner]:
@@ -102,7 +93,7 @@ def _drain(url: str, subscriptions: list[str], args: argparse.Namespace) -> tupl
                 stats = conn.execute(STATS).fetchone()
                 if stats is not None and thresholds.due(int(stats[0]), int(stats[1])):
                     conn.execute(VACUUM)
-        return (_backend_cpu(backend) - cpu) / done * 1e6, (time.perf_counter() - started) / done * 1e6
+        return (cpu_seconds([backend]) - cpu) / done * 1e6, (time.perf_counter() - started) / done * 1e6
 
 
 def main() -> None:
