@@ -101,7 +101,7 @@ class Database:
             **self._base,
             "options": f"-c statement_timeout={STATEMENT_TIMEOUT} -c lock_timeout={LOCK_TIMEOUT}",
         }
-        self.watchdog = Watchdog(name, health, self._connect_watchdog)
+        self.watchdog = Watchdog(name, health, self._connect)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -146,7 +146,8 @@ class Database:
         self.health.watch(self._probe)
         self.watchdog.start()
 
-    async def _connect_watchdog(self) -> AsyncConn:
+    async def _connect(self) -> AsyncConn:
+        """A connection of its own, outside the pools (autocommit, the pools' bounds)."""
         return await psycopg.AsyncConnection.connect(self.url, autocommit=True, **self._kwargs)
 
     @contextlib.asynccontextmanager
@@ -156,9 +157,7 @@ class Database:
         not reported to the health."""
         self._fail_fast()
         try:
-            async with await psycopg.AsyncConnection.connect(
-                self.url, autocommit=True, **self._kwargs
-            ) as conn:
+            async with await self._connect() as conn:
                 yield conn
         except psycopg.Error as exc:
             raise translate(exc) from exc
