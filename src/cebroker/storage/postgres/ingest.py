@@ -167,12 +167,15 @@ class PostgresIngest(LogBase):
                 if self._second is None:
                     self._second = loop.call_at(long_at, self._second_due)
                 return
-        if self._second is not None:
-            self._second.cancel()
-            self._second = None
+        self._cancel_second()
         self._groups += 1
         self._forming = True
         asyncio.create_task(self._commit())
+
+    def _cancel_second(self) -> None:
+        if self._second is not None:
+            self._second.cancel()
+            self._second = None
 
     def _second_due(self) -> None:
         self._second = None
@@ -187,9 +190,7 @@ class PostgresIngest(LogBase):
                 calls = list(self._waiting)
                 self._waiting.clear()
                 self._queued = 0
-                if self._second is not None:  # nothing waits for it now
-                    self._second.cancel()
-                    self._second = None
+                self._cancel_second()  # nothing waits for it now
                 if calls:  # none: their callers were answered meanwhile (``_unqueue``)
                     events = sum(len(call.items) for call in calls)
                     self._long_at[token] = loop.time() + (0.0 if events >= SECOND_AT else SECOND_AFTER)
