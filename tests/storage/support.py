@@ -66,3 +66,11 @@ def at_deliveries_step(url: str, step: int) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         runner.migrate(_Target(conn), steps, "test")
         assert conn.execute(DELIVERIES_VERSION).fetchone() == (step,)
+
+
+def claims_held(url: str) -> dict[str, int]:
+    """Per subscription, the count of claimed deliveries the PostgreSQL schema keeps
+    (``pipeline_claims_held``: what was claimed less what was freed)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT subscription, held FROM pipeline_claims_held")
+        return {str(s): int(n) for s, n in rows}

@@ -18,7 +18,7 @@ from support.waiting import async_wait_for, async_wait_until
 from cebroker.storage import Incoming, SchemaTooNew, StorageUnavailable
 from cebroker.storage.postgres import PostgresStorage
 from cebroker.storage.postgres.migrations import latest
-from storage.support import opened
+from storage.support import claims_held, opened
 
 pytestmark = pytest.mark.postgres
 
@@ -137,12 +137,10 @@ async def test_a_dead_instances_claims_are_taken_over_after_the_lease(postgres_u
 
 
 def _held(url: str) -> dict[str, tuple[int, int]]:
-    """Per subscription: the claims count kept by the schema (``pipeline_claims_held``: what
-    was claimed less what was freed), and the claimed rows."""
+    """Per subscription: the claims count kept by the schema (:func:`claims_held`), and the
+    claimed rows."""
+    kept = claims_held(url)
     with psycopg.connect(url, autocommit=True) as conn:
-        kept: dict[str, int] = {
-            str(s): int(n) for s, n in conn.execute("SELECT subscription, held FROM pipeline_claims_held")
-        }
         rows: dict[str, int] = {
             str(s): int(n)
             for s, n in conn.execute(

@@ -13,15 +13,9 @@ import pytest
 from cebroker.storage import Incoming, Limits
 from cebroker.storage.postgres import PostgresStorage
 from cebroker.storage.postgres.migrations import latest
-from storage.support import DELIVERIES_VERSION, at_deliveries_step, opened
+from storage.support import DELIVERIES_VERSION, at_deliveries_step, claims_held, opened
 
 pytestmark = pytest.mark.postgres
-
-
-def _held(url: str) -> dict[str, int]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        rows = conn.execute("SELECT subscription, held FROM pipeline_claims_held")
-        return {str(s): int(n) for s, n in rows}
 
 
 async def test_a_completion_does_not_wait_for_a_claim_under_way(postgres_url: str) -> None:
@@ -35,7 +29,7 @@ async def test_a_completion_does_not_wait_for_a_claim_under_way(postgres_url: st
             other.execute("SELECT held FROM pipeline_claims WHERE subscription = 'a' FOR UPDATE")
             await asyncio.wait_for(log.complete([(d.id, d.event_seq, "a") for d in claimed]), 10)
             other.rollback()
-        assert _held(postgres_url) == {"a": 0}
+        assert claims_held(postgres_url) == {"a": 0}
         assert len((await log.due("a", 4, Limits(4)))[0]) == 2
 
 
@@ -50,10 +44,10 @@ async def test_a_release_not_yet_committed_is_not_counted_as_free(postgres_url: 
             # the completion is under way, not committed: the slot is not free yet
             assert (await log.due("a", 4, Limits(2)))[0] == []
             other.commit()
-        assert _held(postgres_url) == {"a": 1}
+        assert claims_held(postgres_url) == {"a": 1}
         more, _ = await log.due("a", 4, Limits(2))
         assert len(more) == 1
-        assert _held(postgres_url) == {"a": 2}
+        assert claims_held(postgres_url) == {"a": 2}
 
 
 async def test_upgrading_from_step_9_keeps_the_count_of_claims(postgres_url: str) -> None:
@@ -74,10 +68,10 @@ async def test_upgrading_from_step_9_keeps_the_count_of_claims(postgres_url: str
     async with opened(PostgresStorage(postgres_url)) as storage:
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             assert conn.execute(DELIVERIES_VERSION).fetchone() == (latest()["deliveries"],)
-        assert _held(postgres_url) == {"a": 2}
+        assert claims_held(postgres_url) == {"a": 2}
         log = storage.deliveries
         assert len((await log.due("a", 3, Limits(3)))[0]) == 1  # the third slot, and no more
-        assert _held(postgres_url) == {"a": 3}
+        assert claims_held(postgres_url) == {"a": 3}
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             conn.execute("SELECT cebroker_complete(%s::bigint[], 0, 0)", (old,))
-        assert _held(postgres_url) == {"a": 1}
+        assert claims_held(postgres_url) == {"a": 1}
