@@ -153,3 +153,26 @@ def test_a_quiet_wal_is_cut_back_to_nothing(tmp_path: Path) -> None:
             time.sleep(0.02)
         assert wal_size(path) == 0
         assert checkpointer.truncations > 0
+
+
+def test_a_restart_of_the_wal_counts_as_the_writer_at_work(tmp_path: Path) -> None:
+    """A started-over WAL keeps its frame count until the next write, so two rounds around the
+    writer's restart see the same count: the restart is the writer's work, not a quiet
+    interval, and the WAL it is about to write over in place is not cut back."""
+    path = tmp_path / "restart.db"
+    writer = connect(path)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT)")
+    writer.executemany("INSERT INTO rows VALUES (?, ?)", [(n, "x" * 200) for n in range(2_000)])
+    checkpointer = Checkpointer(lambda: connect(path), path.with_name(path.name + "-wal"), 60.0, 4096)
+    rounds = connect(path)
+    checkpointer.checkpoint(rounds)  # past half the bound: the writer is asked to start it over
+    checkpointer.between_writes(writer)
+    assert checkpointer.restarts == 1
+    checkpointer.checkpoint(rounds)  # no frame since: the count is the same, the restart the only work
+    assert checkpointer.truncations == 0
+    assert wal_size(path) > 0
+    checkpointer.checkpoint(rounds)  # a whole interval without the writer: now it is quiet
+    assert checkpointer.truncations == 1
+    rounds.close()
+    writer.close()

@@ -23,9 +23,9 @@ costs the disk a quarter to a third less than one of pages that make the file lo
 (``fdatasync`` must then commit the file's new size as well), on every durable commit. SQLite
 cuts a restarted file back to ``limit`` (``journal_size_limit``) if a burst made it longer.
 
-A WAL that a passive round finds all copied, with no frame added since the round before (the
-writer has been quiet for a whole interval), is cut back to zero by this thread: then nothing
-is left to copy, and the truncation is tried without waiting for anyone (a busy writer or
+A WAL that a passive round finds all copied, with no frame added and no restart begun since
+the round before (the writer has been quiet for a whole interval), is cut back to zero by this
+thread: then nothing is left to copy, and the truncation is tried without waiting for anyone (a busy writer or
 reader just postpones it to the next round). Left alone, a WAL keeps the size of its largest
 burst, and its pages count twice on the disk: once in the WAL, once in the database file they
 were copied to.
@@ -66,6 +66,11 @@ class Checkpointer:
         self._limit = limit
         #: The WAL's frames at the previous round (-1: none yet), to tell a quiet writer.
         self._frames = -1
+        #: The writer's restarts of the WAL begun, and their count at the previous round: a
+        #: started-over WAL keeps its frame count until the next write, so the frames alone
+        #: would take the restart's interval for a quiet one.
+        self._restarting = 0
+        self._restarting_seen = 0
         #: Bytes of one WAL frame (a page and its header), once read.
         self._frame_size: int | None = None
         self._stop = threading.Event()
@@ -114,8 +119,10 @@ class Checkpointer:
         frames are past half its bound, a request that the writer starts it over."""
         try:
             (busy, frames, copied) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            quiet = frames == self._frames
+            restarting = self._restarting
+            quiet = frames == self._frames and restarting == self._restarting_seen
             self._frames = frames
+            self._restarting_seen = restarting
             if quiet and not busy and frames == copied and self._wal_size() > 0:
                 # The writer may stay quiet for long: this thread cuts the WAL back itself.
                 conn.execute("PRAGMA busy_timeout=0")  # never wait for anyone for this one
@@ -141,6 +148,7 @@ class Checkpointer:
         if not self._wanted.is_set():
             return
         self._wanted.clear()
+        self._restarting += 1  # before the restart: a round meanwhile sees the writer at work
         try:
             (timeout,) = conn.execute("PRAGMA busy_timeout").fetchone()
             conn.execute("PRAGMA busy_timeout=1000")  # readers end within a call
